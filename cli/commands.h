@@ -1,0 +1,18 @@
+// Subcommands of the `ringmaster` binary. Each Register* function adds one
+// subcommand (with its flags and callback) to the app; main.cc lists them.
+#ifndef RINGMASTER_CLI_COMMANDS_H_
+#define RINGMASTER_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+namespace ringmaster::cli {
+
+// Exit code a subcommand's callback leaves here; main returns it.
+int& ExitCode();
+
+void RegisterScheduleCommand(CLI::App& app);
+void RegisterPolicyCommand(CLI::App& app);
+
+}  // namespace ringmaster::cli
+
+#endif  // RINGMASTER_CLI_COMMANDS_H_

@@ -1,0 +1,21 @@
+// ringmaster: one binary, one subcommand per driver of the engine.
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace ringmaster::cli {
+int& ExitCode() {
+  static int code = 0;
+  return code;
+}
+}  // namespace ringmaster::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringmaster: a gang scheduler for distributed GPU training"};
+  app.require_subcommand(1);
+  ringmaster::cli::RegisterScheduleCommand(app);
+  ringmaster::cli::RegisterPolicyCommand(app);
+  // Further subcommands register here, one line each.
+  CLI11_PARSE(app, argc, argv);
+  return ringmaster::cli::ExitCode();
+}
