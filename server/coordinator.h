@@ -1,0 +1,184 @@
+// The coordinator: owns each running job's membership and hands it to the
+// worker shims (see DESIGN.md, "Elastic membership protocol").
+//
+// A job's membership is a sequence of *generations*. Each generation is the
+// ordered list of member workers; a member's rank is its position. The
+// coordinator publishes generation g+1 when
+//   - a resize request changes the job's target size (standalone mode; later
+//     the engine's decisions),
+//   - a member misses heartbeats for longer than the timeout, its membership
+//     stream drops, or a peer reports a failure,
+//   - a member leaves, or a waiting (standby) worker can fill a missing slot.
+// It also serves a key-value store scoped by (job, generation) that the shims
+// use for rendezvous (Gloo addresses, NCCL unique ids).
+//
+// This class is the transport-free core: thread-safe, clock injected, so the
+// gRPC service (coordinator_service.h) and the tests drive the same code.
+#ifndef RINGMASTER_SERVER_COORDINATOR_H_
+#define RINGMASTER_SERVER_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "api/coordinator.pb.h"
+
+namespace ringmaster::server {
+
+struct CoordinatorOptions {
+  // A member whose last heartbeat is older than this is declared failed.
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Time members are given to re-form (sent as the update's deadline).
+  absl::Duration reform_deadline = absl::Seconds(30);
+  // After a coordinator restart, how long a re-adopted job waits for all of
+  // its previous members before it re-forms with those that came back.
+  absl::Duration adoption_grace = absl::Seconds(5);
+  // Limits on the key-value store, per value and per (job, generation).
+  size_t max_value_bytes = 1 << 20;
+  size_t max_keys_per_generation = 4096;
+  // Longest a single KvWait may block, whatever the client asks for.
+  absl::Duration max_wait = absl::Seconds(60);
+  // Clock; absl::Now when empty. Tests inject a fake one.
+  std::function<absl::Time()> now;
+};
+
+// Identifies one membership stream of one worker; a newer Join of the same
+// worker replaces the older stream.
+struct Subscription {
+  std::string job;
+  std::string worker_id;
+  uint64_t id = 0;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options);
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Registers a worker's membership stream. Creates the job when it is new
+  // (target size = request.desired_workers, at least 1; or, when the worker
+  // reports a previous generation, the job is re-adopted after a coordinator
+  // restart). May publish a generation. Errors: INVALID_ARGUMENT for an empty
+  // job or worker id; FAILED_PRECONDITION when the job has finished.
+  absl::StatusOr<Subscription> Join(const api::JoinRequest& request);
+
+  // Waits up to `wait` for a generation newer than the last one delivered on
+  // this subscription. Returns nullopt on timeout; CANCELLED when the
+  // subscription was replaced by a newer Join or the worker left.
+  absl::StatusOr<std::optional<api::MembershipUpdate>> NextUpdate(
+      const Subscription& sub, absl::Duration wait);
+
+  // The subscription's stream dropped. A member of the current generation
+  // counts as failed (new generation); a standby is forgotten.
+  void Disconnect(const Subscription& sub);
+
+  // Records liveness; returns the job's current generation.
+  absl::StatusOr<int64_t> Heartbeat(const api::HeartbeatRequest& request);
+
+  // Key-value store scoped by (job, generation). Writes and reads must name
+  // the current generation: an older one is FAILED_PRECONDITION ("stale
+  // generation"), a newer one INVALID_ARGUMENT. Oversized values and too many
+  // keys are INVALID_ARGUMENT. Unknown jobs are NOT_FOUND.
+  absl::Status KvSet(const api::KvSetRequest& request);
+  absl::StatusOr<std::optional<std::string>> KvGet(
+      const api::KvGetRequest& request);
+  // Blocks until every key exists (OK), the timeout passes
+  // (DEADLINE_EXCEEDED) or the generation is superseded (ABORTED).
+  absl::Status KvWait(const api::KvWaitRequest& request);
+
+  absl::Status CommitProgress(const api::CommitProgressRequest& request);
+
+  // A peer reports a failed collective. Publishes a failure generation
+  // without the suspect (or, with no suspect, without members whose
+  // heartbeats are late or whose stream is gone; if none, with the same
+  // members so that everybody re-forms). Reports for an older generation are
+  // ignored. Returns the current generation.
+  absl::StatusOr<int64_t> ReportFailure(
+      const api::ReportFailureRequest& request);
+
+  absl::Status Leave(const api::LeaveRequest& request);
+
+  // Sets the job's target size (and optionally its rank order). Shrinks at
+  // once; grows as soon as enough standby workers are connected. Returns the
+  // current generation after the change.
+  absl::StatusOr<int64_t> Resize(const api::ResizeRequest& request);
+
+  absl::StatusOr<api::JobStatus> GetJob(const std::string& job) const;
+
+  // Declares members with late heartbeats failed and ends adoption grace
+  // periods; the service calls it periodically, tests call it directly.
+  void Tick();
+
+  // Wakes every waiter; NextUpdate and KvWait return CANCELLED afterwards.
+  void Shutdown();
+
+ private:
+  struct Worker {
+    std::string id;
+    std::string host;
+    std::vector<int32_t> gpus;
+    absl::Time last_seen;
+    uint64_t subscription = 0;
+    int64_t delivered_generation = 0;
+    // Ordering among standby workers: first come, first served.
+    uint64_t join_order = 0;
+    // From the Join after a coordinator restart.
+    int64_t last_generation = 0;
+    int32_t last_rank = -1;
+  };
+  struct Job {
+    std::string name;
+    int64_t generation = 0;
+    int64_t last_failure_generation = 0;
+    api::Reason reason = api::REASON_UNSPECIFIED;
+    int32_t target = 1;
+    std::vector<std::string> members;        // current generation, rank order
+    std::vector<bool> members_have_state;    // parallel to members
+    std::vector<std::string> ring_order;     // optional placement order
+    std::map<std::string, Worker> workers;   // connected workers
+    int64_t committed_step = 0;
+    int64_t committed_position = 0;
+    bool finished = false;
+    bool adopting = false;  // re-adopted after a restart, not yet re-formed
+    absl::Time adopt_since;
+    absl::Time published_at;
+    std::map<std::string, std::string> kv;  // current generation only
+  };
+
+  absl::Time Now() const;
+  absl::StatusOr<Job*> FindJob(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckGeneration(const Job& job, int64_t generation) const;
+  // Recomputes the member list; publishes a new generation when it differs
+  // (or when `force`). `dropped` are members to remove.
+  void Reconcile(Job& job, api::Reason reason,
+                 const std::vector<std::string>& dropped, bool force)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(Job& job, std::vector<std::string> members, api::Reason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  api::MembershipUpdate UpdateFor(const Job& job,
+                                  const std::string& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsMember(const Job& job, const std::string& worker) const;
+
+  const CoordinatorOptions options_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // generation, kv or subscriptions changed
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_join_order_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_COORDINATOR_H_

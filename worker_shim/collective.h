@@ -1,0 +1,79 @@
+// The collective backend interface the shim drives: one communicator per
+// membership generation, re-formed on every change. Gloo (TCP, CPU memory)
+// and NCCL (GPU memory; built when NCCL is found) implement it.
+#ifndef RINGMASTER_WORKER_SHIM_COLLECTIVE_H_
+#define RINGMASTER_WORKER_SHIM_COLLECTIVE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gloo/rendezvous/store.h>
+
+#include "absl/status/status.h"
+
+namespace ringmaster::shim {
+
+enum class DataType { kFloat32, kFloat64, kInt64 };
+enum class ReduceOp { kSum, kMax };
+
+size_t SizeOf(DataType type);
+
+// What changed between the communicator a rank holds and the generation it
+// must join; computed by PlanReform() identically on every rank from the
+// coordinator's member lists.
+struct ReformPlan {
+  int64_t generation = 0;
+  int rank = -1;        // rank in the new generation
+  int world_size = 0;
+  int old_rank = -1;    // rank in the previous communicator, -1 if none
+  int old_world_size = 0;
+  // The previous communicator may be broken (a failure generation, or this
+  // rank saw a collective fail): it must be revoked/aborted, not reused as is.
+  bool failure = false;
+  // New members are exactly the previous members minus some, in the same
+  // relative order, and this rank had the previous communicator: the new
+  // communicator can be carved out of the old one (NCCL ncclCommShrink).
+  bool only_removals = false;
+  // Ranks of the previous communicator that are not in the new generation,
+  // ascending. Identical on every survivor.
+  std::vector<int> excluded;
+};
+
+// `old_members` is empty when this rank holds no communicator.
+ReformPlan PlanReform(const std::vector<std::string>& old_members,
+                      const std::vector<std::string>& new_members,
+                      const std::string& self, int64_t generation,
+                      bool failure);
+
+// Contract (tests/worker_shim/collective_contract_test.cc runs it over every
+// backend):
+//  1. Reform() is called by every member of the new generation with the same
+//     plan fields except rank/old_rank; on OK the communicator has
+//     plan.world_size ranks and this process is plan.rank.
+//  2. Collectives are blocking from the caller's view and in place; they
+//     return UNAVAILABLE (or DEADLINE_EXCEEDED) when a peer failed and never
+//     hang past the backend's timeout. After such an error the communicator
+//     is unhealthy until the next Reform().
+//  3. Abort() drops the communicator without talking to peers; idempotent.
+//  4. Not thread-safe: one thread drives a backend.
+class CollectiveBackend {
+ public:
+  virtual ~CollectiveBackend() = default;
+  virtual std::string_view name() const = 0;
+  // `store` is scoped to plan.generation.
+  virtual absl::Status Reform(const ReformPlan& plan,
+                              gloo::rendezvous::Store& store) = 0;
+  virtual absl::Status AllReduce(void* data, size_t count, DataType type,
+                                 ReduceOp op) = 0;
+  virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+  virtual void Abort() = 0;
+  virtual bool healthy() const = 0;
+};
+
+}  // namespace ringmaster::shim
+
+#endif  // RINGMASTER_WORKER_SHIM_COLLECTIVE_H_

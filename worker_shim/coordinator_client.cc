@@ -1,0 +1,244 @@
+// Implementation of the coordinator client; see coordinator_client.h.
+#include "worker_shim/coordinator_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::shim {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
+    ClientOptions options) {
+  if (options.address.empty() || options.job.empty() ||
+      options.worker_id.empty()) {
+    return absl::InvalidArgumentError(
+        "coordinator client needs an address, a job and a worker id");
+  }
+  std::unique_ptr<CoordinatorClient> c(
+      new CoordinatorClient(std::move(options)));
+  c->watcher_ = std::thread([p = c.get()] { p->WatchLoop(); });
+  c->heartbeat_ = std::thread([p = c.get()] { p->HeartbeatLoop(); });
+  return c;
+}
+
+CoordinatorClient::CoordinatorClient(ClientOptions options)
+    : options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a coordinator restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  channel_ = grpc::CreateCustomChannel(
+      options_.address, grpc::InsecureChannelCredentials(), args);
+  stub_ = api::Coordinator::NewStub(channel_);
+}
+
+CoordinatorClient::~CoordinatorClient() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
+  }
+  if (watcher_.joinable()) watcher_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+std::unique_ptr<grpc::ClientContext> CoordinatorClient::MakeContext(
+    absl::Duration timeout) const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return ctx;
+}
+
+void CoordinatorClient::WatchLoop() {
+  while (true) {
+    api::JoinRequest req;
+    grpc::ClientContext ctx;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      req.set_job(options_.job);
+      req.set_worker_id(options_.worker_id);
+      req.set_host(options_.host);
+      for (int32_t g : options_.gpus) req.add_gpus(g);
+      req.set_desired_workers(options_.desired_workers);
+      req.set_last_generation(current_generation_);
+      req.set_last_rank(current_rank_);
+      req.set_last_world_size(current_world_);
+      stream_ctx_ = &ctx;
+    }
+    auto reader = stub_->Join(&ctx, req);
+    api::MembershipUpdate update;
+    bool got_any = false;
+    while (reader->Read(&update)) {
+      if (!got_any) {
+        got_any = true;
+        connects_.fetch_add(1);
+      }
+      absl::MutexLock lock(&mu_);
+      if (!latest_.has_value() || update.generation() > latest_->generation()) {
+        latest_ = update;
+      }
+    }
+    grpc::Status status = reader->Finish();
+    absl::MutexLock lock(&mu_);
+    stream_ctx_ = nullptr;
+    if (stopping_) return;
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      terminal_ = FromGrpc(status);
+      return;
+    }
+    // Back off, but wake at once when stopping.
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                         options_.reconnect_backoff);
+  }
+}
+
+void CoordinatorClient::HeartbeatLoop() {
+  while (true) {
+    api::HeartbeatRequest req;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                               options_.heartbeat_interval)) {
+        return;
+      }
+      req.set_generation(current_generation_);
+    }
+    req.set_job(options_.job);
+    req.set_worker_id(options_.worker_id);
+    api::HeartbeatReply reply;
+    auto ctx = MakeContext(options_.rpc_timeout);
+    (void)stub_->Heartbeat(ctx.get(), req, &reply);  // Best effort.
+  }
+}
+
+int64_t CoordinatorClient::LatestGeneration() const {
+  absl::MutexLock lock(&mu_);
+  return latest_.has_value() ? latest_->generation() : 0;
+}
+
+absl::StatusOr<api::MembershipUpdate> CoordinatorClient::WaitForGeneration(
+    int64_t min_generation, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return (latest_.has_value() && latest_->generation() >= min_generation) ||
+           !terminal_.ok() || stopping_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (latest_.has_value() && latest_->generation() >= min_generation) {
+    return *latest_;
+  }
+  if (!terminal_.ok()) return terminal_;
+  if (stopping_) return absl::CancelledError("client stopping");
+  return absl::DeadlineExceededError(absl::StrCat(
+      "no generation >= ", min_generation, " within ",
+      absl::FormatDuration(timeout)));
+}
+
+void CoordinatorClient::SetCurrent(int64_t generation, int32_t rank,
+                                   int32_t world_size) {
+  absl::MutexLock lock(&mu_);
+  current_generation_ = generation;
+  current_rank_ = rank;
+  current_world_ = world_size;
+}
+
+absl::Status CoordinatorClient::KvSet(int64_t generation,
+                                      const std::string& key,
+                                      const std::string& value) {
+  api::KvSetRequest req;
+  req.set_job(options_.job);
+  req.set_generation(generation);
+  req.set_key(key);
+  req.set_value(value);
+  api::KvSetReply reply;
+  auto ctx = MakeContext(options_.rpc_timeout);
+  return FromGrpc(stub_->KvSet(ctx.get(), req, &reply));
+}
+
+absl::StatusOr<std::optional<std::string>> CoordinatorClient::KvGet(
+    int64_t generation, const std::string& key) {
+  api::KvGetRequest req;
+  req.set_job(options_.job);
+  req.set_generation(generation);
+  req.set_key(key);
+  api::KvGetReply reply;
+  auto ctx = MakeContext(options_.rpc_timeout);
+  if (auto s = FromGrpc(stub_->KvGet(ctx.get(), req, &reply)); !s.ok()) {
+    return s;
+  }
+  if (!reply.found()) return std::optional<std::string>();
+  return std::optional<std::string>(reply.value());
+}
+
+absl::Status CoordinatorClient::KvWait(int64_t generation,
+                                       const std::vector<std::string>& keys,
+                                       absl::Duration timeout) {
+  api::KvWaitRequest req;
+  req.set_job(options_.job);
+  req.set_generation(generation);
+  for (const auto& k : keys) req.add_keys(k);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  api::KvWaitReply reply;
+  auto ctx = MakeContext(timeout + options_.rpc_timeout);
+  return FromGrpc(stub_->KvWait(ctx.get(), req, &reply));
+}
+
+absl::Status CoordinatorClient::CommitProgress(int64_t generation,
+                                               int64_t step,
+                                               int64_t position) {
+  api::CommitProgressRequest req;
+  req.set_job(options_.job);
+  req.set_worker_id(options_.worker_id);
+  req.set_generation(generation);
+  req.set_step(step);
+  req.set_position(position);
+  api::CommitProgressReply reply;
+  auto ctx = MakeContext(options_.rpc_timeout);
+  return FromGrpc(stub_->CommitProgress(ctx.get(), req, &reply));
+}
+
+absl::StatusOr<int64_t> CoordinatorClient::ReportFailure(
+    int64_t generation, const std::string& suspect,
+    const std::string& detail) {
+  api::ReportFailureRequest req;
+  req.set_job(options_.job);
+  req.set_reporter(options_.worker_id);
+  req.set_generation(generation);
+  req.set_suspect(suspect);
+  req.set_detail(detail);
+  api::ReportFailureReply reply;
+  auto ctx = MakeContext(options_.rpc_timeout);
+  if (auto s = FromGrpc(stub_->ReportFailure(ctx.get(), req, &reply));
+      !s.ok()) {
+    return s;
+  }
+  return reply.current_generation();
+}
+
+absl::Status CoordinatorClient::Leave(bool finished) {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  api::LeaveRequest req;
+  req.set_job(options_.job);
+  req.set_worker_id(options_.worker_id);
+  req.set_finished(finished);
+  api::LeaveReply reply;
+  auto ctx = MakeContext(options_.rpc_timeout);
+  absl::Status s = FromGrpc(stub_->Leave(ctx.get(), req, &reply));
+  absl::MutexLock lock(&mu_);
+  if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
+  return s;
+}
+
+}  // namespace ringmaster::shim

@@ -1,0 +1,110 @@
+// The shim's connection to the coordinator: a membership watcher that keeps
+// the newest generation (and reconnects, re-joining with its last generation
+// so that a restarted coordinator can re-adopt the job), a heartbeat thread,
+// and thin typed wrappers over the key-value store, progress, failure
+// reports and leave.
+#ifndef RINGMASTER_WORKER_SHIM_COORDINATOR_CLIENT_H_
+#define RINGMASTER_WORKER_SHIM_COORDINATOR_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "api/coordinator.grpc.pb.h"
+
+namespace ringmaster::shim {
+
+struct ClientOptions {
+  std::string address;  // "127.0.0.1:PORT"
+  std::string job;
+  std::string worker_id;
+  std::string host = "127.0.0.1";
+  std::vector<int32_t> gpus;
+  int32_t desired_workers = 0;  // used when this Join creates the job
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration rpc_timeout = absl::Seconds(5);
+  absl::Duration reconnect_backoff = absl::Milliseconds(100);
+};
+
+class CoordinatorClient {
+ public:
+  // Starts the watcher and heartbeat threads; does not wait for the first
+  // generation. Errors: INVALID_ARGUMENT for missing address, job or worker.
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      ClientOptions options);
+  ~CoordinatorClient();
+  CoordinatorClient(const CoordinatorClient&) = delete;
+  CoordinatorClient& operator=(const CoordinatorClient&) = delete;
+
+  const ClientOptions& options() const { return options_; }
+
+  // Newest generation received so far (0 = none).
+  int64_t LatestGeneration() const;
+  // Waits until an update with generation >= min_generation has arrived and
+  // returns the newest one. DEADLINE_EXCEEDED on timeout; FAILED_PRECONDITION
+  // when the coordinator refused the join for good (job finished).
+  absl::StatusOr<api::MembershipUpdate> WaitForGeneration(
+      int64_t min_generation, absl::Duration timeout);
+
+  // The generation this worker now works in; sent on every re-join so a
+  // restarted coordinator continues the numbering.
+  void SetCurrent(int64_t generation, int32_t rank, int32_t world_size);
+
+  absl::Status KvSet(int64_t generation, const std::string& key,
+                     const std::string& value);
+  absl::StatusOr<std::optional<std::string>> KvGet(int64_t generation,
+                                                   const std::string& key);
+  absl::Status KvWait(int64_t generation, const std::vector<std::string>& keys,
+                      absl::Duration timeout);
+  absl::Status CommitProgress(int64_t generation, int64_t step,
+                              int64_t position);
+  // Returns the coordinator's current generation.
+  absl::StatusOr<int64_t> ReportFailure(int64_t generation,
+                                        const std::string& suspect,
+                                        const std::string& detail);
+  // Leaves the job (finished = the whole job is done) and stops watching.
+  absl::Status Leave(bool finished);
+
+  // Times the membership stream was (re)established.
+  int64_t connects() const { return connects_.load(); }
+
+ private:
+  explicit CoordinatorClient(ClientOptions options);
+  void WatchLoop();
+  void HeartbeatLoop();
+  std::unique_ptr<grpc::ClientContext> MakeContext(absl::Duration timeout) const;
+
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Coordinator::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  std::optional<api::MembershipUpdate> latest_ ABSL_GUARDED_BY(mu_);
+  absl::Status terminal_ ABSL_GUARDED_BY(mu_);
+  int64_t current_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t current_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  int32_t current_world_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<int64_t> connects_{0};
+  std::thread watcher_;
+  std::thread heartbeat_;
+};
+
+// Converts a gRPC status into the absl::Status with the same code.
+absl::Status FromGrpc(const grpc::Status& status);
+
+}  // namespace ringmaster::shim
+
+#endif  // RINGMASTER_WORKER_SHIM_COORDINATOR_CLIENT_H_

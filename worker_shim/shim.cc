@@ -1,0 +1,158 @@
+// Implementation of the in-process shim; see shim.h.
+#include "worker_shim/shim.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker_shim/kv_store.h"
+
+namespace ringmaster::shim {
+namespace {
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(
+    ShimOptions options, std::unique_ptr<CollectiveBackend> backend) {
+  if (backend == nullptr) return absl::InvalidArgumentError("no backend");
+  auto client = CoordinatorClient::Connect(options.client);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<Shim>(
+      new Shim(std::move(options), *std::move(client), std::move(backend)));
+}
+
+Shim::Shim(ShimOptions options, std::unique_ptr<CoordinatorClient> client,
+           std::unique_ptr<CollectiveBackend> backend)
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      backend_(std::move(backend)),
+      state_(options_.commit_file) {}
+
+Shim::~Shim() {
+  backend_->Abort();
+  client_.reset();
+}
+
+absl::Status Shim::Start() {
+  auto b = ReformTo(1, /*local_failure=*/false);
+  if (!b.ok()) return b.status();
+  if (*b == Boundary::kRemoved) {
+    return absl::FailedPreconditionError("removed before starting");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
+                                              bool local_failure) {
+  const absl::Time deadline = absl::Now() + options_.membership_timeout;
+  bool rollback_needed = local_failure;
+  while (true) {
+    auto update =
+        client_->WaitForGeneration(min_generation, deadline - absl::Now());
+    if (!update.ok()) return update.status();
+    if (update->last_failure_generation() > generation_ && generation_ > 0) {
+      rollback_needed = true;
+    }
+    if (update->rank() < 0) {
+      if (rank_ >= 0) {
+        // Shrunk away (or declared failed): this worker is done here.
+        backend_->Abort();
+        rank_ = -1;
+        return Boundary::kRemoved;
+      }
+      min_generation = update->generation() + 1;  // standby: keep waiting
+      continue;
+    }
+    std::vector<std::string> new_members;
+    int root = -1;
+    for (const auto& m : update->members()) {
+      new_members.push_back(m.worker_id());
+      if (root < 0 && m.has_state()) root = m.rank();
+    }
+    // The communicator this rank holds (if any) is the previous members';
+    // the backend decides whether it can be reused (NCCL shrink) or not.
+    ReformPlan plan = PlanReform(
+        rank_ >= 0 ? members_ : std::vector<std::string>(), new_members,
+        options_.client.worker_id, update->generation(), rollback_needed);
+    KvStore store(*client_, update->generation(), options_.rendezvous_timeout);
+    absl::Status s = backend_->Reform(plan, store);
+    const int64_t formed = NowMicros();
+    if (s.ok()) {
+      if (rollback_needed && state_.has_commit()) {
+        if (auto r = state_.Restore(); !r.ok()) return r;
+      }
+      if (root >= 0) s = state_.Sync(*backend_, root);
+    }
+    if (!s.ok()) {
+      // Superseded while re-forming, or a peer died in the middle: move on
+      // to a newer generation (asking for one if none is coming).
+      backend_->Abort();
+      if (client_->LatestGeneration() <= update->generation()) {
+        (void)client_->ReportFailure(update->generation(), "",
+                                     std::string(s.message()));
+      }
+      // Our communicator is gone: whoever we were, treat it as a failure.
+      rollback_needed = true;
+      generation_ = update->generation();
+      members_ = new_members;
+      rank_ = update->rank();
+      min_generation = update->generation() + 1;
+      continue;
+    }
+    generation_ = update->generation();
+    members_ = std::move(new_members);
+    rank_ = update->rank();
+    client_->SetCurrent(generation_, rank_, world_size());
+    reforms_.push_back(ReformRecord{generation_, update->reason(), rank_,
+                                    world_size(), rollback_needed,
+                                    update->published_unix_us(), formed,
+                                    NowMicros()});
+    return Boundary::kReformed;
+  }
+}
+
+absl::Status Shim::AllReduce(void* data, size_t count, DataType type,
+                             ReduceOp op) {
+  return backend_->AllReduce(data, count, type, op);
+}
+
+absl::Status Shim::Broadcast(void* data, size_t bytes, int root) {
+  return backend_->Broadcast(data, bytes, root);
+}
+
+absl::Status Shim::Barrier() { return backend_->Barrier(); }
+
+absl::Status Shim::Commit(int64_t step, int64_t position) {
+  if (auto s = state_.Commit(); !s.ok()) return s;
+  if (rank_ == 0) {
+    // Progress reports are advisory; a restarting coordinator must not stop
+    // training.
+    (void)client_->CommitProgress(generation_, step, position);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shim::Boundary> Shim::StepBoundary() {
+  int64_t newest = client_->LatestGeneration();
+  if (auto s = backend_->AllReduce(&newest, 1, DataType::kInt64,
+                                   ReduceOp::kMax);
+      !s.ok()) {
+    return Recover(std::string(s.message()));
+  }
+  if (newest <= generation_) return Boundary::kContinue;
+  return ReformTo(newest, /*local_failure=*/false);
+}
+
+absl::StatusOr<Shim::Boundary> Shim::Recover(const std::string& detail) {
+  // The backend keeps its broken communicator: NCCL revokes and shrinks it.
+  (void)client_->ReportFailure(generation_, "", detail);
+  return ReformTo(generation_ + 1, /*local_failure=*/true);
+}
+
+absl::Status Shim::Leave(bool finished) {
+  backend_->Abort();
+  return client_->Leave(finished);
+}
+
+}  // namespace ringmaster::shim
