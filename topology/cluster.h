@@ -44,6 +44,15 @@ struct Taint {
   TaintEffect effect = TaintEffect::kNoSchedule;
 };
 
+// Bandwidth of the links inside a node, per GPU and direction, in Gbit/s.
+// 0 means "use the default in topology/bandwidth.h".
+struct IntraNodeLinks {
+  double nvlink_gbps = 0;        // GPUs on the same NVLink island / NVSwitch
+  double pcie_switch_gbps = 0;   // GPUs behind the same PCIe switch
+  double socket_gbps = 0;        // same NUMA socket, through the host bridge
+  double cross_socket_gbps = 0;  // across sockets (QPI/UPI/Infinity Fabric)
+};
+
 struct NodeSpec {
   std::string name;
   std::map<std::string, std::string> labels;
@@ -51,6 +60,8 @@ struct NodeSpec {
   // CPU, memory and scalar resources. gpu_milli is derived from `gpus`.
   Resources allocatable;
   std::vector<Gpu> gpus;
+  // Intra-node link bandwidths (cluster file `links:`); zeros mean defaults.
+  IntraNodeLinks link_gbps;
   // Domain name at tiers 1..T (domains[0] is the tier-1 domain). Names are
   // unique within a tier.
   std::vector<std::string> domains;

@@ -1,0 +1,166 @@
+// The readers of real cluster lists share one contract, run over all of them.
+#include "topology/node_lists.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace ringmaster::topology {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string DataPath(const std::string& rel) { return std::string(RINGMASTER_SOURCE_DIR) + "/data/" + rel; }
+
+struct OpenbList {
+  static absl::StatusOr<std::vector<NodeSpec>> Parse(std::string_view t) { return ParseOpenbNodeList(t, "f.csv"); }
+  static absl::StatusOr<std::vector<NodeSpec>> Read(const std::string& p) { return ReadOpenbNodeList(p); }
+  static std::string Header() { return "sn,cpu_milli,memory_mib,gpu,model\n"; }
+  static std::string Row(int, const std::string& name, const std::string& gpus) {
+    return name + ",32000,1024," + gpus + (gpus == "0" ? ",\n" : ",T4\n");
+  }
+  static constexpr const char* kGpuColumn = "column 4 (gpu)";
+  static std::string RealFile() { return DataPath("traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"); }
+  static constexpr size_t kRealNodes = 1213;
+  static constexpr int64_t kRealGpus = 6212;
+};
+
+struct PhillyOriginalList {
+  static absl::StatusOr<std::vector<NodeSpec>> Parse(std::string_view t) { return ParsePhillyMachineList(t, "f.csv"); }
+  static absl::StatusOr<std::vector<NodeSpec>> Read(const std::string& p) { return ReadPhillyMachineList(p); }
+  static std::string Header() { return "machineId, number of GPUs, single GPU mem\n"; }
+  static std::string Row(int, const std::string& name, const std::string& gpus) {
+    return name + "," + gpus + ", 12GB\n";
+  }
+  static constexpr const char* kGpuColumn = "column 2 (number of GPUs)";
+  static std::string RealFile() { return DataPath("traces/philly-machines/cluster_machine_list"); }
+  static constexpr size_t kRealNodes = 552;
+  static constexpr int64_t kRealGpus = 321 * 2 + 231 * 8;
+};
+
+struct PhillyRevisedList {
+  static absl::StatusOr<std::vector<NodeSpec>> Parse(std::string_view t) { return ParsePhillyMachineList(t, "f.csv"); }
+  static absl::StatusOr<std::vector<NodeSpec>> Read(const std::string& p) { return ReadPhillyMachineList(p); }
+  static std::string Header() { return ",machineId,number of GPUs\n"; }
+  static std::string Row(int i, const std::string& name, const std::string& gpus) {
+    return std::to_string(i) + "," + name + "," + gpus + "\n";
+  }
+  static constexpr const char* kGpuColumn = "column 3 (number of GPUs)";
+  static std::string RealFile() { return DataPath("traces/philly-machines/revised_machine_list.csv"); }
+  static constexpr size_t kRealNodes = 552;
+  static constexpr int64_t kRealGpus = 2 * 3 + 3 + 4 * 271 + 8 * 264;
+};
+
+template <typename T>
+class NodeListReader : public ::testing::Test {};
+using Readers = ::testing::Types<OpenbList, PhillyOriginalList, PhillyRevisedList>;
+TYPED_TEST_SUITE(NodeListReader, Readers);
+
+TYPED_TEST(NodeListReader, ParsesEveryRowInOrder) {
+  const std::string text = TypeParam::Header() + TypeParam::Row(0, "a", "2") + TypeParam::Row(1, "b", "8") +
+                           TypeParam::Row(2, "c", "0");
+  auto nodes = TypeParam::Parse(text);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 3u);
+  EXPECT_EQ((*nodes)[0].name, "a");
+  EXPECT_EQ((*nodes)[1].gpus.size(), 8u);
+  EXPECT_EQ((*nodes)[1].gpus[7].index, 7);
+  EXPECT_TRUE((*nodes)[2].gpus.empty());
+}
+
+TYPED_TEST(NodeListReader, AcceptsCrlfAndBlankLines) {
+  std::string text = TypeParam::Header() + TypeParam::Row(0, "a", "4") + "\n" + TypeParam::Row(1, "b", "1");
+  std::string crlf;
+  for (char c : text) {
+    if (c == '\n') crlf += '\r';
+    crlf += c;
+  }
+  auto nodes = TypeParam::Parse(crlf);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].gpus.size(), 4u);
+  EXPECT_EQ((*nodes)[1].name, "b");
+}
+
+TYPED_TEST(NodeListReader, EmptyFileAndHeaderOnlyAreErrors) {
+  auto empty = TypeParam::Parse("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("f.csv"));
+  auto header_only = TypeParam::Parse(TypeParam::Header());
+  ASSERT_FALSE(header_only.ok());
+  EXPECT_THAT(std::string(header_only.status().message()), HasSubstr("f.csv"));
+}
+
+TYPED_TEST(NodeListReader, WrongHeaderNamesLineOne) {
+  auto r = TypeParam::Parse("name,gpus\n" + TypeParam::Row(0, "a", "1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:1:"));
+}
+
+TYPED_TEST(NodeListReader, BadNumberNamesLineAndColumn) {
+  // Line 3 (header is line 1) holds the bad GPU count.
+  auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + TypeParam::Row(1, "b", "two"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(TypeParam::kGpuColumn));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("'two'"));
+}
+
+TYPED_TEST(NodeListReader, NegativeGpuCountIsAnError) {
+  auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "-2"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:2: "));
+}
+
+TYPED_TEST(NodeListReader, ShortRowNamesItsLine) {
+  auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + "x\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: row has 1 columns"));
+}
+
+TYPED_TEST(NodeListReader, DuplicateNameNamesTheSecondLine) {
+  auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + TypeParam::Row(1, "a", "1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("duplicate name 'a'"));
+}
+
+TYPED_TEST(NodeListReader, MissingFileIsNotFound) {
+  auto r = TypeParam::Read("/nonexistent/list.csv");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+}
+
+TYPED_TEST(NodeListReader, ReadsTheRealListIntoAFlatCluster) {
+  auto nodes = TypeParam::Read(TypeParam::RealFile());
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(nodes->size(), TypeParam::kRealNodes);
+  auto cluster = Cluster::Build({}, std::move(*nodes));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ(cluster->total_gpus(), TypeParam::kRealGpus);
+}
+
+TEST(OpenbNodeList, ReadsCpuMemoryAndModel) {
+  auto nodes = ParseOpenbNodeList("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,786432,8,G2\nn2,32000,1024,0,\n", "f.csv");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ((*nodes)[0].allocatable.cpu_milli(), 96000);
+  EXPECT_EQ((*nodes)[0].allocatable.memory(), int64_t{786432} << 20);
+  EXPECT_EQ((*nodes)[0].gpus[3].model, "G2");
+  EXPECT_TRUE((*nodes)[1].gpus.empty());
+  auto bad = ParseOpenbNodeList("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,1,8,\n", "f.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("f.csv:2: column 5 (model)"));
+}
+
+TEST(PhillyMachineList, ReadsGpuMemoryAndRejectsBadSizes) {
+  auto nodes = ParsePhillyMachineList("machineId, number of GPUs, single GPU mem\nm0,2, 12GB\n", "f");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ((*nodes)[0].gpus[1].memory, int64_t{12} << 30);
+  auto bad = ParsePhillyMachineList("machineId, number of GPUs, single GPU mem\nm0,2, 12\n", "f");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("f:2: column 3 (single GPU mem)"));
+}
+
+}  // namespace
+}  // namespace ringmaster::topology
