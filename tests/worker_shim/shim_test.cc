@@ -1,0 +1,159 @@
+// End-to-end tests of worker_shim/shim.h in one process: an in-process
+// coordinator on 127.0.0.1 and several shims (threads) with Gloo backends.
+#include "worker_shim/shim.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "server/coordinator_service.h"
+#include "tests/worker_shim/test_world.h"
+#include "worker_shim/backend_factory.h"
+
+namespace ringmaster::shim {
+namespace {
+
+class ShimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server::CoordinatorOptions o;
+    o.heartbeat_timeout = absl::Seconds(3);
+    server_ = *server::CoordinatorServer::Start("127.0.0.1:0", o,
+                                                absl::Milliseconds(50));
+  }
+
+  std::unique_ptr<Shim> MakeShim(const std::string& worker, int desired) {
+    ShimOptions o;
+    o.client.address = server_->address();
+    o.client.job = "job";
+    o.client.worker_id = worker;
+    o.client.desired_workers = desired;
+    o.client.heartbeat_interval = absl::Milliseconds(200);
+    o.membership_timeout = absl::Seconds(20);
+    auto backend = MakeBackend("gloo", absl::Seconds(10));
+    return *Shim::Create(o, *std::move(backend));
+  }
+
+  absl::Status Resize(int n) {
+    api::ResizeRequest r;
+    r.set_job("job");
+    r.set_workers(n);
+    return server_->core().Resize(r).status();
+  }
+
+  std::unique_ptr<server::CoordinatorServer> server_;
+};
+
+TEST_F(ShimTest, StartSyncsStateFromNobodyThenAllReduces) {
+  std::vector<std::unique_ptr<Shim>> shims;
+  for (int i = 0; i < 3; ++i) shims.push_back(MakeShim("w" + std::to_string(i), 3));
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 3; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      ASSERT_TRUE(s.Start().ok());
+      EXPECT_EQ(s.generation(), 1);
+      EXPECT_EQ(s.world_size(), 3);
+      double v = s.rank() + 1;
+      ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 6);
+      auto b = s.StepBoundary();
+      ASSERT_TRUE(b.ok());
+      EXPECT_EQ(*b, Shim::Boundary::kContinue);
+    });
+  }
+  testing::RunRanks(fns);
+}
+
+TEST_F(ShimTest, PlannedShrinkAtStepBoundaryKeepsStateWithoutRollback) {
+  std::vector<std::unique_ptr<Shim>> shims;
+  std::vector<double> state(3, 0);
+  for (int i = 0; i < 3; ++i) {
+    shims.push_back(MakeShim("w" + std::to_string(i), 3));
+    ASSERT_TRUE(shims[i]->state().Register("x", &state[i], sizeof(double)).ok());
+  }
+  std::atomic<int> removed{0};
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 3; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      ASSERT_TRUE(s.Start().ok());
+      ASSERT_TRUE(s.Commit(0, 0).ok());  // committed x = 0
+      state[i] = 5;                      // progress after the commit
+      ASSERT_TRUE(s.Barrier().ok());
+      if (s.rank() == 0) {
+        ASSERT_TRUE(Resize(2).ok());
+      }
+      // Everyone agrees on the new generation at the same boundary.
+      absl::StatusOr<Shim::Boundary> b;
+      do {
+        b = s.StepBoundary();
+        ASSERT_TRUE(b.ok()) << b.status();
+      } while (*b == Shim::Boundary::kContinue);
+      if (*b == Shim::Boundary::kRemoved) {
+        ++removed;
+        ASSERT_TRUE(s.Leave(false).ok());
+        return;
+      }
+      EXPECT_EQ(s.world_size(), 2);
+      EXPECT_EQ(state[i], 5);  // planned: no rollback
+      EXPECT_FALSE(s.reforms().back().rolled_back);
+    });
+  }
+  testing::RunRanks(fns);
+  EXPECT_EQ(removed.load(), 1);
+}
+
+TEST_F(ShimTest, PeerCrashRollsSurvivorsBackToTheirCommit) {
+  std::vector<std::unique_ptr<Shim>> shims;
+  std::vector<double> state(3, 0);
+  for (int i = 0; i < 3; ++i) {
+    shims.push_back(MakeShim("w" + std::to_string(i), 3));
+    ASSERT_TRUE(shims[i]->state().Register("x", &state[i], sizeof(double)).ok());
+  }
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 3; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      ASSERT_TRUE(s.Start().ok());
+      state[i] = 1;
+      ASSERT_TRUE(s.Commit(1, 1).ok());
+      state[i] = 2;  // uncommitted
+      ASSERT_TRUE(s.Barrier().ok());
+      if (i == 2) {
+        shims[i].reset();  // "crash": sockets and stream close
+        return;
+      }
+      double v = 1;
+      absl::Status st;
+      for (int k = 0; k < 100 && st.ok(); ++k) {
+        st = s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
+      }
+      ASSERT_FALSE(st.ok());
+      auto b = s.Recover(std::string(st.message()));
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(*b, Shim::Boundary::kReformed);
+      EXPECT_EQ(s.world_size(), 2);
+      EXPECT_EQ(state[i], 1);  // rolled back to the commit
+      EXPECT_TRUE(s.reforms().back().rolled_back);
+      v = 1;
+      ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 2);
+    });
+  }
+  testing::RunRanks(fns);
+}
+
+TEST_F(ShimTest, UnknownBackendAndMissingJobAreErrors) {
+  EXPECT_EQ(MakeBackend("mpi", absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ShimOptions o;
+  o.client.address = server_->address();
+  EXPECT_EQ(Shim::Create(o, *MakeBackend("gloo", absl::Seconds(1)))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ringmaster::shim
