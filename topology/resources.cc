@@ -137,8 +137,12 @@ std::string FormatGpus(Quantity gpu_milli) {
 }
 
 std::string Resources::ToString() const {
-  std::string out = absl::StrCat("cpu=", cpu_milli_, "m mem=", FormatBytes(memory_),
-                                 " gpu=", FormatGpus(gpu_milli_));
+  std::vector<std::string> parts;
+  if (cpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("cpu=", cpu_milli_, "m"));
+  if (memory_ < kUnlimited) parts.push_back(absl::StrCat("mem=", FormatBytes(memory_)));
+  if (gpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("gpu=", FormatGpus(gpu_milli_)));
+  std::string out;
+  for (const auto& p : parts) absl::StrAppend(&out, out.empty() ? "" : " ", p);
   for (const auto& [name, v] : scalars_) absl::StrAppend(&out, " ", name, "=", v);
   return out;
 }
@@ -151,7 +155,7 @@ absl::StatusOr<Quantity> ParseQuantity(std::string_view text, bool milli) {
   size_t pos = 0;
   if (s[pos] == '+') ++pos;
   if (pos < s.size() && s[pos] == '-') {
-    return absl::InvalidArgumentError(absl::StrCat("negative quantity '", text, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("negative quantity '", std::string(text), "'"));
   }
   // Integer and fraction parts, kept exact as integers.
   __int128 whole = 0;
@@ -162,7 +166,7 @@ absl::StatusOr<Quantity> ParseQuantity(std::string_view text, bool milli) {
     whole = whole * 10 + (s[pos++] - '0');
     digits = true;
     if (whole > std::numeric_limits<int64_t>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat("quantity '", text, "' is too large"));
+      return absl::InvalidArgumentError(absl::StrCat("quantity '", std::string(text), "' is too large"));
     }
   }
   if (pos < s.size() && s[pos] == '.') {
@@ -176,7 +180,7 @@ absl::StatusOr<Quantity> ParseQuantity(std::string_view text, bool milli) {
       digits = true;
     }
   }
-  if (!digits) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a quantity"));
+  if (!digits) return absl::InvalidArgumentError(absl::StrCat("'", std::string(text), "' is not a quantity"));
   std::string_view suffix = s.substr(pos);
   // multiplier as numerator / denominator
   __int128 num = 1, den = 1;
@@ -203,14 +207,14 @@ absl::StatusOr<Quantity> ParseQuantity(std::string_view text, bool milli) {
     num = 1LL << 50;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("quantity '", text, "' has unknown suffix '", suffix, "'"));
+        absl::StrCat("quantity '", std::string(text), "' has unknown suffix '", std::string(suffix), "'"));
   }
   if (milli) num *= 1000;
   __int128 value = (whole * frac_scale + frac) * num;
   __int128 divisor = frac_scale * den;
   __int128 result = value / divisor;
   if (result > std::numeric_limits<int64_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("quantity '", text, "' is too large"));
+    return absl::InvalidArgumentError(absl::StrCat("quantity '", std::string(text), "' is too large"));
   }
   return static_cast<Quantity>(result);
 }

@@ -19,6 +19,8 @@ namespace ringmaster::topology {
 using Quantity = int64_t;
 
 inline constexpr Quantity kMilliPerGpu = 1000;
+// A limit that is not set (e.g. a capability with no cpu entry).
+inline constexpr Quantity kUnlimited = Quantity{1} << 60;
 
 // A vector of resource amounts. Scalars are kept sorted by name so that two
 // Resources compare and combine in O(n) and print the same way every time.

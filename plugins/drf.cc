@@ -1,0 +1,27 @@
+#include "plugins/drf.h"
+
+#include "queue/proportion.h"
+
+namespace ringmaster::plugins {
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> DrfPlugin::Create(const scheduler::PluginArgs& args) {
+  if (auto s = args.Finish(); !s.ok()) return s;
+  return std::make_unique<DrfPlugin>();
+}
+
+void DrfPlugin::OnSessionOpen(scheduler::Session& s) {
+  const scheduler::State* state = &s.state();
+  s.AddJobOrderFn(kName, [state](const scheduler::Job& l, const scheduler::Job& r) {
+    return Compare(state->total(), l, r);
+  });
+}
+
+int DrfPlugin::Compare(const topology::Resources& total, const scheduler::Job& l,
+                       const scheduler::Job& r) {
+  const double ls = queue::DominantShare(l.allocated(), total);
+  const double rs = queue::DominantShare(r.allocated(), total);
+  if (ls == rs) return 0;
+  return ls < rs ? -1 : 1;
+}
+
+}  // namespace ringmaster::plugins

@@ -1,0 +1,70 @@
+#include "plugins/gang.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::plugins {
+
+using scheduler::Job;
+using scheduler::TaskRef;
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GangPlugin::Create(const scheduler::PluginArgs& args) {
+  if (auto s = args.Finish(); !s.ok()) return s;
+  return std::make_unique<GangPlugin>();
+}
+
+void GangPlugin::OnSessionOpen(scheduler::Session& s) {
+  s.AddJobValidFn(kName, &Valid);
+  s.AddJobReadyFn(kName, &Ready);
+  s.AddJobPipelinedFn(kName, &Pipelined);
+  s.AddJobStarvingFn(kName, &Starving);
+  s.AddJobOrderFn(kName, &Order);
+  auto victims = [](const TaskRef&, const std::vector<TaskRef>& c) { return Victims(c); };
+  s.AddPreemptableFn(kName, victims);
+  s.AddReclaimableFn(kName, victims);
+}
+
+scheduler::Check GangPlugin::Valid(const Job& job) {
+  const int tasks = static_cast<int>(job.tasks().size());
+  if (tasks < job.min_member()) {
+    return scheduler::Check::Fail(absl::StrCat("gang: job has ", tasks,
+                                               " tasks, fewer than its minimum ", job.min_member()));
+  }
+  return scheduler::Check::Pass();
+}
+
+bool GangPlugin::Ready(const Job& job) { return job.ReadyCount() >= job.min_member(); }
+
+scheduler::Vote GangPlugin::Pipelined(const Job& job) {
+  return job.ReadyCount() + job.PipelinedCount() >= job.min_member() ? scheduler::Vote::kPermit
+                                                                     : scheduler::Vote::kReject;
+}
+
+bool GangPlugin::Starving(const Job& job) { return job.ReadyCount() < job.min_member(); }
+
+int GangPlugin::Order(const Job& l, const Job& r) {
+  const bool lr = Ready(l), rr = Ready(r);
+  if (lr == rr) return 0;
+  return lr ? 1 : -1;  // not-ready first
+}
+
+std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates) {
+  std::map<const Job*, std::vector<TaskRef>> by_job;
+  for (const TaskRef& t : candidates) by_job[t.job].push_back(t);
+  std::vector<TaskRef> out;
+  for (const TaskRef& t : candidates) {
+    const Job* j = t.job;
+    auto& mine = by_job[j];
+    const int ready = j->ReadyCount();
+    const int spare = ready - j->min_member();
+    // Position of t among this job's candidates.
+    int pos = 0;
+    while (mine[pos].index != t.index) ++pos;
+    const bool all = static_cast<int>(mine.size()) >= ready;
+    if (all || pos < spare) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace ringmaster::plugins

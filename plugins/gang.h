@@ -1,0 +1,32 @@
+// gang: a job runs with at least its minimum number of tasks or not at all.
+// Valid: the job has at least min_member tasks. Ready: min_member tasks are
+// placed. Pipelined: placed + pipelined reach the minimum. Starving: below
+// the minimum. Job order: jobs not yet ready go before ready ones. Victims:
+// a running gang gives up tasks only above its minimum, or all of them.
+#ifndef RINGMASTER_PLUGINS_GANG_H_
+#define RINGMASTER_PLUGINS_GANG_H_
+
+#include "scheduler/session.h"
+
+namespace ringmaster::plugins {
+
+class GangPlugin : public scheduler::Plugin {
+ public:
+  static constexpr const char* kName = "gang";
+  static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
+  std::string_view name() const override { return kName; }
+  void OnSessionOpen(scheduler::Session& s) override;
+
+  static scheduler::Check Valid(const scheduler::Job& job);
+  static bool Ready(const scheduler::Job& job);
+  static scheduler::Vote Pipelined(const scheduler::Job& job);
+  static bool Starving(const scheduler::Job& job);
+  static int Order(const scheduler::Job& l, const scheduler::Job& r);
+  // Of `candidates`, the tasks whose eviction keeps their gang whole: tasks
+  // above each job's minimum, or every task of a job when all are candidates.
+  static std::vector<scheduler::TaskRef> Victims(const std::vector<scheduler::TaskRef>& candidates);
+};
+
+}  // namespace ringmaster::plugins
+
+#endif  // RINGMASTER_PLUGINS_GANG_H_

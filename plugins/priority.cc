@@ -1,0 +1,38 @@
+#include "plugins/priority.h"
+
+namespace ringmaster::plugins {
+
+using scheduler::Job;
+using scheduler::TaskRef;
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> PriorityPlugin::Create(const scheduler::PluginArgs& args) {
+  if (auto s = args.Finish(); !s.ok()) return s;
+  return std::make_unique<PriorityPlugin>();
+}
+
+void PriorityPlugin::OnSessionOpen(scheduler::Session& s) {
+  s.AddJobOrderFn(kName, &JobOrder);
+  s.AddQueueOrderFn(kName, &QueueOrder);
+  s.AddPreemptableFn(kName, &Preemptable);
+}
+
+int PriorityPlugin::JobOrder(const Job& l, const Job& r) {
+  if (l.priority() == r.priority()) return 0;
+  return l.priority() > r.priority() ? -1 : 1;
+}
+
+int PriorityPlugin::QueueOrder(const scheduler::QueueInfo& l, const scheduler::QueueInfo& r) {
+  if (l.spec->priority == r.spec->priority) return 0;
+  return l.spec->priority > r.spec->priority ? -1 : 1;
+}
+
+std::vector<TaskRef> PriorityPlugin::Preemptable(const TaskRef& preemptor,
+                                                 const std::vector<TaskRef>& candidates) {
+  std::vector<TaskRef> out;
+  for (const TaskRef& t : candidates) {
+    if (t.job->priority() < preemptor.job->priority()) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace ringmaster::plugins

@@ -1,0 +1,24 @@
+#include "plugins/registry.h"
+
+#include "plugins/binpack.h"
+#include "plugins/drf.h"
+#include "plugins/gang.h"
+#include "plugins/predicates.h"
+#include "plugins/priority.h"
+#include "plugins/proportion.h"
+
+namespace ringmaster::plugins {
+
+scheduler::PluginRegistry BuiltinRegistry() {
+  scheduler::PluginRegistry r;
+  r.Add(GangPlugin::kName, &GangPlugin::Create);
+  r.Add(PriorityPlugin::kName, &PriorityPlugin::Create);
+  r.Add(DrfPlugin::kName, &DrfPlugin::Create);
+  r.Add(ProportionPlugin::kName, &ProportionPlugin::Create);
+  r.Add(PredicatesPlugin::kName, &PredicatesPlugin::Create);
+  r.Add(BinpackPlugin::kName, &BinpackPlugin::Create);
+  // New plugins: one line here.
+  return r;
+}
+
+}  // namespace ringmaster::plugins

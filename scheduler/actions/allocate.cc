@@ -1,0 +1,146 @@
+// allocate: places admitted gangs as a whole.
+//
+// 1. Drop a reservation whose job no longer waits.
+// 2. Group jobs with pending tasks (Inqueue, or Running below their desired
+//    size) by queue, each queue's jobs in job order.
+// 3. Repeatedly take the first queue in queue order (shares change as jobs
+//    are placed), skip it if overused, and place its next job with the
+//    GangPlacer (all of the minimum or nothing). Reserved nodes are off
+//    limits to everyone but the reservation's job.
+// 4. The first job in order that fails while starving, and could run on an
+//    empty part of the cluster, gets the reservation: the nodes with the most
+//    free GPUs that together hold its minimum. Smaller jobs keep running
+//    elsewhere; backfill may use reserved nodes only without delaying it.
+#include <algorithm>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/actions/action.h"
+#include "scheduler/actions/placement.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+bool WaitsForPlacement(const Job& j) {
+  return (j.phase() == JobPhase::kInqueue || j.phase() == JobPhase::kRunning) &&
+         j.Count(TaskState::kPending) > 0;
+}
+
+// Builds a reservation for `job`: nodes in order of most free GPUs (ties by
+// id) inside the job's allowed scope, until they can hold its minimum once
+// drained. None when the job could not fit even an empty scope.
+std::optional<Reservation> Reserve(const Session& s, const Job& job) {
+  const State& st = s.state();
+  const topology::Cluster& c = st.cluster();
+  int64_t per_task = 0;
+  int need = job.min_member() - job.ReadyCount();
+  for (const Task& t : job.tasks()) {
+    if (t.state != TaskState::kPending) continue;
+    const GpuRequest& g = job.gpu(t.index);
+    if (g.whole()) per_task = std::max<int64_t>(per_task, g.count);
+  }
+  if (per_task == 0 || need <= 0) return std::nullopt;
+  std::vector<NodeId> pool;
+  const JobSpec& spec = job.spec();
+  if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier >= 1 &&
+      spec.highest_tier <= c.num_tiers()) {
+    // The domain at the allowed tier with the most free GPUs that is big enough.
+    const int t = spec.highest_tier;
+    int64_t best_free = -1;
+    topology::DomainId best;
+    for (uint32_t d = 0; d < c.domains(t).size(); ++d) {
+      const topology::DomainId id(d);
+      if (c.domain(t, id).total_gpus < per_task * need) continue;
+      if (st.free_index().DomainFree(t, id) > best_free) {
+        best_free = st.free_index().DomainFree(t, id);
+        best = id;
+      }
+    }
+    if (!best.valid()) return std::nullopt;
+    pool = c.domain(t, best).nodes;
+  } else {
+    for (uint32_t n = 0; n < st.num_nodes(); ++n) {
+      if (st.node(NodeId(n)).schedulable) pool.push_back(NodeId(n));
+    }
+  }
+  std::stable_sort(pool.begin(), pool.end(), [&](NodeId a, NodeId b) {
+    return st.FreeWholeGpus(a) > st.FreeWholeGpus(b);
+  });
+  Reservation r;
+  r.job = job.id();
+  for (NodeId n : pool) {
+    if (need <= 0) break;
+    if (!st.node(n).schedulable) continue;
+    const int64_t fits = static_cast<int64_t>(c.node(n).gpus.size()) / per_task;
+    if (fits == 0) continue;
+    const int64_t take = std::min<int64_t>(fits, need);
+    r.nodes.push_back(n);
+    r.gpus_needed.push_back(take * per_task);
+    need -= static_cast<int>(take);
+  }
+  if (need > 0) return std::nullopt;
+  return r;
+}
+
+class AllocateAction : public Action {
+ public:
+  std::string_view name() const override { return "allocate"; }
+
+  void Execute(Session& s) override {
+    State& st = s.state();
+    if (auto& r = st.reservation(); r) {
+      const Job& holder = st.job(r->job);
+      if (!WaitsForPlacement(holder) || holder.ReadyCount() >= holder.min_member()) {
+        st.SetReservation(std::nullopt);
+      }
+    }
+    std::vector<std::deque<Job*>> by_queue(s.queues().size());
+    for (JobId id : s.jobs()) {
+      Job& j = st.job(id);
+      if (WaitsForPlacement(j)) by_queue[j.queue().value()].push_back(&j);
+    }
+    std::vector<uint32_t> live;
+    for (uint32_t q = 0; q < by_queue.size(); ++q) {
+      auto& jobs = by_queue[q];
+      if (jobs.empty()) continue;
+      std::sort(jobs.begin(), jobs.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+      live.push_back(q);
+    }
+    GangPlacer placer(s, ReservationUse::kNone);
+    while (!live.empty()) {
+      auto it = std::min_element(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {
+        return s.QueueOrder(s.queues()[a], s.queues()[b]);
+      });
+      const uint32_t q = *it;
+      QueueInfo& queue = s.queues()[q];
+      auto& jobs = by_queue[q];
+      if (s.Overused(queue)) {
+        for (Job* j : jobs) {
+          if (j->ReadyCount() < j->min_member()) {
+            s.SetPendingReason(*j, absl::StrCat("queue '", queue.name(),
+                                                "' is using its deserved share (",
+                                                queue.deserved.ToString(), ")"));
+          }
+        }
+        live.erase(it);
+        continue;
+      }
+      Job* job = jobs.front();
+      jobs.pop_front();
+      if (jobs.empty()) live.erase(it);
+      PlaceOutcome out = placer.Place(*job);
+      if (out.kind == PlaceOutcome::Kind::kPlaced) continue;
+      if (job->ReadyCount() >= job->min_member()) continue;  // running; extras wait quietly
+      s.SetPendingReason(*job, out.reason);
+      if (!st.reservation() && s.JobStarving(*job)) {
+        if (auto r = Reserve(s, *job); r) st.SetReservation(std::move(r));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Action> NewAllocateAction() { return std::make_unique<AllocateAction>(); }
+
+}  // namespace ringmaster::scheduler

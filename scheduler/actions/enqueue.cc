@@ -1,0 +1,50 @@
+// enqueue: admits pending jobs whose gang minimum fits their queue's limits.
+//
+// 1. Walk Pending jobs in job order.
+// 2. A job that fails JobValid stays Pending with the plugin's reason.
+// 3. A job that every tier lets in (JobEnqueueable) becomes Inqueue, and its
+//    minimum counts against its queue's admitted total for the jobs after it.
+#include <algorithm>
+
+#include "scheduler/actions/action.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+class EnqueueAction : public Action {
+ public:
+  std::string_view name() const override { return "enqueue"; }
+  void Execute(Session& s) override {
+    std::vector<Job*> pending;
+    for (JobId id : s.jobs()) {
+      Job& j = s.state().job(id);
+      if (j.phase() == JobPhase::kPending) pending.push_back(&j);
+    }
+    std::sort(pending.begin(), pending.end(),
+              [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+    for (Job* j : pending) {
+      Check valid = s.JobValid(*j);
+      if (!valid.ok) {
+        s.SetPendingReason(*j, valid.reason);
+        continue;
+      }
+      std::string reason;
+      if (!s.JobEnqueueable(*j, &reason)) {
+        s.SetPendingReason(*j, reason.empty() ? "not admitted by its queue" : reason);
+        continue;
+      }
+      j->set_phase(JobPhase::kInqueue);
+      int q = static_cast<int>(j->queue().value());
+      while (q >= 0) {
+        s.queues()[q].inqueue += j->min_request();
+        q = s.state().queues().parent(static_cast<uint32_t>(q));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Action> NewEnqueueAction() { return std::make_unique<EnqueueAction>(); }
+
+}  // namespace ringmaster::scheduler

@@ -1,0 +1,341 @@
+#include "scheduler/actions/placement.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+constexpr size_t kSmallDomain = 512;
+
+int64_t WholeGpus(const Job& job, uint32_t i) {
+  const GpuRequest& g = job.gpu(i);
+  return g.whole() ? g.count : 0;
+}
+
+// When the reservation's nodes may all be free again: the latest end among
+// the tasks holding them; +inf when any has no walltime.
+Timestamp ReservationStart(const State& state) {
+  Timestamp start = 0;
+  for (NodeId n : state.reservation()->nodes) {
+    for (const auto& [jid, ti] : state.TasksOn(n)) {
+      const Job& j = state.job(jid);
+      if (j.spec().walltime_ms <= 0 || j.started() < 0) return std::numeric_limits<Timestamp>::max();
+      start = std::max(start, j.started() + j.spec().walltime_ms);
+    }
+  }
+  return start;
+}
+
+}  // namespace
+
+bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
+  const State& st = s_.state();
+  if (!st.node(n).schedulable) return false;
+  if (!st.IsReserved(n) || st.reservation()->job == job.id()) return true;
+  if (use_ == ReservationUse::kNone) {
+    ++rejections_["reserved for a waiting gang"];
+    return false;
+  }
+  // Backfill: fine if the job ends before the reservation could start, or if
+  // the node keeps the GPUs the reserved gang needs there.
+  const auto& r = *st.reservation();
+  if (job.spec().walltime_ms > 0 && s_.now() + job.spec().walltime_ms <= ReservationStart(st)) {
+    return true;
+  }
+  auto it = std::find(r.nodes.begin(), r.nodes.end(), n);
+  const int64_t needed = r.gpus_needed[it - r.nodes.begin()];
+  if (st.FreeWholeGpus(n) - WholeGpus(job, i) >= needed && WholeGpus(job, i) > 0) return true;
+  ++rejections_["reserved for a waiting gang"];
+  return false;
+}
+
+NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
+                            std::vector<int16_t>* gpus) {
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
+  const TaskRef ref{&job, i};
+  const Resources& req = job.request(i);
+  const int64_t whole = WholeGpus(job, i);
+  const int limit = s_.has_node_order() ? kNodesToScore : 1;
+  NodeId best;
+  int64_t best_score = std::numeric_limits<int64_t>::min();
+  std::vector<int16_t> best_gpus;
+  std::vector<int16_t> cand_gpus;
+  int feasible = 0;
+
+  auto consider = [&](NodeId n) -> bool {
+    if (!Usable(job, i, n)) return true;
+    if (st.FreeWholeGpus(n) < whole) {
+      ++rejections_["insufficient GPU"];
+      return true;
+    }
+    Verdict v = s_.Predicate(ref, n);
+    if (!v.ok()) {
+      ++rejections_[v.reason()];
+      return true;
+    }
+    if (!st.FitsIdle(n, req)) {
+      ++rejections_["insufficient cpu/memory now (releasing)"];
+      return true;
+    }
+    if (!s_.SelectGpus(ref, n, &cand_gpus)) {
+      ++rejections_["no fitting GPU set"];
+      return true;
+    }
+    ++feasible;
+    const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;
+    if (!best.valid() || score > best_score) {
+      best = n;
+      best_score = score;
+      best_gpus = cand_gpus;
+    }
+    return feasible < limit;
+  };
+
+  if (scope.tier >= 1 && c.domain(scope.tier, scope.domain).nodes.size() <= kSmallDomain) {
+    // Small domain: walk its nodes in best-fit order of free GPUs.
+    std::vector<NodeId> nodes = c.domain(scope.tier, scope.domain).nodes;
+    std::stable_sort(nodes.begin(), nodes.end(), [&](NodeId a, NodeId b) {
+      return st.FreeWholeGpus(a) < st.FreeWholeGpus(b);
+    });
+    for (NodeId n : nodes) {
+      if (st.FreeWholeGpus(n) < whole) continue;
+      if (!consider(n)) break;
+    }
+  } else if (whole > 0) {
+    st.free_index().ForEachNodeWithFree(whole, [&](NodeId n) {
+      if (scope.tier >= 1 && c.DomainOf(n, scope.tier) != scope.domain) return true;
+      return consider(n);
+    });
+  } else {
+    // No whole GPUs: every node is a candidate, fewest free GPUs first so
+    // CPU-only and GPU-sharing tasks do not break whole GPUs needlessly.
+    st.free_index().ForEachNodeWithFree(0, [&](NodeId n) {
+      if (scope.tier >= 1 && c.DomainOf(n, scope.tier) != scope.domain) return true;
+      return consider(n);
+    });
+  }
+  if (best.valid()) *gpus = std::move(best_gpus);
+  return best;
+}
+
+bool GangPlacer::TryScope(Job& job, const std::vector<uint32_t>& tasks, int need,
+                          const Scope& scope, int* placed) {
+  Statement stmt(s_);
+  QueueInfo& q = s_.queue(job.queue());
+  int n = 0;
+  for (uint32_t i : tasks) {
+    const bool required = n < need;
+    if (!s_.Allocatable(q, TaskRef{&job, i})) {
+      queue_limited_ = true;
+      if (required) break;
+      continue;
+    }
+    std::vector<int16_t> gpus;
+    NodeId node = PickNode(job, i, scope, &gpus);
+    if (!node.valid()) {
+      if (required) break;
+      continue;
+    }
+    stmt.Allocate(job, i, node, std::move(gpus));
+    ++n;
+    if (n == need && !s_.JobReady(job)) break;
+  }
+  *placed = std::max(*placed, std::min(n, need));
+  if (n >= need && s_.JobReady(job)) {
+    if (stmt.Commit().ok()) return true;
+  }
+  stmt.Discard();
+  return false;
+}
+
+std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& tasks,
+                                 int need) const {
+  // "8 × 8 GPUs" per role among the first `need` tasks.
+  std::map<int, int> per_role;
+  for (int k = 0; k < need && k < static_cast<int>(tasks.size()); ++k) {
+    per_role[job.task(tasks[k]).role]++;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [role, count] : per_role) {
+    const RoleSpec& r = job.spec().roles[role];
+    if (r.gpu.count > 0 && r.gpu.whole()) {
+      parts.push_back(absl::StrCat(count, " × ", r.gpu.count, " GPU", r.gpu.count > 1 ? "s" : ""));
+    } else if (r.gpu.count > 0) {
+      parts.push_back(absl::StrCat(count, " × ", topology::FormatGpus(r.gpu.milli), " GPU share"));
+    } else {
+      parts.push_back(absl::StrCat(count, " × ", r.request.ToString()));
+    }
+  }
+  return absl::StrJoin(parts, " + ");
+}
+
+PlaceOutcome GangPlacer::Place(Job& job) {
+  PlaceOutcome out;
+  rejections_.clear();
+  queue_limited_ = false;
+  std::vector<uint32_t> tasks;
+  for (const Task& t : job.tasks()) {
+    if (t.state == TaskState::kPending) tasks.push_back(t.index);
+  }
+  if (tasks.empty()) return out;
+  std::stable_sort(tasks.begin(), tasks.end(), [&](uint32_t a, uint32_t b) {
+    return s_.TaskOrder(TaskRef{&job, a}, TaskRef{&job, b});
+  });
+  const int need = std::max(0, std::min<int>(job.min_member() - job.ReadyCount(),
+                                             static_cast<int>(tasks.size())));
+  int64_t gpus_needed = 0;
+  for (int k = 0; k < need; ++k) gpus_needed += WholeGpus(job, tasks[k]);
+  out.gpus_needed = static_cast<int>(gpus_needed);
+
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
+  const JobSpec& spec = job.spec();
+  const int tiers = c.num_tiers();
+  std::vector<Scope> scopes;
+  bool hard_limited = false;
+  int hard_tier = 0;
+  if (gpus_needed > 0 && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers) {
+    hard_limited = true;
+    hard_tier = spec.highest_tier;
+    if (hard_tier == 0) {
+      // The whole minimum on one node.
+      st.free_index().ForEachNodeWithFree(gpus_needed, [&](NodeId n) {
+        scopes.push_back({-2, topology::DomainId(n.value())});
+        return scopes.size() < kMaxDomainTries;
+      });
+    } else {
+      // Best fit first: walk domains with enough free GPUs in (free, id) order.
+      int64_t floor = gpus_needed;
+      for (int k = 0; k < kMaxDomainTries; ++k) {
+        topology::DomainId d = st.free_index().SmallestFitting(hard_tier, floor);
+        if (!d.valid()) break;
+        scopes.push_back({hard_tier, d});
+        // Next: same free count with a higher id, or more free.
+        const int64_t f = st.free_index().DomainFree(hard_tier, d);
+        topology::DomainId next;
+        for (uint32_t id = d.value() + 1; id < c.domains(hard_tier).size(); ++id) {
+          if (st.free_index().DomainFree(hard_tier, topology::DomainId(id)) == f) {
+            next = topology::DomainId(id);
+            break;
+          }
+        }
+        if (next.valid()) {
+          scopes.push_back({hard_tier, next});
+          ++k;
+        }
+        floor = f + 1;
+      }
+    }
+  } else if (gpus_needed > 0 && spec.topology_mode == TopologyMode::kSoft) {
+    for (int t = 1; t <= tiers; ++t) {
+      topology::DomainId d = st.free_index().SmallestFitting(t, gpus_needed);
+      if (d.valid()) scopes.push_back({t, d});
+    }
+    scopes.push_back({-1, {}});
+  } else {
+    scopes.push_back({-1, {}});
+  }
+
+  for (const Scope& scope : scopes) {
+    int placed = 0;
+    bool ok = false;
+    if (scope.tier == -2) {
+      // One node: every required task on node `scope.domain`.
+      Statement stmt(s_);
+      const NodeId node(scope.domain.value());
+      int n = 0;
+      for (uint32_t i : tasks) {
+        std::vector<int16_t> gpus;
+        if (!Usable(job, i, node) || st.FreeWholeGpus(node) < WholeGpus(job, i) ||
+            !s_.Predicate(TaskRef{&job, i}, node).ok() || !st.FitsIdle(node, job.request(i)) ||
+            !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, i}) ||
+            !s_.SelectGpus(TaskRef{&job, i}, node, &gpus)) {
+          if (n < need) break;
+          continue;
+        }
+        stmt.Allocate(job, i, node, std::move(gpus));
+        ++n;
+      }
+      placed = std::min(n, need);
+      ok = n >= need && s_.JobReady(job) && stmt.Commit().ok();
+      if (!ok) stmt.Discard();
+    } else {
+      ok = TryScope(job, tasks, need, scope, &placed);
+    }
+    out.tasks_placed = std::max(out.tasks_placed, placed);
+    if (ok) {
+      out.kind = PlaceOutcome::Kind::kPlaced;
+      out.tasks_placed = need;
+      return out;
+    }
+  }
+
+  // Could the minimum run once releasing tasks are gone? (reason only)
+  {
+    Statement stmt(s_);
+    int n = 0;
+    for (int k = 0; k < need; ++k) {
+      const uint32_t i = tasks[k];
+      NodeId found;
+      std::vector<int16_t> gpus;
+      for (uint32_t nid = 0; nid < st.num_nodes() && !found.valid(); ++nid) {
+        NodeId node(nid);
+        if (!st.node(node).schedulable || st.node(node).releasing.IsZero()) continue;
+        if (s_.Predicate(TaskRef{&job, i}, node).ok() &&
+            s_.SelectFutureGpus(TaskRef{&job, i}, node, &gpus)) {
+          found = node;
+        }
+      }
+      if (!found.valid()) break;
+      stmt.Pipeline(job, i, found, std::move(gpus));
+      ++n;
+    }
+    const bool pipelined = need > 0 && n == need && s_.JobPipelined(job);
+    stmt.Discard();
+    if (pipelined) {
+      out.kind = PlaceOutcome::Kind::kPipelined;
+      out.reason = absl::StrCat("gang ", job.ReadyCount(), "/", job.min_member(),
+                                ": pipelined, waits for releasing tasks to free ",
+                                Describe(job, tasks, need));
+      return out;
+    }
+  }
+
+  // The reason a user can act on.
+  std::string why = absl::StrCat("gang ", job.ReadyCount() + out.tasks_placed, "/",
+                                 job.min_member(), ": needs ", Describe(job, tasks, need));
+  if (hard_limited) {
+    if (hard_tier == 0) {
+      absl::StrAppend(&why, " on one node; the largest free node has ",
+                      st.free_index().LargestFree(0), " GPUs");
+    } else {
+      absl::StrAppend(&why, " within one tier-", hard_tier, " domain (", c.tier(hard_tier).name,
+                      "); the largest free has ", st.free_index().LargestFree(hard_tier), " GPUs");
+    }
+  } else if (gpus_needed > 0) {
+    absl::StrAppend(&why, "; the cluster has ", st.free_index().TotalFree(),
+                    " free GPUs, the largest free node ", st.free_index().LargestFree(0));
+  }
+  if (queue_limited_) {
+    absl::StrAppend(&why, "; queue '", s_.queue(job.queue()).name(), "' is at its capability");
+  }
+  if (!rejections_.empty()) {
+    std::vector<std::pair<int, std::string_view>> top;
+    for (const auto& [r, n] : rejections_) top.push_back({-n, r});
+    std::sort(top.begin(), top.end());
+    std::vector<std::string> parts;
+    for (size_t k = 0; k < top.size() && k < 4; ++k) {
+      parts.push_back(absl::StrCat(-top[k].first, " ", std::string(top[k].second)));
+    }
+    absl::StrAppend(&why, " [node checks: ", absl::StrJoin(parts, ", "), "]");
+  }
+  out.reason = std::move(why);
+  return out;
+}
+
+}  // namespace ringmaster::scheduler

@@ -1,0 +1,72 @@
+// The gang placement planner, shared by allocate and backfill.
+//
+// Algorithm for one job:
+//   1. Take the job's pending tasks in task order; the first `need` of them
+//      bring the job to its gang minimum.
+//   2. Choose scopes to try, from the job's topology constraint and the free
+//      GPU counters per domain (a lookup, not a scan):
+//        hard, tier t: domains at tier t with enough free GPUs, fewest free
+//                      first (best fit), at most kMaxDomainTries;
+//        soft:         the best-fitting domain at each tier 1..T, then the
+//                      whole cluster;
+//        none:         the whole cluster.
+//   3. In a scope, place task by task: candidate nodes in best-fit order of
+//      free GPUs, each passing the predicates and the reservation rule, the
+//      best NodeOrder score of the first kNodesToScore feasible ones wins
+//      (ties to the earlier candidate). All inside one Statement.
+//   4. The job ready (JobReady) -> commit, then place the remaining pending
+//      tasks best-effort. Otherwise discard and try the next scope.
+//   5. No scope works -> try the minimum on future idle (pipelining) for the
+//      reason only, discard, and leave the job pending with a reason that
+//      names what it needs and what the best candidate domain offers.
+#ifndef RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_
+#define RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/session.h"
+#include "scheduler/statement.h"
+
+namespace ringmaster::scheduler {
+
+inline constexpr int kMaxDomainTries = 4;
+inline constexpr int kNodesToScore = 16;
+
+struct PlaceOutcome {
+  enum class Kind { kPlaced, kPipelined, kFailed };
+  Kind kind = Kind::kFailed;
+  int tasks_placed = 0;  // committed (kPlaced) or most reached in an attempt
+  int gpus_needed = 0;   // whole GPUs of the minimum still to place
+  std::string reason;    // for kPipelined / kFailed
+};
+
+class GangPlacer {
+ public:
+  GangPlacer(Session& session, ReservationUse use) : s_(session), use_(use) {}
+
+  // Places as much of `job` as the gang rules allow and commits it.
+  PlaceOutcome Place(Job& job);
+
+ private:
+  struct Scope {
+    int tier = -1;  // -1: whole cluster
+    topology::DomainId domain;
+  };
+  // Picks the best node for task i of job inside scope; invalid if none.
+  NodeId PickNode(const Job& job, uint32_t i, const Scope& scope, std::vector<int16_t>* gpus);
+  bool Usable(const Job& job, uint32_t i, NodeId n);
+  bool TryScope(Job& job, const std::vector<uint32_t>& tasks, int need, const Scope& scope,
+                int* placed);
+  std::string Describe(const Job& job, const std::vector<uint32_t>& tasks, int need) const;
+
+  Session& s_;
+  ReservationUse use_;
+  std::map<std::string_view, int> rejections_;
+  bool queue_limited_ = false;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_

@@ -1,0 +1,89 @@
+// The Engine is what every driver calls: the daemon, the simulator, the demo
+// and the tests. Build it from a cluster, a policy and a clock; feed it
+// events; RunCycle() returns the cycle's Decisions. It reads no wall clock
+// and no global.
+#ifndef RINGMASTER_SCHEDULER_ENGINE_H_
+#define RINGMASTER_SCHEDULER_ENGINE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/actions/action.h"
+#include "scheduler/clock.h"
+#include "scheduler/decisions.h"
+#include "scheduler/plugin.h"
+#include "scheduler/policy.h"
+#include "scheduler/state.h"
+
+namespace ringmaster::scheduler {
+
+struct EngineOptions {
+  // Binds count as done at once (demo, simulator, tests). A daemon sets false
+  // and calls ConfirmBind when the bind really happened.
+  bool auto_confirm_binds = true;
+  // Check every invariant after each cycle (slow; tests and --check).
+  bool check_invariants = false;
+};
+
+class Engine {
+ public:
+  // Fails when the policy names an unknown action or plugin, a plugin rejects
+  // its arguments, or the queues are inconsistent.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(topology::Cluster cluster,
+                                                        const Policy& policy,
+                                                        const PluginRegistry& registry,
+                                                        const Clock& clock,
+                                                        EngineOptions options = {});
+
+  // --- Events -----------------------------------------------------------------
+  // Validates and accepts a job (Pending). Errors name the field.
+  absl::StatusOr<JobId> SubmitJob(JobSpec spec);
+  // Releases whatever the job holds; the job ends Aborted.
+  absl::Status CancelJob(JobId id);
+  // The job's program ended: every task released; Completed or Failed.
+  absl::Status FinishJob(JobId id, bool succeeded);
+  // The driver bound (or failed to bind) a task the engine placed.
+  absl::Status ConfirmBind(JobId id, uint32_t task, bool ok);
+  absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
+  // Removes a node (drained by the admin) or marks it failed. Tasks on it
+  // fail; a gang left below its minimum is released whole and waits again;
+  // an elastic gang still at or above its minimum keeps running smaller.
+  absl::Status RemoveNode(std::string_view name);
+  absl::Status FailNode(std::string_view name);
+
+  // Runs one cycle: snapshot, session, actions, close.
+  Decisions RunCycle();
+
+  const State& state() const { return *state_; }
+  JobId FindJob(std::string_view name) const;
+  int64_t cycles() const { return cycle_; }
+  // Invariant check of the whole state (see state.h).
+  absl::Status CheckInvariants() const { return state_->CheckInvariants(); }
+
+ private:
+  Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {}
+  absl::Status LoseNode(std::string_view name, std::string_view why);
+  void AfterClose(Decisions& d);
+  void RecordEvictionOf(const Job& job, uint32_t task, std::string reason);
+  MembershipChange Membership(const Job& job, MembershipChange::Kind kind) const;
+
+  const Clock& clock_;
+  EngineOptions options_;
+  std::unique_ptr<State> state_;
+  std::vector<std::unique_ptr<Plugin>> plugins_;
+  std::vector<std::vector<Plugin*>> tiers_;
+  std::vector<std::unique_ptr<Action>> actions_;
+  int64_t cycle_ = 0;
+  // Decisions made between cycles (evictions after a node loss, membership
+  // changes), handed out with the next cycle's.
+  Decisions carry_;
+  std::map<std::string, JobId, std::less<>> by_name_;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_ENGINE_H_

@@ -1,0 +1,137 @@
+#include "scheduler/job.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::scheduler {
+
+std::string_view PhaseName(JobPhase p) {
+  switch (p) {
+    case JobPhase::kPending: return "Pending";
+    case JobPhase::kInqueue: return "Inqueue";
+    case JobPhase::kRunning: return "Running";
+    case JobPhase::kCompleted: return "Completed";
+    case JobPhase::kFailed: return "Failed";
+    case JobPhase::kAborted: return "Aborted";
+  }
+  return "?";
+}
+
+std::string_view TaskStateName(TaskState s) {
+  switch (s) {
+    case TaskState::kPending: return "Pending";
+    case TaskState::kAllocated: return "Allocated";
+    case TaskState::kPipelined: return "Pipelined";
+    case TaskState::kBinding: return "Binding";
+    case TaskState::kBound: return "Bound";
+    case TaskState::kRunning: return "Running";
+    case TaskState::kReleasing: return "Releasing";
+    case TaskState::kSucceeded: return "Succeeded";
+    case TaskState::kFailed: return "Failed";
+  }
+  return "?";
+}
+
+bool HoldsNode(TaskState s) {
+  return s == TaskState::kAllocated || s == TaskState::kBinding || s == TaskState::kBound ||
+         s == TaskState::kRunning || s == TaskState::kReleasing;
+}
+
+bool CountsReady(TaskState s) {
+  return s == TaskState::kAllocated || s == TaskState::kBinding || s == TaskState::kBound ||
+         s == TaskState::kRunning || s == TaskState::kSucceeded;
+}
+
+int JobSpec::total_replicas() const {
+  int n = 0;
+  for (const auto& r : roles) n += r.replicas;
+  return n;
+}
+
+absl::Status JobSpec::Validate() const {
+  auto err = [&](std::string_view field, std::string_view msg) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name, "': ", std::string(field), ": ", std::string(msg)));
+  };
+  if (name.empty()) return absl::InvalidArgumentError("job: name: must not be empty");
+  if (roles.empty()) return err("roles", "a job needs at least one role");
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const RoleSpec& r = roles[i];
+    const std::string field = absl::StrCat("roles[", i, "] (", r.name, ")");
+    if (r.replicas < 0) return err(field, "replicas must be >= 0");
+    if (r.request.AnyNegative()) return err(field, "negative resource request");
+    if (r.gpu.count < 0) return err(field, "gpu count must be >= 0");
+    if (r.gpu.milli <= 0 || r.gpu.milli > topology::kMilliPerGpu) {
+      return err(field, "gpu share must be in (0, 1000] milli");
+    }
+    if (r.gpu.count > 1 && !r.gpu.whole()) {
+      return err(field, "a task that shares a GPU may use only one GPU");
+    }
+  }
+  const int total = total_replicas();
+  if (total == 0) return err("roles", "a job needs at least one task");
+  if (min_member < 0) return err("min_member", "must be >= 0");
+  if (min_member > total) {
+    return err("min_member", absl::StrCat(min_member, " is more than the job's ", total, " tasks"));
+  }
+  if (elastic_min != 0 || elastic_max != 0) {
+    if (elastic_min < 1 || elastic_max < elastic_min) {
+      return err("elastic", absl::StrCat("range [", elastic_min, ", ", elastic_max, "] is empty"));
+    }
+    if (total < elastic_min || total > elastic_max) {
+      return err("elastic", absl::StrCat(total, " tasks is outside the range [", elastic_min, ", ",
+                                         elastic_max, "]"));
+    }
+    if (min_member != 0 && min_member != elastic_min) {
+      return err("min_member", "must equal the elastic minimum (or be left out)");
+    }
+  }
+  if (topology_mode != TopologyMode::kNone && highest_tier < 0) {
+    return err("topology.highest_tier", "must be >= 0");
+  }
+  if (walltime_ms < 0) return err("walltime", "must be >= 0");
+  return absl::OkStatus();
+}
+
+Job::Job(JobId id, JobSpec spec, QueueId queue, Timestamp created)
+    : id_(id), spec_(std::move(spec)), queue_(queue), created_(created) {
+  const int total = spec_.total_replicas();
+  min_member_ = spec_.elastic_min > 0 ? spec_.elastic_min
+                                      : (spec_.min_member > 0 ? spec_.min_member : total);
+  for (const RoleSpec& r : spec_.roles) {
+    Resources req = r.request;
+    req.set_gpu_milli(r.gpu.total_milli());
+    role_requests_.push_back(std::move(req));
+  }
+  for (int role = 0; role < static_cast<int>(spec_.roles.size()); ++role) {
+    for (int i = 0; i < spec_.roles[role].replicas; ++i) AddTask(role);
+  }
+  for (int i = 0; i < min_member_ && i < static_cast<int>(tasks_.size()); ++i) {
+    min_request_ += role_requests_[tasks_[i].role];
+  }
+}
+
+uint32_t Job::AddTask(int role) {
+  Task t;
+  t.index = static_cast<uint32_t>(tasks_.size());
+  t.role = role;
+  int n = 0;
+  for (const Task& o : tasks_) n += (o.role == role);
+  t.name = absl::StrCat(spec_.name, "-", spec_.roles[role].name, "-", n);
+  tasks_.push_back(std::move(t));
+  counts_[static_cast<int>(TaskState::kPending)]++;
+  return tasks_.back().index;
+}
+
+void Job::NoteState(TaskState from, TaskState to, uint32_t i) {
+  counts_[static_cast<int>(from)]--;
+  counts_[static_cast<int>(to)]++;
+  const bool held = HoldsNode(from), holds = HoldsNode(to);
+  if (held && !holds) allocated_ -= request(i);
+  if (!held && holds) allocated_ += request(i);
+}
+
+int Job::ReadyCount() const {
+  return Count(TaskState::kAllocated) + Count(TaskState::kBinding) + Count(TaskState::kBound) +
+         Count(TaskState::kRunning) + Count(TaskState::kSucceeded);
+}
+
+}  // namespace ringmaster::scheduler

@@ -1,0 +1,176 @@
+// The job model: a Job is a gang of Tasks grouped by role, scheduled whole.
+//
+// A job asks for `replicas` tasks per role; at least `min_member` of them
+// (the gang minimum) must run at once or none may. An elastic job may run with
+// any task count in [elastic_min, elastic_max]. Phases:
+//   Pending -> Inqueue -> Running -> Completed | Failed | Aborted
+// and a Running job that falls below its minimum goes back to Pending.
+#ifndef RINGMASTER_SCHEDULER_JOB_H_
+#define RINGMASTER_SCHEDULER_JOB_H_
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "scheduler/clock.h"
+#include "topology/resources.h"
+#include "topology/strong_id.h"
+
+namespace ringmaster::scheduler {
+
+using topology::NodeId;
+using topology::Quantity;
+using topology::Resources;
+
+struct JobIdTag {};
+using JobId = topology::StrongId<JobIdTag>;
+struct QueueIdTag {};
+using QueueId = topology::StrongId<QueueIdTag>;
+
+enum class JobPhase { kPending, kInqueue, kRunning, kCompleted, kFailed, kAborted };
+enum class TaskState {
+  kPending,
+  kAllocated,
+  kPipelined,
+  kBinding,
+  kBound,
+  kRunning,
+  kReleasing,
+  kSucceeded,
+  kFailed,
+};
+inline constexpr int kNumTaskStates = 9;
+
+std::string_view PhaseName(JobPhase p);
+std::string_view TaskStateName(TaskState s);
+// True for states that hold resources on a node now.
+bool HoldsNode(TaskState s);
+// True for states that count toward a gang being ready.
+bool CountsReady(TaskState s);
+
+// GPUs of one task: `count` devices, each used `milli` out of 1000. A task
+// that shares a GPU has count 1 and milli < 1000; a multi-GPU task uses whole
+// devices.
+struct GpuRequest {
+  int count = 0;
+  Quantity milli = topology::kMilliPerGpu;
+  Quantity total_milli() const { return count * milli; }
+  bool whole() const { return milli == topology::kMilliPerGpu; }
+};
+
+enum class TolerationOp { kEqual, kExists };
+struct Toleration {
+  std::string key;  // empty with kExists tolerates every taint
+  TolerationOp op = TolerationOp::kEqual;
+  std::string value;
+  std::string effect;  // empty matches every effect
+};
+
+struct RoleSpec {
+  std::string name = "worker";
+  int replicas = 1;
+  Resources request;  // cpu, memory, scalars; GPUs are in `gpu`
+  GpuRequest gpu;
+};
+
+enum class TopologyMode { kNone, kHard, kSoft };
+
+struct JobSpec {
+  std::string name;
+  std::string queue = "default";
+  int32_t priority = 0;
+  std::vector<RoleSpec> roles;
+  int min_member = 0;   // 0 means every replica
+  int elastic_min = 0;  // both 0: not elastic
+  int elastic_max = 0;
+  TopologyMode topology_mode = TopologyMode::kNone;
+  int highest_tier = 0;  // with kHard: the gang stays inside one domain at tier <= this
+  std::string gpu_model;  // empty: any model
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  int64_t walltime_ms = 0;  // 0: unknown
+
+  // Checks the spec on its own (counts, ranges, GPU shapes). The message names
+  // the job and the field.
+  absl::Status Validate() const;
+  int total_replicas() const;
+};
+
+struct Task {
+  uint32_t index = 0;  // position in Job::tasks
+  int role = 0;        // index into JobSpec::roles
+  TaskState state = TaskState::kPending;
+  NodeId node;                  // valid while the task holds (or is pipelined to) a node
+  std::vector<int16_t> gpus;    // device indices on `node`
+  std::string name;             // "<job>-<role>-<i>"
+};
+
+class Job {
+ public:
+  Job(JobId id, JobSpec spec, QueueId queue, Timestamp created);
+
+  JobId id() const { return id_; }
+  const JobSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  QueueId queue() const { return queue_; }
+  Timestamp created() const { return created_; }
+  int32_t priority() const { return spec_.priority; }
+  JobPhase phase() const { return phase_; }
+  void set_phase(JobPhase p) { phase_ = p; }
+
+  // The gang minimum (tasks that must run together).
+  int min_member() const { return min_member_; }
+  bool elastic() const { return spec_.elastic_max > 0; }
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const Task& task(uint32_t i) const { return tasks_[i]; }
+  // Resource request of task i (gpu_milli filled in) and its GPU shape.
+  const Resources& request(uint32_t i) const { return role_requests_[tasks_[i].role]; }
+  const GpuRequest& gpu(uint32_t i) const { return spec_.roles[tasks_[i].role].gpu; }
+
+  int Count(TaskState s) const { return counts_[static_cast<int>(s)]; }
+  // Allocated + Binding + Bound + Running (+ Succeeded): tasks that count toward the gang.
+  int ReadyCount() const;
+  int PipelinedCount() const { return Count(TaskState::kPipelined); }
+  // Resources held on nodes by this job's tasks.
+  const Resources& allocated() const { return allocated_; }
+  // Request of the gang minimum: the first min_member tasks.
+  const Resources& min_request() const { return min_request_; }
+
+  const std::string& pending_reason() const { return pending_reason_; }
+  void set_pending_reason(std::string r) { pending_reason_ = std::move(r); }
+  Timestamp started() const { return started_; }
+  void set_started(Timestamp t) { started_ = t; }
+  int64_t generation() const { return generation_; }
+  void set_generation(int64_t g) { generation_ = g; }
+
+  // Only State changes task state and placement (it keeps every counter in
+  // step).
+  Task& mutable_task(uint32_t i) { return tasks_[i]; }
+  void NoteState(TaskState from, TaskState to, uint32_t i);
+  // Appends one more task of `role` (elastic growth); returns its index.
+  uint32_t AddTask(int role);
+
+ private:
+  JobId id_;
+  JobSpec spec_;
+  QueueId queue_;
+  Timestamp created_;
+  JobPhase phase_ = JobPhase::kPending;
+  int min_member_ = 0;
+  std::vector<Task> tasks_;
+  std::vector<Resources> role_requests_;
+  std::array<int, kNumTaskStates> counts_{};
+  Resources allocated_;
+  Resources min_request_;
+  std::string pending_reason_;
+  Timestamp started_ = -1;
+  int64_t generation_ = 0;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_JOB_H_

@@ -1,0 +1,218 @@
+#include "scheduler/job_file.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+struct Ctx {
+  std::string_view file;
+  absl::Status Err(const YAML::Node& at, std::string_view field, std::string_view msg) const {
+    const YAML::Mark m = at.Mark();
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(file), ":", m.line + 1, ":", m.column + 1, ": ", std::string(field), ": ", std::string(msg)));
+  }
+};
+
+template <typename T>
+absl::Status Get(const Ctx& c, const YAML::Node& n, std::string_view field, T* out, const char* want) {
+  try {
+    *out = n.as<T>();
+    return absl::OkStatus();
+  } catch (const YAML::Exception&) {
+    return c.Err(n, field, absl::StrCat("wrong type: expected ", want));
+  }
+}
+
+absl::Status ParseQty(const Ctx& c, const YAML::Node& n, std::string_view field, bool milli,
+                      topology::Quantity* out) {
+  if (!n.IsScalar()) return c.Err(n, field, "must be a quantity");
+  auto q = topology::ParseQuantity(n.Scalar(), milli);
+  if (!q.ok()) return c.Err(n, field, std::string(q.status().message()));
+  *out = *q;
+  return absl::OkStatus();
+}
+
+absl::Status CheckKeys(const Ctx& c, const YAML::Node& n, std::string_view field,
+                       const std::set<std::string>& known) {
+  for (const auto& kv : n) {
+    if (!known.count(kv.first.Scalar())) {
+      return c.Err(kv.first, absl::StrCat(std::string(field), ".", kv.first.Scalar()), "unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RoleSpec> ParseRole(const Ctx& c, const YAML::Node& n, const std::string& field) {
+  if (!n.IsMap()) return c.Err(n, field, "a role is a map");
+  if (auto s = CheckKeys(c, n, field, {"name", "replicas", "gpus", "cpu", "memory", "scalars"}); !s.ok()) return s;
+  RoleSpec r;
+  if (n["name"]) {
+    if (auto s = Get(c, n["name"], field + ".name", &r.name, "a string"); !s.ok()) return s;
+  }
+  if (n["replicas"]) {
+    if (auto s = Get(c, n["replicas"], field + ".replicas", &r.replicas, "an integer"); !s.ok()) return s;
+  }
+  if (n["gpus"]) {
+    topology::Quantity milli = 0;
+    if (auto s = ParseQty(c, n["gpus"], field + ".gpus", true, &milli); !s.ok()) return s;
+    if (milli >= topology::kMilliPerGpu) {
+      if (milli % topology::kMilliPerGpu != 0) {
+        return c.Err(n["gpus"], field + ".gpus", "more than one GPU must be a whole number");
+      }
+      r.gpu.count = static_cast<int>(milli / topology::kMilliPerGpu);
+      r.gpu.milli = topology::kMilliPerGpu;
+    } else if (milli > 0) {
+      r.gpu.count = 1;
+      r.gpu.milli = milli;
+    }
+  }
+  topology::Quantity v = 0;
+  if (n["cpu"]) {
+    if (auto s = ParseQty(c, n["cpu"], field + ".cpu", true, &v); !s.ok()) return s;
+    r.request.set_cpu_milli(v);
+  }
+  if (n["memory"]) {
+    if (auto s = ParseQty(c, n["memory"], field + ".memory", false, &v); !s.ok()) return s;
+    r.request.set_memory(v);
+  }
+  if (n["scalars"]) {
+    if (!n["scalars"].IsMap()) return c.Err(n["scalars"], field + ".scalars", "must be a map");
+    for (const auto& kv : n["scalars"]) {
+      const std::string f = absl::StrCat(field, ".scalars.", kv.first.Scalar());
+      if (auto s = ParseQty(c, kv.second, f, false, &v); !s.ok()) return s;
+      r.request.set_scalar(kv.first.Scalar(), v);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::string& field) {
+  if (!n.IsMap()) return c.Err(n, field, "a job is a map");
+  if (auto s = CheckKeys(c, n, field, {"name", "queue", "priority", "min_member", "elastic", "topology",
+                                       "gpu_model", "walltime", "node_selector", "tolerations", "roles"});
+      !s.ok()) {
+    return s;
+  }
+  JobSpec j;
+  if (!n["name"]) return c.Err(n, field + ".name", "a job needs a name");
+  if (auto s = Get(c, n["name"], field + ".name", &j.name, "a string"); !s.ok()) return s;
+  if (n["queue"]) {
+    if (auto s = Get(c, n["queue"], field + ".queue", &j.queue, "a string"); !s.ok()) return s;
+  }
+  if (n["priority"]) {
+    if (auto s = Get(c, n["priority"], field + ".priority", &j.priority, "an integer"); !s.ok()) return s;
+  }
+  if (n["min_member"]) {
+    if (auto s = Get(c, n["min_member"], field + ".min_member", &j.min_member, "an integer"); !s.ok()) return s;
+  }
+  if (const YAML::Node e = n["elastic"]; e) {
+    if (!e.IsMap() || !e["min"] || !e["max"]) return c.Err(e, field + ".elastic", "must be {min: N, max: M}");
+    if (auto s = Get(c, e["min"], field + ".elastic.min", &j.elastic_min, "an integer"); !s.ok()) return s;
+    if (auto s = Get(c, e["max"], field + ".elastic.max", &j.elastic_max, "an integer"); !s.ok()) return s;
+  }
+  if (const YAML::Node t = n["topology"]; t) {
+    if (!t.IsMap()) return c.Err(t, field + ".topology", "must be {mode: hard|soft, highest_tier: N}");
+    if (auto s = CheckKeys(c, t, field + ".topology", {"mode", "highest_tier"}); !s.ok()) return s;
+    std::string mode = "hard";
+    if (t["mode"]) {
+      if (auto s = Get(c, t["mode"], field + ".topology.mode", &mode, "a string"); !s.ok()) return s;
+    }
+    if (mode == "hard") {
+      j.topology_mode = TopologyMode::kHard;
+    } else if (mode == "soft") {
+      j.topology_mode = TopologyMode::kSoft;
+    } else {
+      return c.Err(t["mode"], field + ".topology.mode", absl::StrCat("'", mode, "' is not hard or soft"));
+    }
+    if (t["highest_tier"]) {
+      if (auto s = Get(c, t["highest_tier"], field + ".topology.highest_tier", &j.highest_tier, "an integer");
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (n["gpu_model"]) {
+    if (auto s = Get(c, n["gpu_model"], field + ".gpu_model", &j.gpu_model, "a string"); !s.ok()) return s;
+  }
+  if (n["walltime"]) {
+    double secs = 0;
+    if (auto s = Get(c, n["walltime"], field + ".walltime", &secs, "seconds"); !s.ok()) return s;
+    if (secs < 0) return c.Err(n["walltime"], field + ".walltime", "must be >= 0");
+    j.walltime_ms = static_cast<int64_t>(secs * 1000);
+  }
+  if (const YAML::Node ns = n["node_selector"]; ns) {
+    if (!ns.IsMap()) return c.Err(ns, field + ".node_selector", "must be a map of labels");
+    for (const auto& kv : ns) j.node_selector[kv.first.Scalar()] = kv.second.Scalar();
+  }
+  if (const YAML::Node ts = n["tolerations"]; ts) {
+    if (!ts.IsSequence()) return c.Err(ts, field + ".tolerations", "must be a list");
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const std::string tf = absl::StrCat(field, ".tolerations[", i, "]");
+      if (!ts[i].IsMap()) return c.Err(ts[i], tf, "must be a map");
+      if (auto s = CheckKeys(c, ts[i], tf, {"key", "operator", "value", "effect"}); !s.ok()) return s;
+      Toleration t;
+      if (ts[i]["key"]) t.key = ts[i]["key"].Scalar();
+      if (ts[i]["value"]) t.value = ts[i]["value"].Scalar();
+      if (ts[i]["effect"]) t.effect = ts[i]["effect"].Scalar();
+      if (ts[i]["operator"]) {
+        const std::string op = ts[i]["operator"].Scalar();
+        if (op == "Exists") {
+          t.op = TolerationOp::kExists;
+        } else if (op != "Equal") {
+          return c.Err(ts[i]["operator"], tf + ".operator", "must be Equal or Exists");
+        }
+      }
+      j.tolerations.push_back(std::move(t));
+    }
+  }
+  if (!n["roles"] || !n["roles"].IsSequence()) return c.Err(n, field + ".roles", "a job needs a list of roles");
+  for (size_t i = 0; i < n["roles"].size(); ++i) {
+    auto r = ParseRole(c, n["roles"][i], absl::StrCat(field, ".roles[", i, "]"));
+    if (!r.ok()) return r.status();
+    j.roles.push_back(*std::move(r));
+  }
+  if (auto s = j.Validate(); !s.ok()) return c.Err(n, field, std::string(s.message()));
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<JobSpec>> ParseJobFile(std::string_view text, std::string_view file) {
+  Ctx c{file};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(file), ":", e.mark.line + 1, ":", e.mark.column + 1, ": not valid YAML: ", e.msg));
+  }
+  if (!root.IsMap() || !root["jobs"] || !root["jobs"].IsSequence()) {
+    return c.Err(root, "jobs", "a jobs file is a map with a 'jobs' list");
+  }
+  std::vector<JobSpec> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < root["jobs"].size(); ++i) {
+    const std::string field = absl::StrCat("jobs[", i, "]");
+    auto j = ParseJob(c, root["jobs"][i], field);
+    if (!j.ok()) return j.status();
+    if (!names.insert(j->name).second) return c.Err(root["jobs"][i], field + ".name", "duplicate job name");
+    out.push_back(*std::move(j));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<JobSpec>> LoadJobFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the jobs file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseJobFile(ss.str(), path);
+}
+
+}  // namespace ringmaster::scheduler

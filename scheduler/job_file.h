@@ -1,0 +1,37 @@
+// The jobs file (YAML) the demo and tests submit:
+//
+//   jobs:
+//   - name: llm-pretrain
+//     queue: research          # default: default
+//     priority: 10
+//     min_member: 8            # default: every replica
+//     elastic: {min: 4, max: 16}
+//     topology: {mode: hard, highest_tier: 1}   # hard | soft
+//     gpu_model: H100
+//     walltime: 3600           # seconds, optional
+//     node_selector: {pool: training}
+//     tolerations: [{key: dedicated, value: ml}]
+//     roles:
+//     - {name: worker, replicas: 8, gpus: 8, cpu: 32, memory: 256Gi}
+//     - {name: launcher, replicas: 1, cpu: 2, memory: 4Gi}
+//     # gpus: 0.5 asks for half of one GPU (a share)
+//
+// Errors carry file:line:column and the field.
+#ifndef RINGMASTER_SCHEDULER_JOB_FILE_H_
+#define RINGMASTER_SCHEDULER_JOB_FILE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/job.h"
+
+namespace ringmaster::scheduler {
+
+absl::StatusOr<std::vector<JobSpec>> ParseJobFile(std::string_view text, std::string_view file);
+absl::StatusOr<std::vector<JobSpec>> LoadJobFile(const std::string& path);
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_JOB_FILE_H_

@@ -1,0 +1,159 @@
+// Every extension point of the engine, in one place.
+//
+// A plugin is a policy: it registers typed callbacks with the Session when
+// the session opens; the actions call the Session, and the Session combines
+// the callbacks of all plugins, tier by tier, as session.cc documents once:
+//   - orders (QueueOrder, JobOrder, TaskOrder): the first plugin, in tier
+//     order, that tells the two apart decides;
+//   - votes (JobEnqueueable, JobPipelined): inside a tier any Reject rejects,
+//     any Permit permits; a tier of Abstains passes to the next; no vote permits;
+//   - checks (JobValid, Predicate, Allocatable, JobReady): all must pass;
+//   - JobStarving: all registered must agree;
+//   - Overused: any says overused;
+//   - NodeOrder: the weighted sum of all scores;
+//   - victims (Preemptable, Reclaimable): the intersection within the first
+//     tier that has an opinion; VictimTasks: the union.
+#ifndef RINGMASTER_SCHEDULER_PLUGIN_H_
+#define RINGMASTER_SCHEDULER_PLUGIN_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/job.h"
+
+namespace ringmaster::scheduler {
+
+class Session;
+struct QueueInfo;
+
+// A scheduling verdict is a value, not an error. `reason` is a short static
+// text ("insufficient GPU") so that verdicts cost nothing on the fast path.
+class Verdict {
+ public:
+  enum class Code { kFit, kUnschedulable, kUnresolvable, kWait };
+  static Verdict Fit() { return Verdict(Code::kFit, {}); }
+  // Does not fit now; might after others release resources.
+  static Verdict Unschedulable(std::string_view reason) { return Verdict(Code::kUnschedulable, reason); }
+  // Can never fit here whatever is released (wrong model, missing label).
+  static Verdict Unresolvable(std::string_view reason) { return Verdict(Code::kUnresolvable, reason); }
+  // Waits for something other than resources (e.g. a queue limit).
+  static Verdict Wait(std::string_view reason) { return Verdict(Code::kWait, reason); }
+  bool ok() const { return code_ == Code::kFit; }
+  Code code() const { return code_; }
+  std::string_view reason() const { return reason_; }
+
+ private:
+  Verdict(Code c, std::string_view r) : code_(c), reason_(r) {}
+  Code code_;
+  std::string_view reason_;
+};
+
+// A reference to one task of a job.
+struct TaskRef {
+  const Job* job;
+  uint32_t index;
+  const Task& task() const { return job->task(index); }
+};
+
+enum class Vote { kPermit, kAbstain, kReject };
+
+// Result of JobValid and JobEnqueueable-with-reason style checks.
+struct Check {
+  bool ok = true;
+  std::string reason;
+  static Check Pass() { return {}; }
+  static Check Fail(std::string r) { return {false, std::move(r)}; }
+};
+
+// Orders return < 0 when l goes first, > 0 when r goes first, 0 when the
+// plugin cannot tell them apart.
+using QueueOrderFn = std::function<int(const QueueInfo& l, const QueueInfo& r)>;
+using JobOrderFn = std::function<int(const Job& l, const Job& r)>;
+using TaskOrderFn = std::function<int(const TaskRef& l, const TaskRef& r)>;
+using JobValidFn = std::function<Check(const Job& job)>;
+using JobEnqueueableFn = std::function<Vote(const Job& job, std::string* reason)>;
+using JobReadyFn = std::function<bool(const Job& job)>;
+using JobPipelinedFn = std::function<Vote(const Job& job)>;
+using JobStarvingFn = std::function<bool(const Job& job)>;
+using PredicateFn = std::function<Verdict(const TaskRef& task, NodeId node)>;
+// Higher is better; scores are integers in [0, 100 * weight].
+using NodeOrderFn = std::function<int64_t(const TaskRef& task, NodeId node)>;
+using PreemptableFn = std::function<std::vector<TaskRef>(const TaskRef& preemptor,
+                                                         const std::vector<TaskRef>& candidates)>;
+using ReclaimableFn = PreemptableFn;
+using OverusedFn = std::function<bool(const QueueInfo& queue)>;
+using AllocatableFn = std::function<bool(const QueueInfo& queue, const TaskRef& task)>;
+using VictimTasksFn = std::function<std::vector<TaskRef>()>;
+// Chooses the GPU devices of `node` for `task`; returns false when it cannot.
+using GpuSelectFn = std::function<bool(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus)>;
+
+// Arguments of one plugin from the policy file, with where each came from.
+// Factories read what they know with the typed getters and then call
+// Finish(), which rejects any argument nobody read.
+class PluginArgs {
+ public:
+  struct Value {
+    std::string text;
+    int line = 0;
+    int column = 0;
+  };
+  PluginArgs() = default;
+  PluginArgs(std::string plugin, std::string file, std::map<std::string, Value> values)
+      : plugin_(std::move(plugin)), file_(std::move(file)), values_(std::move(values)) {}
+
+  bool Has(std::string_view key) const { return values_.count(std::string(key)) > 0; }
+  absl::StatusOr<double> Double(std::string_view key, double def) const;
+  absl::StatusOr<int64_t> Int(std::string_view key, int64_t def) const;
+  absl::StatusOr<bool> Bool(std::string_view key, bool def) const;
+  absl::StatusOr<std::string> String(std::string_view key, std::string def) const;
+  // Keys present but never read, as an error naming the first one.
+  absl::Status Finish() const;
+  // "file:line:col: plugins[name].arguments.key: msg"
+  absl::Status Error(std::string_view key, std::string_view msg) const;
+  const std::map<std::string, Value>& values() const { return values_; }
+
+ private:
+  std::string plugin_;
+  std::string file_;
+  std::map<std::string, Value> values_;
+  mutable std::map<std::string, bool> read_;
+};
+
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual std::string_view name() const = 0;
+  // Registers this plugin's callbacks for one cycle. Must be cheap.
+  virtual void OnSessionOpen(Session& session) = 0;
+  virtual void OnSessionClose(Session& /*session*/) {}
+};
+
+using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;
+
+// The plugins an engine may build, by name. plugins/registry.cc fills one
+// with the built-in list; tests may add their own.
+class PluginRegistry {
+ public:
+  void Add(std::string name, PluginFactory factory) { factories_[std::move(name)] = std::move(factory); }
+  const PluginFactory* Find(std::string_view name) const {
+    auto it = factories_.find(std::string(name));
+    return it == factories_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> Names() const {
+    std::vector<std::string> out;
+    for (const auto& [n, f] : factories_) out.push_back(n);
+    return out;
+  }
+
+ private:
+  std::map<std::string, PluginFactory> factories_;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_PLUGIN_H_

@@ -1,0 +1,63 @@
+// The admin's policy file, in Volcano's shape:
+//
+//   actions: "enqueue, allocate, backfill"
+//   tiers:
+//   - plugins:
+//     - name: priority
+//     - name: gang
+//   - plugins:
+//     - name: binpack
+//       arguments: {gpu: 3, cpu: 1}
+//   queues:
+//   - name: research
+//     weight: 2
+//     capability: {gpu: 64}
+//
+// scheduler/ loads actions and tiers and asks each plugin's factory to accept
+// its arguments; queue/ loads the queues. Every error carries file:line:column
+// and the field.
+#ifndef RINGMASTER_SCHEDULER_POLICY_H_
+#define RINGMASTER_SCHEDULER_POLICY_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "queue/queue.h"
+#include "scheduler/plugin.h"
+
+namespace ringmaster::scheduler {
+
+struct PluginConfig {
+  std::string name;
+  PluginArgs args;
+  int line = 0;
+  int column = 0;
+};
+
+struct Policy {
+  std::string file;
+  std::vector<std::string> actions;
+  std::vector<std::vector<PluginConfig>> tiers;
+  std::vector<queue::QueueSpec> queues;  // empty: a single "default" queue
+};
+
+// The built-in policy: enqueue, allocate, backfill with priority + gang in
+// tier 1 and drf, predicates, proportion, binpack in tier 2.
+Policy DefaultPolicy();
+std::string_view DefaultPolicyYaml();
+
+// Parses and validates policy text. Every problem found is appended to
+// `errors` (unknown action, plugin or argument, wrong type, bad queue); the
+// result is an error when any was found.
+absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
+                                   const PluginRegistry& registry,
+                                   std::vector<queue::ConfigError>* errors);
+// Reads the file and parses it.
+absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const PluginRegistry& registry,
+                                      std::vector<queue::ConfigError>* errors);
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_POLICY_H_

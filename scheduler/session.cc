@@ -1,0 +1,355 @@
+// How the plugins' callbacks combine across tiers is written here, once.
+#include "scheduler/session.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace ringmaster::scheduler {
+
+Session::Session(State& state, const Clock& clock, int64_t cycle,
+                 const std::vector<std::vector<Plugin*>>& tiers)
+    : state_(state), clock_(clock), cycle_(cycle), tiers_(tiers) {
+  const auto& tree = state_.queues();
+  queues_.resize(tree.size());
+  for (uint32_t q = 0; q < tree.size(); ++q) {
+    queues_[q].id = QueueId(q);
+    queues_[q].spec = &tree.spec(q);
+    queues_[q].usage = &state_.queue_usage(QueueId(q));
+    queues_[q].deserved = state_.total();
+  }
+  jobs_.assign(state_.active_jobs().begin(), state_.active_jobs().end());
+  // Demand and admitted minimums, rolled up the queue tree.
+  for (JobId id : jobs_) {
+    const Job& job = state_.job(id);
+    Resources pending;
+    for (const Task& t : job.tasks()) {
+      if (t.state == TaskState::kPending) pending += job.request(t.index);
+    }
+    const bool admitted_not_running = job.phase() == JobPhase::kInqueue;
+    int q = static_cast<int>(job.queue().value());
+    while (q >= 0) {
+      queues_[q].request += job.allocated();
+      queues_[q].request += pending;
+      if (admitted_not_running) queues_[q].inqueue += job.min_request();
+      q = tree.parent(static_cast<uint32_t>(q));
+    }
+  }
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    current_tier_ = static_cast<int>(t);
+    for (Plugin* p : tiers_[t]) p->OnSessionOpen(*this);
+  }
+}
+
+Session::~Session() = default;
+
+void Session::AddQueueOrderFn(std::string_view p, QueueOrderFn fn) { Add(queue_order_, p, std::move(fn)); }
+void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) { Add(job_order_, p, std::move(fn)); }
+void Session::AddTaskOrderFn(std::string_view p, TaskOrderFn fn) { Add(task_order_, p, std::move(fn)); }
+void Session::AddJobValidFn(std::string_view p, JobValidFn fn) { Add(job_valid_, p, std::move(fn)); }
+void Session::AddJobEnqueueableFn(std::string_view p, JobEnqueueableFn fn) { Add(job_enqueueable_, p, std::move(fn)); }
+void Session::AddJobReadyFn(std::string_view p, JobReadyFn fn) { Add(job_ready_, p, std::move(fn)); }
+void Session::AddJobPipelinedFn(std::string_view p, JobPipelinedFn fn) { Add(job_pipelined_, p, std::move(fn)); }
+void Session::AddJobStarvingFn(std::string_view p, JobStarvingFn fn) { Add(job_starving_, p, std::move(fn)); }
+void Session::AddPredicateFn(std::string_view p, PredicateFn fn) { Add(predicate_, p, std::move(fn)); }
+void Session::AddNodeOrderFn(std::string_view p, NodeOrderFn fn) { Add(node_order_, p, std::move(fn)); }
+void Session::AddPreemptableFn(std::string_view p, PreemptableFn fn) { Add(preemptable_, p, std::move(fn)); }
+void Session::AddReclaimableFn(std::string_view p, ReclaimableFn fn) { Add(reclaimable_, p, std::move(fn)); }
+void Session::AddOverusedFn(std::string_view p, OverusedFn fn) { Add(overused_, p, std::move(fn)); }
+void Session::AddAllocatableFn(std::string_view p, AllocatableFn fn) { Add(allocatable_, p, std::move(fn)); }
+void Session::AddVictimTasksFn(std::string_view p, VictimTasksFn fn) { Add(victim_tasks_, p, std::move(fn)); }
+void Session::AddGpuSelectFn(std::string_view p, GpuSelectFn fn) { Add(gpu_select_, p, std::move(fn)); }
+
+// Orders: the first decisive comparison, in tier order, wins.
+bool Session::QueueOrder(const QueueInfo& l, const QueueInfo& r) const {
+  for (const auto& e : queue_order_) {
+    if (int c = e.fn(l, r); c != 0) return c < 0;
+  }
+  return l.id < r.id;
+}
+
+bool Session::JobOrder(const Job& l, const Job& r) const {
+  for (const auto& e : job_order_) {
+    if (int c = e.fn(l, r); c != 0) return c < 0;
+  }
+  if (l.created() != r.created()) return l.created() < r.created();
+  return l.id() < r.id();
+}
+
+bool Session::TaskOrder(const TaskRef& l, const TaskRef& r) const {
+  for (const auto& e : task_order_) {
+    if (int c = e.fn(l, r); c != 0) return c < 0;
+  }
+  return l.index < r.index;
+}
+
+// Checks: every plugin must pass; the first failure is the reason.
+Check Session::JobValid(const Job& job) const {
+  for (const auto& e : job_valid_) {
+    Check c = e.fn(job);
+    if (!c.ok) return c;
+  }
+  return Check::Pass();
+}
+
+// Votes: inside a tier any Reject rejects and any Permit permits; a tier of
+// Abstains hands over to the next tier; nobody voting permits.
+bool Session::JobEnqueueable(const Job& job, std::string* reason) const {
+  size_t i = 0;
+  while (i < job_enqueueable_.size()) {
+    const int tier = job_enqueueable_[i].tier;
+    bool permit = false;
+    for (; i < job_enqueueable_.size() && job_enqueueable_[i].tier == tier; ++i) {
+      Vote v = job_enqueueable_[i].fn(job, reason);
+      if (v == Vote::kReject) return false;
+      if (v == Vote::kPermit) permit = true;
+    }
+    if (permit) return true;
+  }
+  return true;
+}
+
+bool Session::JobPipelined(const Job& job) const {
+  size_t i = 0;
+  while (i < job_pipelined_.size()) {
+    const int tier = job_pipelined_[i].tier;
+    bool permit = false;
+    for (; i < job_pipelined_.size() && job_pipelined_[i].tier == tier; ++i) {
+      Vote v = job_pipelined_[i].fn(job);
+      if (v == Vote::kReject) return false;
+      if (v == Vote::kPermit) permit = true;
+    }
+    if (permit) return true;
+  }
+  return true;
+}
+
+bool Session::JobReady(const Job& job) const {
+  for (const auto& e : job_ready_) {
+    if (!e.fn(job)) return false;
+  }
+  return true;
+}
+
+bool Session::JobStarving(const Job& job) const {
+  if (job_starving_.empty()) return false;
+  for (const auto& e : job_starving_) {
+    if (!e.fn(job)) return false;
+  }
+  return true;
+}
+
+Verdict Session::Predicate(const TaskRef& task, NodeId node) const {
+  for (const auto& e : predicate_) {
+    Verdict v = e.fn(task, node);
+    if (!v.ok()) return v;
+  }
+  return Verdict::Fit();
+}
+
+int64_t Session::NodeOrder(const TaskRef& task, NodeId node) const {
+  int64_t score = 0;
+  for (const auto& e : node_order_) score += e.fn(task, node);
+  return score;
+}
+
+namespace {
+
+// Victims: the first tier with an opinion decides, by intersection of its
+// plugins' answers.
+template <typename List>
+std::vector<TaskRef> IntersectVictims(const List& fns, const TaskRef& who,
+                                      const std::vector<TaskRef>& candidates) {
+  size_t i = 0;
+  while (i < fns.size()) {
+    const int tier = fns[i].tier;
+    bool first = true;
+    std::vector<TaskRef> result;
+    for (; i < fns.size() && fns[i].tier == tier; ++i) {
+      std::vector<TaskRef> v = fns[i].fn(who, candidates);
+      if (first) {
+        result = std::move(v);
+        first = false;
+        continue;
+      }
+      std::set<std::pair<uint32_t, uint32_t>> keep;
+      for (const TaskRef& t : v) keep.insert({t.job->id().value(), t.index});
+      std::erase_if(result, [&](const TaskRef& t) {
+        return !keep.count({t.job->id().value(), t.index});
+      });
+    }
+    if (!result.empty()) return result;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<TaskRef> Session::Preemptable(const TaskRef& preemptor,
+                                          const std::vector<TaskRef>& candidates) const {
+  return IntersectVictims(preemptable_, preemptor, candidates);
+}
+
+std::vector<TaskRef> Session::Reclaimable(const TaskRef& reclaimer,
+                                          const std::vector<TaskRef>& candidates) const {
+  return IntersectVictims(reclaimable_, reclaimer, candidates);
+}
+
+bool Session::Overused(const QueueInfo& queue) const {
+  for (const auto& e : overused_) {
+    if (e.fn(queue)) return true;
+  }
+  return false;
+}
+
+bool Session::Allocatable(const QueueInfo& queue, const TaskRef& task) const {
+  for (const auto& e : allocatable_) {
+    if (!e.fn(queue, task)) return false;
+  }
+  return true;
+}
+
+std::vector<TaskRef> Session::VictimTasks() const {
+  std::vector<TaskRef> out;
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (const auto& e : victim_tasks_) {
+    for (const TaskRef& t : e.fn()) {
+      if (seen.insert({t.job->id().value(), t.index}).second) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Built-in GPU choice. Whole GPUs: the NVLink island with the fewest free
+// devices that still holds the task (so larger islands stay whole), lowest
+// indices first; else the lowest free indices. Shares: the device with the
+// least free share that still fits (best fit), lowest index on ties.
+bool DefaultSelectGpus(const State& state, const TaskRef& task, NodeId node, bool future,
+                       std::vector<int16_t>* gpus) {
+  const GpuRequest& req = task.job->gpu(task.index);
+  gpus->clear();
+  if (req.count == 0) return true;
+  const auto& devs = state.cluster().node(node).gpus;
+  if (req.whole()) {
+    std::map<int, std::vector<int16_t>> by_island;
+    int free_total = 0;
+    for (const auto& g : devs) {
+      if (state.GpuFree(node, g.index, future) == topology::kMilliPerGpu) {
+        by_island[g.nvlink_island].push_back(static_cast<int16_t>(g.index));
+        ++free_total;
+      }
+    }
+    if (free_total < req.count) return false;
+    const std::vector<int16_t>* best = nullptr;
+    for (const auto& [island, list] : by_island) {
+      if (static_cast<int>(list.size()) >= req.count && (!best || list.size() < best->size())) {
+        best = &list;
+      }
+    }
+    if (best) {
+      gpus->assign(best->begin(), best->begin() + req.count);
+      return true;
+    }
+    // Spans islands: take the fullest islands first to leave whole ones.
+    std::vector<const std::vector<int16_t>*> order;
+    for (const auto& [island, list] : by_island) order.push_back(&list);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto* a, const auto* b) { return a->size() > b->size(); });
+    for (const auto* list : order) {
+      for (int16_t d : *list) {
+        if (static_cast<int>(gpus->size()) == req.count) break;
+        gpus->push_back(d);
+      }
+    }
+    std::sort(gpus->begin(), gpus->end());
+    return true;
+  }
+  int best = -1;
+  int64_t best_free = 0;
+  for (const auto& g : devs) {
+    const int64_t free = state.GpuFree(node, g.index, future);
+    if (free >= req.milli && (best < 0 || free < best_free)) {
+      best = g.index;
+      best_free = free;
+    }
+  }
+  if (best < 0) return false;
+  gpus->push_back(static_cast<int16_t>(best));
+  return true;
+}
+
+}  // namespace
+
+bool Session::SelectGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const {
+  if (!gpu_select_.empty()) return gpu_select_.front().fn(task, node, gpus);
+  return DefaultSelectGpus(state_, task, node, /*future=*/false, gpus);
+}
+
+bool Session::SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const {
+  return DefaultSelectGpus(state_, task, node, /*future=*/true, gpus);
+}
+
+void Session::SetPendingReason(const Job& job, std::string reason) {
+  reasons_.emplace_back(job.id(), std::move(reason));
+}
+
+void Session::RecordBind(const Job& job, uint32_t task) { bound_.emplace_back(job.id(), task); }
+
+void Session::RecordEviction(const Job& job, uint32_t task, std::string reason) {
+  const Task& t = job.task(task);
+  Eviction e;
+  e.job = job.id();
+  e.task = task;
+  e.task_name = t.name;
+  e.node = t.node;
+  e.node_name = t.node.valid() ? state_.cluster().node(t.node).name : "";
+  e.reason = std::move(reason);
+  evictions_.push_back(std::move(e));
+}
+
+Decisions Session::Close() {
+  Decisions d;
+  if (closed_) return d;
+  closed_ = true;
+  d.cycle = cycle_;
+  for (const auto& tier : tiers_) {
+    for (Plugin* p : tier) p->OnSessionClose(*this);
+  }
+  // Pipelined tasks were promises for this cycle only.
+  for (JobId id : jobs_) {
+    Job& job = state_.job(id);
+    if (job.PipelinedCount() == 0) continue;
+    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+      if (job.task(i).state == TaskState::kPipelined) state_.Unplace(job, i);
+    }
+  }
+  for (const auto& [id, task] : bound_) {
+    Job& job = state_.job(id);
+    const Task& t = job.task(task);
+    if (t.state != TaskState::kAllocated) continue;
+    state_.SetState(job, task, TaskState::kBinding);
+    Bind b;
+    b.job = id;
+    b.task = task;
+    b.task_name = t.name;
+    b.node = t.node;
+    b.node_name = state_.cluster().node(t.node).name;
+    b.gpus = t.gpus;
+    d.binds.push_back(std::move(b));
+  }
+  d.evictions = std::move(evictions_);
+  // Last reason per job wins; jobs that got placed have none.
+  std::map<JobId, std::string> last;
+  for (auto& [id, r] : reasons_) last[id] = std::move(r);
+  for (auto& [id, r] : last) {
+    Job& job = state_.job(id);
+    if (job.ReadyCount() >= job.min_member()) continue;
+    job.set_pending_reason(r);
+    d.pending.push_back({id, job.name(), std::move(r)});
+  }
+  return d;
+}
+
+}  // namespace ringmaster::scheduler

@@ -1,0 +1,161 @@
+// A Session is one scheduling cycle: it opens on the engine's state, lets each
+// configured plugin register its callbacks (in tiers), runs the configured
+// actions, and closes with the cycle's Decisions.
+//
+// The session mutates the live State only through Statements, so every change
+// it makes is either committed as a whole or undone. Nothing may keep a
+// pointer into the session after it closes.
+#ifndef RINGMASTER_SCHEDULER_SESSION_H_
+#define RINGMASTER_SCHEDULER_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "scheduler/clock.h"
+#include "scheduler/decisions.h"
+#include "scheduler/plugin.h"
+#include "scheduler/state.h"
+
+namespace ringmaster::scheduler {
+
+class Statement;
+
+// A queue as plugins see it during a session.
+struct QueueInfo {
+  QueueId id;
+  const queue::QueueSpec* spec = nullptr;
+  const QueueUsage* usage = nullptr;
+  Resources request;   // allocated + pending demand of this queue and its descendants
+  Resources inqueue;   // gang minimums of admitted jobs not yet running
+  Resources deserved;  // set by a fair-share plugin; the whole cluster otherwise
+  const Resources& allocated() const { return usage->allocated; }
+  const std::string& name() const { return spec->name; }
+};
+
+// Which placements an action may make on reserved nodes.
+enum class ReservationUse { kNone, kBackfill };
+
+class Session {
+ public:
+  // `tiers` are the plugin instances (owned by the engine), in tier order.
+  Session(State& state, const Clock& clock, int64_t cycle,
+          const std::vector<std::vector<Plugin*>>& tiers);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // --- Registration (plugins call these from OnSessionOpen) -----------------
+  void AddQueueOrderFn(std::string_view plugin, QueueOrderFn fn);
+  void AddJobOrderFn(std::string_view plugin, JobOrderFn fn);
+  void AddTaskOrderFn(std::string_view plugin, TaskOrderFn fn);
+  void AddJobValidFn(std::string_view plugin, JobValidFn fn);
+  void AddJobEnqueueableFn(std::string_view plugin, JobEnqueueableFn fn);
+  void AddJobReadyFn(std::string_view plugin, JobReadyFn fn);
+  void AddJobPipelinedFn(std::string_view plugin, JobPipelinedFn fn);
+  void AddJobStarvingFn(std::string_view plugin, JobStarvingFn fn);
+  void AddPredicateFn(std::string_view plugin, PredicateFn fn);
+  void AddNodeOrderFn(std::string_view plugin, NodeOrderFn fn);
+  void AddPreemptableFn(std::string_view plugin, PreemptableFn fn);
+  void AddReclaimableFn(std::string_view plugin, ReclaimableFn fn);
+  void AddOverusedFn(std::string_view plugin, OverusedFn fn);
+  void AddAllocatableFn(std::string_view plugin, AllocatableFn fn);
+  void AddVictimTasksFn(std::string_view plugin, VictimTasksFn fn);
+  void AddGpuSelectFn(std::string_view plugin, GpuSelectFn fn);
+
+  // --- Combined extension points (actions call these) -----------------------
+  // Strict weak orders: plugins first, then the stable tie-breaks
+  // (creation time, then id).
+  bool QueueOrder(const QueueInfo& l, const QueueInfo& r) const;
+  bool JobOrder(const Job& l, const Job& r) const;
+  bool TaskOrder(const TaskRef& l, const TaskRef& r) const;
+  Check JobValid(const Job& job) const;
+  // Permit unless a plugin rejects; `reason` says why when rejected.
+  bool JobEnqueueable(const Job& job, std::string* reason) const;
+  bool JobReady(const Job& job) const;
+  bool JobPipelined(const Job& job) const;
+  bool JobStarving(const Job& job) const;
+  // Fit, or the first failing plugin's verdict.
+  Verdict Predicate(const TaskRef& task, NodeId node) const;
+  int64_t NodeOrder(const TaskRef& task, NodeId node) const;
+  std::vector<TaskRef> Preemptable(const TaskRef& preemptor, const std::vector<TaskRef>& candidates) const;
+  std::vector<TaskRef> Reclaimable(const TaskRef& reclaimer, const std::vector<TaskRef>& candidates) const;
+  bool Overused(const QueueInfo& queue) const;
+  bool Allocatable(const QueueInfo& queue, const TaskRef& task) const;
+  std::vector<TaskRef> VictimTasks() const;
+  // GPU choice: the registered selector, or the built-in best fit.
+  bool SelectGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
+  // The built-in choice over future free GPUs (for pipelining).
+  bool SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
+  bool has_node_order() const { return !node_order_.empty(); }
+
+  // --- State ----------------------------------------------------------------
+  State& state() { return state_; }
+  const State& state() const { return state_; }
+  const topology::Cluster& cluster() const { return state_.cluster(); }
+  Timestamp now() const { return clock_.Now(); }
+  int64_t cycle() const { return cycle_; }
+  std::vector<QueueInfo>& queues() { return queues_; }
+  const std::vector<QueueInfo>& queues() const { return queues_; }
+  QueueInfo& queue(QueueId q) { return queues_[q.value()]; }
+  const QueueInfo& queue(QueueId q) const { return queues_[q.value()]; }
+
+  // Jobs this session looks at (active, not terminal), by id.
+  const std::vector<JobId>& jobs() const { return jobs_; }
+
+  // Records why a job is still pending after this cycle (last writer wins).
+  void SetPendingReason(const Job& job, std::string reason);
+  // Records a committed placement or eviction (Statement::Commit calls these).
+  void RecordBind(const Job& job, uint32_t task);
+  void RecordEviction(const Job& job, uint32_t task, std::string reason);
+
+  // Closes the session: plugins' OnSessionClose, pipelined tasks released,
+  // committed allocations turned into binds. Returns the decisions.
+  Decisions Close();
+
+ private:
+  template <typename Fn>
+  struct Registered {
+    int tier;
+    std::string plugin;
+    Fn fn;
+  };
+  template <typename Fn>
+  void Add(std::vector<Registered<Fn>>& list, std::string_view plugin, Fn fn) {
+    list.push_back({current_tier_, std::string(plugin), std::move(fn)});
+  }
+
+  State& state_;
+  const Clock& clock_;
+  int64_t cycle_;
+  const std::vector<std::vector<Plugin*>>& tiers_;
+  int current_tier_ = 0;
+  std::vector<QueueInfo> queues_;
+  std::vector<JobId> jobs_;
+  std::vector<std::pair<JobId, std::string>> reasons_;
+  std::vector<std::pair<JobId, uint32_t>> bound_;
+  std::vector<Eviction> evictions_;
+  bool closed_ = false;
+
+  std::vector<Registered<QueueOrderFn>> queue_order_;
+  std::vector<Registered<JobOrderFn>> job_order_;
+  std::vector<Registered<TaskOrderFn>> task_order_;
+  std::vector<Registered<JobValidFn>> job_valid_;
+  std::vector<Registered<JobEnqueueableFn>> job_enqueueable_;
+  std::vector<Registered<JobReadyFn>> job_ready_;
+  std::vector<Registered<JobPipelinedFn>> job_pipelined_;
+  std::vector<Registered<JobStarvingFn>> job_starving_;
+  std::vector<Registered<PredicateFn>> predicate_;
+  std::vector<Registered<NodeOrderFn>> node_order_;
+  std::vector<Registered<PreemptableFn>> preemptable_;
+  std::vector<Registered<ReclaimableFn>> reclaimable_;
+  std::vector<Registered<OverusedFn>> overused_;
+  std::vector<Registered<AllocatableFn>> allocatable_;
+  std::vector<Registered<VictimTasksFn>> victim_tasks_;
+  std::vector<Registered<GpuSelectFn>> gpu_select_;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_SESSION_H_

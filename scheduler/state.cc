@@ -1,0 +1,260 @@
+#include "scheduler/state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::scheduler {
+
+State::State(topology::Cluster cluster, queue::QueueTree queues)
+    : cluster_(std::make_unique<topology::Cluster>(std::move(cluster))),
+      free_(*cluster_),
+      queues_(std::move(queues)),
+      queue_usage_(queues_.size()) {
+  nodes_.resize(cluster_->num_nodes());
+  node_tasks_.resize(cluster_->num_nodes());
+  for (uint32_t n = 0; n < cluster_->num_nodes(); ++n) {
+    NodeId id(n);
+    const auto& spec = cluster_->node(id);
+    nodes_[n].gpu_used.assign(spec.gpus.size(), 0);
+    nodes_[n].gpu_pipelined.assign(spec.gpus.size(), 0);
+    nodes_[n].gpu_releasing.assign(spec.gpus.size(), 0);
+    nodes_[n].schedulable = cluster_->present(id);
+    if (nodes_[n].schedulable) total_ += spec.allocatable;
+  }
+}
+
+JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
+  JobId id(static_cast<uint32_t>(jobs_.size()));
+  jobs_.push_back(std::make_unique<Job>(id, std::move(spec), queue, now));
+  active_.insert(id);
+  return id;
+}
+
+void State::FinishJob(JobId id, JobPhase terminal) {
+  Job& j = job(id);
+  j.set_phase(terminal);
+  active_.erase(id);
+  if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
+}
+
+Resources State::Idle(NodeId n) const {
+  return cluster_->node(n).allocatable - nodes_[n.value()].used;
+}
+
+bool State::FitsIdle(NodeId n, const Resources& req) const {
+  const Resources& a = cluster_->node(n).allocatable;
+  const Resources& u = nodes_[n.value()].used;
+  if (req.cpu_milli() > a.cpu_milli() - u.cpu_milli()) return false;
+  if (req.memory() > a.memory() - u.memory()) return false;
+  for (const auto& [name, v] : req.scalars()) {
+    if (v > a.scalar(name) - u.scalar(name)) return false;
+  }
+  return true;
+}
+
+Resources State::FutureIdle(NodeId n) const {
+  const NodeState& s = nodes_[n.value()];
+  return cluster_->node(n).allocatable - s.used + s.releasing - s.pipelined;
+}
+
+int64_t State::GpuFree(NodeId n, int d, bool future) const {
+  const NodeState& s = nodes_[n.value()];
+  if (!future) return topology::kMilliPerGpu - s.gpu_used[d];
+  return topology::kMilliPerGpu - s.gpu_used[d] + s.gpu_releasing[d] - s.gpu_pipelined[d];
+}
+
+void State::Refresh(NodeId n) {
+  const NodeState& s = nodes_[n.value()];
+  int64_t free = 0;
+  for (int16_t u : s.gpu_used) free += (u == 0);
+  free_.SetNodeFree(n, free);
+}
+
+void State::AddUsage(Job& job, uint32_t i, int sign) {
+  const Resources& req = job.request(i);
+  int q = static_cast<int>(job.queue().value());
+  while (q >= 0) {
+    if (sign > 0) {
+      queue_usage_[q].allocated += req;
+    } else {
+      queue_usage_[q].allocated -= req;
+    }
+    q = queues_.parent(static_cast<uint32_t>(q));
+  }
+}
+
+void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to) {
+  Task& t = job.mutable_task(i);
+  NodeState& s = nodes_[node.value()];
+  const GpuRequest& g = job.gpu(i);
+  t.node = node;
+  t.gpus.assign(gpus.begin(), gpus.end());
+  node_tasks_[node.value()].emplace_back(job.id(), i);
+  if (to == TaskState::kPipelined) {
+    s.pipelined += job.request(i);
+    for (int16_t d : gpus) s.gpu_pipelined[d] += static_cast<int16_t>(g.milli);
+  } else {
+    s.used += job.request(i);
+    for (int16_t d : gpus) s.gpu_used[d] += static_cast<int16_t>(g.milli);
+    s.tasks++;
+    AddUsage(job, i, +1);
+    Refresh(node);
+  }
+  job.NoteState(t.state, to, i);
+  t.state = to;
+}
+
+void State::Unplace(Job& job, uint32_t i) { Release(job, i, TaskState::kPending); }
+
+void State::SetState(Job& job, uint32_t i, TaskState to) {
+  Task& t = job.mutable_task(i);
+  if (t.state == to) return;
+  NodeState& s = nodes_[t.node.value()];
+  const auto milli = static_cast<int16_t>(job.gpu(i).milli);
+  if (t.state == TaskState::kReleasing) {
+    s.releasing -= job.request(i);
+    for (int16_t d : t.gpus) s.gpu_releasing[d] -= milli;
+  }
+  if (to == TaskState::kReleasing) {
+    s.releasing += job.request(i);
+    for (int16_t d : t.gpus) s.gpu_releasing[d] += milli;
+  }
+  job.NoteState(t.state, to, i);
+  t.state = to;
+}
+
+void State::Release(Job& job, uint32_t i, TaskState to) {
+  Task& t = job.mutable_task(i);
+  if (t.node.valid()) {
+    NodeState& s = nodes_[t.node.value()];
+    const GpuRequest& g = job.gpu(i);
+    if (t.state == TaskState::kPipelined) {
+      s.pipelined -= job.request(i);
+      for (int16_t d : t.gpus) s.gpu_pipelined[d] -= static_cast<int16_t>(g.milli);
+    } else if (HoldsNode(t.state)) {
+      if (t.state == TaskState::kReleasing) {
+        s.releasing -= job.request(i);
+        for (int16_t d : t.gpus) s.gpu_releasing[d] -= static_cast<int16_t>(g.milli);
+      }
+      s.used -= job.request(i);
+      for (int16_t d : t.gpus) s.gpu_used[d] -= static_cast<int16_t>(g.milli);
+      s.tasks--;
+      AddUsage(job, i, -1);
+      Refresh(t.node);
+    }
+    auto& list = node_tasks_[t.node.value()];
+    auto it = std::find(list.begin(), list.end(), std::make_pair(job.id(), i));
+    if (it != list.end()) list.erase(it);
+  }
+  t.node = NodeId();
+  t.gpus.clear();
+  job.NoteState(t.state, to, i);
+  t.state = to;
+}
+
+absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
+  auto id = cluster_->AddNode(std::move(spec));
+  if (!id.ok()) return id.status();
+  const auto& s = cluster_->node(*id);
+  NodeState ns;
+  ns.gpu_used.assign(s.gpus.size(), 0);
+  ns.gpu_pipelined.assign(s.gpus.size(), 0);
+  ns.gpu_releasing.assign(s.gpus.size(), 0);
+  nodes_.push_back(std::move(ns));
+  node_tasks_.emplace_back();
+  free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
+  total_ += s.allocatable;
+  return *id;
+}
+
+void State::DisableNode(NodeId n) {
+  NodeState& s = nodes_[n.value()];
+  if (!s.schedulable) return;
+  s.schedulable = false;
+  total_ -= cluster_->node(n).allocatable;
+  free_.RemoveNode(n);
+  (void)cluster_->RemoveNode(n);
+  if (IsReserved(n)) SetReservation(std::nullopt);
+}
+
+std::vector<std::pair<JobId, uint32_t>> State::TasksOn(NodeId n) const {
+  return node_tasks_[n.value()];
+}
+
+void State::SetReservation(std::optional<Reservation> r) {
+  std::fill(reserved_.begin(), reserved_.end(), false);
+  reservation_ = std::move(r);
+  if (!reservation_) return;
+  reserved_.resize(nodes_.size(), false);
+  for (NodeId n : reservation_->nodes) reserved_[n.value()] = true;
+}
+
+absl::Status State::CheckInvariants() const {
+  std::vector<Resources> used(nodes_.size());
+  std::vector<std::vector<int>> gpu(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n) gpu[n].assign(nodes_[n].gpu_used.size(), 0);
+  std::vector<Resources> qalloc(queues_.size());
+  for (const auto& jp : jobs_) {
+    const Job& j = *jp;
+    Resources jalloc;
+    for (const Task& t : j.tasks()) {
+      if (!HoldsNode(t.state)) continue;
+      if (!t.node.valid()) {
+        return absl::InternalError(absl::StrCat("1: task ", t.name, " holds no node"));
+      }
+      used[t.node.value()] += j.request(t.index);
+      jalloc += j.request(t.index);
+      for (int16_t d : t.gpus) gpu[t.node.value()][d] += static_cast<int>(j.gpu(t.index).milli);
+    }
+    if (!(jalloc == j.allocated())) {
+      return absl::InternalError(absl::StrCat("5: job ", j.name(), " allocated counter is off"));
+    }
+    int q = static_cast<int>(j.queue().value());
+    while (q >= 0) {
+      qalloc[q] += jalloc;
+      q = queues_.parent(static_cast<uint32_t>(q));
+    }
+    if (j.phase() == JobPhase::kRunning && j.ReadyCount() < j.min_member()) {
+      return absl::InternalError(absl::StrCat("6: running job ", j.name(), " has ", j.ReadyCount(),
+                                              " ready tasks, below its minimum ", j.min_member()));
+    }
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    NodeId id(static_cast<uint32_t>(n));
+    const std::string& name = cluster_->node(id).name;
+    if (!(used[n] == nodes_[n].used)) {
+      return absl::InternalError(absl::StrCat("1: node ", name, " used counter ",
+                                              nodes_[n].used.ToString(), " != recount ",
+                                              used[n].ToString()));
+    }
+    int64_t free = 0;
+    for (size_t d = 0; d < gpu[n].size(); ++d) {
+      if (gpu[n][d] != nodes_[n].gpu_used[d]) {
+        return absl::InternalError(absl::StrCat("1: node ", name, " gpu ", d, " counter is off"));
+      }
+      if (gpu[n][d] < 0 || gpu[n][d] > topology::kMilliPerGpu) {
+        return absl::InternalError(absl::StrCat("2: node ", name, " gpu ", d, " given ", gpu[n][d],
+                                                " milli (more than one GPU)"));
+      }
+      free += (gpu[n][d] == 0);
+    }
+    if (!used[n].LessEqual(cluster_->node(id).allocatable)) {
+      return absl::InternalError(absl::StrCat("3: node ", name, " is over-committed: ",
+                                              used[n].ToString()));
+    }
+    if (nodes_[n].schedulable && free_.NodeFree(id) != free) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " free index says ",
+                                              free_.NodeFree(id), " free GPUs, recount ", free));
+    }
+  }
+  for (size_t q = 0; q < queues_.size(); ++q) {
+    if (!(qalloc[q] == queue_usage_[q].allocated)) {
+      return absl::InternalError(absl::StrCat("5: queue ", queues_.spec(q).name,
+                                              " allocated counter is off"));
+    }
+  }
+  return free_.CheckConsistent(*cluster_);
+}
+
+}  // namespace ringmaster::scheduler

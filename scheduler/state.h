@@ -1,0 +1,141 @@
+// The engine's live state: the cluster with what is used on every node, the
+// jobs, and the queues' usage. Every change to task placement goes through
+// State so that all counters move together.
+//
+// Invariants (checked by CheckInvariants):
+//   1. NodeState::used == sum of requests of tasks in a HoldsNode() state on
+//      the node; gpu_used[i] == sum of milli of those tasks on GPU i.
+//   2. 0 <= gpu_used[i] <= 1000 for every GPU: no GPU (or share) given twice.
+//   3. used <= allocatable on every node: every bind fits its node.
+//   4. The free index counts, per node, the GPUs with gpu_used == 0.
+//   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
+//      its descendants'.
+//   6. A Running job has ReadyCount() >= min_member().
+#ifndef RINGMASTER_SCHEDULER_STATE_H_
+#define RINGMASTER_SCHEDULER_STATE_H_
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "queue/queue.h"
+#include "scheduler/job.h"
+#include "topology/cluster.h"
+#include "topology/free_index.h"
+
+namespace ringmaster::scheduler {
+
+struct NodeState {
+  Resources used;       // held by tasks on the node (includes releasing)
+  Resources releasing;  // part of `used` that is being released
+  Resources pipelined;  // promised to pipelined tasks out of future idle
+  std::vector<int16_t> gpu_used;       // milli per GPU, held
+  std::vector<int16_t> gpu_pipelined;  // milli per GPU, promised
+  std::vector<int16_t> gpu_releasing;  // milli per GPU, held by releasing tasks
+  int32_t tasks = 0;
+  bool schedulable = true;  // false once removed, failed or cordoned
+};
+
+struct QueueUsage {
+  Resources allocated;  // this queue and its descendants
+};
+
+// Nodes held for a head-of-line gang so that smaller jobs do not keep taking
+// what it waits for (see actions/backfill.h).
+struct Reservation {
+  JobId job;
+  std::vector<NodeId> nodes;
+  std::vector<int64_t> gpus_needed;  // per entry of `nodes`: whole GPUs the job needs there
+};
+
+class State {
+ public:
+  State(topology::Cluster cluster, queue::QueueTree queues);
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  const topology::Cluster& cluster() const { return *cluster_; }
+  const topology::FreeGpuIndex& free_index() const { return free_; }
+  const NodeState& node(NodeId n) const { return nodes_[n.value()]; }
+  size_t num_nodes() const { return nodes_.size(); }
+  const queue::QueueTree& queues() const { return queues_; }
+  const QueueUsage& queue_usage(QueueId q) const { return queue_usage_[q.value()]; }
+  // Sum of allocatable over schedulable nodes.
+  const Resources& total() const { return total_; }
+
+  Job& job(JobId id) { return *jobs_[id.value()]; }
+  const Job& job(JobId id) const { return *jobs_[id.value()]; }
+  bool has_job(JobId id) const { return id.valid() && id.value() < jobs_.size(); }
+  size_t num_jobs() const { return jobs_.size(); }
+  // Jobs not yet Completed / Failed / Aborted, by id.
+  const std::set<JobId>& active_jobs() const { return active_; }
+
+  JobId AddJob(JobSpec spec, QueueId queue, Timestamp now);
+  // Marks a job terminal and takes it off the active set. Every task must have
+  // released its node first.
+  void FinishJob(JobId id, JobPhase terminal);
+
+  // Idle now: allocatable - used.
+  Resources Idle(NodeId n) const;
+  // True when `req` fits in Idle(n) for cpu, memory and scalars (GPUs are
+  // checked per device elsewhere). No allocation.
+  bool FitsIdle(NodeId n, const Resources& req) const;
+  // Idle once releasing tasks are gone, less what pipelined tasks were promised.
+  Resources FutureIdle(NodeId n) const;
+  int64_t FreeWholeGpus(NodeId n) const { return free_.NodeFree(n); }
+  // Milli of GPU d on node n free now, or (future) once releasing tasks are
+  // gone and pipelined tasks have taken their promise.
+  int64_t GpuFree(NodeId n, int d, bool future) const;
+
+  // Moves task (job, i) from Pending to `to` (Allocated or Pipelined) on
+  // `node` using `gpus`. Preconditions: the task is Pending and it fits.
+  void Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to);
+  // Undoes Place: the task goes back to Pending.
+  void Unplace(Job& job, uint32_t i);
+  // Changes state without moving the task (e.g. Allocated -> Binding,
+  // Running -> Releasing, Releasing -> Running). Keeps node counters right.
+  void SetState(Job& job, uint32_t i, TaskState to);
+  // Frees the node a task holds and moves it to `to` (Pending, Succeeded or
+  // Failed).
+  void Release(Job& job, uint32_t i, TaskState to);
+
+  // Node lifecycle.
+  absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
+  // Takes a node out of scheduling; tasks on it must be released by the caller.
+  void DisableNode(NodeId n);
+  std::vector<std::pair<JobId, uint32_t>> TasksOn(NodeId n) const;
+
+  std::optional<Reservation>& reservation() { return reservation_; }
+  const std::optional<Reservation>& reservation() const { return reservation_; }
+  bool IsReserved(NodeId n) const { return n.value() < reserved_.size() && reserved_[n.value()]; }
+  void SetReservation(std::optional<Reservation> r);
+
+  // Recounts everything and returns the first broken invariant (numbered as
+  // in the file comment).
+  absl::Status CheckInvariants() const;
+
+ private:
+  void AddUsage(Job& job, uint32_t i, int sign);
+  void Refresh(NodeId n);
+
+  std::unique_ptr<topology::Cluster> cluster_;  // heap: free_ points into it
+  std::vector<NodeState> nodes_;
+  topology::FreeGpuIndex free_;
+  queue::QueueTree queues_;
+  std::vector<QueueUsage> queue_usage_;
+  std::vector<std::unique_ptr<Job>> jobs_;
+  std::set<JobId> active_;
+  // Per node: (job, task) pairs holding or pipelined to it.
+  std::vector<std::vector<std::pair<JobId, uint32_t>>> node_tasks_;
+  Resources total_;
+  std::optional<Reservation> reservation_;
+  std::vector<bool> reserved_;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_STATE_H_
