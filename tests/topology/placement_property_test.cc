@@ -1,0 +1,144 @@
+// Property tests of the free-capacity index on random clusters: the counters
+// equal a recount after random changes, and "the lowest tier a gang can span"
+// read from SmallestFitting agrees with an exhaustive search.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/topology/random_cluster.h"
+#include "topology/free_index.h"
+
+namespace ringmaster::topology {
+namespace {
+
+using testing::RandomCluster;
+using testing::Uniform;
+
+// Free GPUs per domain at tier t by brute force (t = 0: per node).
+std::map<uint32_t, int64_t> Recount(const Cluster& c, const std::vector<int64_t>& free, int t) {
+  std::map<uint32_t, int64_t> sum;
+  for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+    if (free[n] < 0) continue;  // not indexed
+    sum[t == 0 ? n : c.DomainOf(NodeId(n), t).value()] += free[n];
+  }
+  return sum;
+}
+
+// Lowest tier whose domain holds `need` free GPUs, by trying every subset of
+// nodes and taking the lowest tier spanned by a subset with enough GPUs
+// (num_tiers + 1 = the whole cluster, num_tiers + 2 = nowhere).
+int LowestTierBySubsets(const Cluster& c, const std::vector<int64_t>& free, int64_t need) {
+  const int n = static_cast<int>(c.num_nodes());
+  int best = c.num_tiers() + 2;
+  for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+    int64_t sum = 0;
+    int span = 0;
+    int first = -1;
+    for (int i = 0; i < n; ++i) {
+      if (!(mask & (1u << i)) || free[i] < 0) continue;
+      sum += free[i];
+      if (first < 0) {
+        first = i;
+      } else {
+        span = std::max(span, c.CommonTier(NodeId(first), NodeId(i)));
+      }
+    }
+    if (first >= 0 && sum >= need) best = std::min(best, span);
+  }
+  return best;
+}
+
+// The same question asked of the index: the lowest tier with a fitting domain.
+int LowestTierByIndex(const Cluster& c, const FreeGpuIndex& index, int64_t need) {
+  for (int t = 0; t <= c.num_tiers(); ++t) {
+    if (index.SmallestFitting(t, need).valid()) return t;
+  }
+  return index.LargestFree(c.num_tiers() + 1) >= need ? c.num_tiers() + 1 : c.num_tiers() + 2;
+}
+
+TEST(FreeIndexProperty, CountersEqualARecountAfterRandomChanges) {
+  std::mt19937_64 rng(2024);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Cluster c = RandomCluster(rng);
+    FreeGpuIndex index(c);
+    std::vector<int64_t> free(c.num_nodes());
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) free[n] = static_cast<int64_t>(c.node(NodeId(n)).gpus.size());
+    for (int step = 0; step < 60; ++step) {
+      const NodeId node(static_cast<uint32_t>(rng() % c.num_nodes()));
+      const int64_t gpus = static_cast<int64_t>(c.node(node).gpus.size());
+      const int op = Uniform(rng, 0, 9);
+      if (op == 0) {
+        index.RemoveNode(node);
+        free[node.value()] = -1;
+      } else if (op == 1 && free[node.value()] < 0) {
+        index.AddNode(node, gpus);
+        free[node.value()] = gpus;
+      } else if (free[node.value()] >= 0) {
+        const int64_t f = Uniform(rng, 0, static_cast<int>(gpus));
+        index.SetNodeFree(node, f);
+        free[node.value()] = f;
+      }
+      ASSERT_TRUE(index.CheckConsistent(c).ok()) << index.CheckConsistent(c);
+      int64_t total = 0;
+      for (int64_t f : free) total += std::max<int64_t>(f, 0);
+      ASSERT_EQ(index.TotalFree(), total);
+      for (int t = 1; t <= c.num_tiers(); ++t) {
+        const auto sum = Recount(c, free, t);
+        for (uint32_t d = 0; d < c.domains(t).size(); ++d) {
+          const auto it = sum.find(d);
+          ASSERT_EQ(index.DomainFree(t, DomainId(d)), it == sum.end() ? 0 : it->second)
+              << "trial " << trial << " tier " << t << " domain " << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(FreeIndexProperty, SmallestFittingIsTheBestFitDomain) {
+  std::mt19937_64 rng(77);
+  for (int trial = 0; trial < 300; ++trial) {
+    const Cluster c = RandomCluster(rng);
+    FreeGpuIndex index(c);
+    std::vector<int64_t> free(c.num_nodes());
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+      free[n] = Uniform(rng, 0, static_cast<int>(c.node(NodeId(n)).gpus.size()));
+      index.SetNodeFree(NodeId(n), free[n]);
+    }
+    const int64_t need = Uniform(rng, 1, 40);
+    for (int t = 0; t <= c.num_tiers(); ++t) {
+      // Brute force: fewest free among domains with >= need, lowest id.
+      const auto sum = Recount(c, free, t);
+      std::optional<std::pair<int64_t, uint32_t>> best;
+      for (const auto& [d, f] : sum) {
+        if (f >= need && (!best || std::make_pair(f, d) < *best)) best = std::make_pair(f, d);
+      }
+      const DomainId got = index.SmallestFitting(t, need);
+      if (!best) {
+        EXPECT_FALSE(got.valid()) << "trial " << trial << " tier " << t;
+      } else {
+        ASSERT_TRUE(got.valid()) << "trial " << trial << " tier " << t;
+        EXPECT_EQ(got.value(), best->second) << "trial " << trial << " tier " << t;
+      }
+    }
+  }
+}
+
+TEST(FreeIndexProperty, LowestTierAGangCanSpanAgreesWithExhaustiveSearch) {
+  std::mt19937_64 rng(4242);
+  for (int trial = 0; trial < 250; ++trial) {
+    const Cluster c = RandomCluster(rng, 12, 3);
+    FreeGpuIndex index(c);
+    std::vector<int64_t> free(c.num_nodes());
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+      free[n] = Uniform(rng, 0, static_cast<int>(c.node(NodeId(n)).gpus.size()));
+      index.SetNodeFree(NodeId(n), free[n]);
+    }
+    for (int64_t need : {int64_t{1}, int64_t{Uniform(rng, 2, 12)}, int64_t{Uniform(rng, 8, 60)}}) {
+      EXPECT_EQ(LowestTierByIndex(c, index, need), LowestTierBySubsets(c, free, need))
+          << "trial " << trial << " need " << need;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::topology
