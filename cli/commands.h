@@ -12,6 +12,7 @@ int& ExitCode();
 
 void RegisterScheduleCommand(CLI::App& app);
 void RegisterPolicyCommand(CLI::App& app);
+void RegisterTopoCommand(CLI::App& app);
 
 }  // namespace ringmaster::cli
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ringmaster::cli::RegisterScheduleCommand(app);
   ringmaster::cli::RegisterPolicyCommand(app);
+  ringmaster::cli::RegisterTopoCommand(app);
   // Further subcommands register here, one line each.
   CLI11_PARSE(app, argc, argv);
   return ringmaster::cli::ExitCode();
