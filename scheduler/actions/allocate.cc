@@ -129,7 +129,10 @@ class AllocateAction : public Action {
       jobs.pop_front();
       if (jobs.empty()) live.erase(it);
       PlaceOutcome out = placer.Place(*job);
-      if (out.kind == PlaceOutcome::Kind::kPlaced) continue;
+      if (out.kind == PlaceOutcome::Kind::kPlaced) {
+        if (st.reservation() && st.reservation()->job == job->id()) st.SetReservation(std::nullopt);
+        continue;
+      }
       if (job->ReadyCount() >= job->min_member()) continue;  // running; extras wait quietly
       s.SetPendingReason(*job, out.reason);
       if (!st.reservation() && s.JobStarving(*job)) {

@@ -18,13 +18,15 @@ int64_t WholeGpus(const Job& job, uint32_t i) {
 
 // When the reservation's nodes may all be free again: the latest end among
 // the tasks holding them; +inf when any has no walltime.
-Timestamp ReservationStart(const State& state) {
+Timestamp ReservationStart(const State& state, Timestamp now) {
   Timestamp start = 0;
   for (NodeId n : state.reservation()->nodes) {
     for (const auto& [jid, ti] : state.TasksOn(n)) {
       const Job& j = state.job(jid);
-      if (j.spec().walltime_ms <= 0 || j.started() < 0) return std::numeric_limits<Timestamp>::max();
-      start = std::max(start, j.started() + j.spec().walltime_ms);
+      if (j.spec().walltime_ms <= 0) return std::numeric_limits<Timestamp>::max();
+      // Placed this cycle: starts now.
+      const Timestamp began = j.started() < 0 ? now : j.started();
+      start = std::max(start, began + j.spec().walltime_ms);
     }
   }
   return start;
@@ -43,7 +45,7 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   // Backfill: fine if the job ends before the reservation could start, or if
   // the node keeps the GPUs the reserved gang needs there.
   const auto& r = *st.reservation();
-  if (job.spec().walltime_ms > 0 && s_.now() + job.spec().walltime_ms <= ReservationStart(st)) {
+  if (job.spec().walltime_ms > 0 && s_.now() + job.spec().walltime_ms <= ReservationStart(st, s_.now())) {
     return true;
   }
   auto it = std::find(r.nodes.begin(), r.nodes.end(), n);

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets everything up, builds ringmaster (Release) and runs the scheduler on the
+# bundled example: a 16-node, 128-GPU cluster in racks and spines, two queues,
+# eight jobs. Prints where each job went or why it waits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh >/dev/null
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DRINGMASTER_BUILD_TESTS=OFF -DRINGMASTER_BUILD_BENCH=OFF >/dev/null
+cmake --build build/release --target ringmaster -j "$(nproc)" >/dev/null
+
+echo "== ringmaster policy check examples/demo/policy.yaml"
+build/release/cli/ringmaster policy check examples/demo/policy.yaml
+echo
+echo "== ringmaster schedule (16 nodes x 8 GPUs, 4 nodes per rack, 2 racks per spine)"
+build/release/cli/ringmaster schedule --nodes 16 --gpus-per-node 8 --nodes-per-rack 4 \
+  --racks-per-spine 2 --jobs examples/demo/jobs.yaml --policy examples/demo/policy.yaml --check

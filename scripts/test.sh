@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the build needs, builds with -Werror, runs every test through
+# ctest, then builds again with AddressSanitizer + UndefinedBehaviorSanitizer
+# and runs the same tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+JOBS="${JOBS:-$(nproc)}"
+export CTEST_OUTPUT_ON_FAILURE=1
+
+echo "== build (RelWithDebInfo, -Werror)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGMASTER_WERROR=ON
+cmake --build build/ci -j "$JOBS"
+echo "== tests"
+ctest --test-dir build/ci -j "$JOBS" --timeout 600
+
+echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+  -DRINGMASTER_WERROR=ON -DRINGMASTER_SANITIZE=ON -DRINGMASTER_BUILD_BENCH=OFF
+cmake --build build/asan -j "$JOBS"
+echo "== tests under sanitizers"
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
+UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --test-dir build/asan -j "$JOBS" --timeout 900
+echo "== all tests passed (plain and sanitized)"

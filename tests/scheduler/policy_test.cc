@@ -1,0 +1,78 @@
+#include "scheduler/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "plugins/registry.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+std::vector<std::string> Errors(const std::string& yaml) {
+  std::vector<queue::ConfigError> errors;
+  auto p = ParsePolicy(yaml, "p.yaml", plugins::BuiltinRegistry(), &errors);
+  std::vector<std::string> out;
+  for (const auto& e : errors) out.push_back(e.ToString());
+  EXPECT_EQ(p.ok(), errors.empty());
+  return out;
+}
+
+TEST(Policy, DefaultParsesAndBuilds) {
+  EXPECT_TRUE(Errors(std::string(DefaultPolicyYaml())).empty());
+  Policy p = DefaultPolicy();
+  EXPECT_EQ(p.actions, (std::vector<std::string>{"enqueue", "allocate", "backfill"}));
+  EXPECT_EQ(p.tiers.size(), 2u);
+}
+
+TEST(Policy, UnknownActionNamesLineAndKnownOnes) {
+  auto e = Errors("actions: \"enqueue, allocate, shuffle\"\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "p.yaml:1:10: actions: unknown action 'shuffle' (known: enqueue, allocate, backfill)");
+}
+
+TEST(Policy, UnknownPluginAndArgumentAndWrongType) {
+  auto e = Errors(R"(tiers:
+- plugins:
+  - name: gangg
+  - name: binpack
+    arguments: {gpu: lots}
+  - name: drf
+    arguments: {cpu: 1}
+)");
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_NE(e[0].find("p.yaml:3:11: tiers[0].plugins[0].name: unknown plugin 'gangg'"), std::string::npos) << e[0];
+  EXPECT_EQ(e[1], "p.yaml:5:22: plugins[binpack].arguments.gpu: wrong type: expected an integer, got 'lots'");
+  EXPECT_EQ(e[2], "p.yaml:7:22: plugins[drf].arguments.cpu: unknown argument");
+}
+
+TEST(Policy, QueueErrors) {
+  auto e = Errors(R"(queues:
+- name: a
+  parent: b
+- name: b
+  parent: a
+- name: c
+  weight: 0
+- name: d
+  guarantee: {gpu: 16}
+  capability: {gpu: 8}
+- name: e
+  colour: blue
+)");
+  std::string all;
+  for (const auto& s : e) all += s + "\n";
+  EXPECT_NE(all.find("queues[c].weight: must be > 0, got 0"), std::string::npos) << all;
+  EXPECT_NE(all.find("p.yaml:8:3: queues[d].guarantee: guarantee (cpu=0m mem=0 gpu=16) is above capability (gpu=8)"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("cycle in queue parents: a -> b -> a"), std::string::npos) << all;
+  EXPECT_NE(all.find("p.yaml:12:3: queues[4].colour: unknown field"), std::string::npos) << all;
+}
+
+TEST(Policy, NotYaml) {
+  auto e = Errors("actions: [\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("p.yaml:"), std::string::npos);
+  EXPECT_NE(e[0].find("not valid YAML"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringmaster::scheduler
