@@ -13,6 +13,7 @@ int& ExitCode();
 void RegisterScheduleCommand(CLI::App& app);
 void RegisterPolicyCommand(CLI::App& app);
 void RegisterTopoCommand(CLI::App& app);
+void RegisterSimulateCommand(CLI::App& app);
 
 }  // namespace ringmaster::cli
 

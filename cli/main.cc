@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterScheduleCommand(app);
   ringmaster::cli::RegisterPolicyCommand(app);
   ringmaster::cli::RegisterTopoCommand(app);
+  ringmaster::cli::RegisterSimulateCommand(app);
   // Further subcommands register here, one line each.
   CLI11_PARSE(app, argc, argv);
   return ringmaster::cli::ExitCode();

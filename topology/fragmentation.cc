@@ -120,19 +120,22 @@ absl::StatusOr<SharePolicy> ParseSharePolicy(std::string_view name_in) {
     if (c != '-' && c != '_') n.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
   }
   if (n == "fgd") return SharePolicy::kFgd;
+  if (n == "fgdbestfit") return SharePolicy::kFgdBestFit;
   if (n == "bestfit") return SharePolicy::kBestFit;
   if (n == "dotprod") return SharePolicy::kDotProd;
   if (n == "gpuclustering") return SharePolicy::kGpuClustering;
   if (n == "gpupacking") return SharePolicy::kGpuPacking;
   if (n == "random") return SharePolicy::kRandom;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown placement policy '", name, "' (fgd, bestfit, dotprod, gpuclustering, gpupacking, random)"));
+      "unknown placement policy '", name, "' (fgd, fgd-bestfit, bestfit, dotprod, gpuclustering, gpupacking, random)"));
 }
 
 std::string_view SharePolicyName(SharePolicy policy) {
   switch (policy) {
     case SharePolicy::kFgd:
       return "fgd";
+    case SharePolicy::kFgdBestFit:
+      return "fgd-bestfit";
     case SharePolicy::kBestFit:
       return "bestfit";
     case SharePolicy::kDotProd:
@@ -160,7 +163,16 @@ std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node
   after.memory_free -= task.memory;
   NodeChoice choice;
 
-  if (IsSharing(task) && policy == SharePolicy::kFgd) {
+  const bool fgd = policy == SharePolicy::kFgd || policy == SharePolicy::kFgdBestFit;
+  const double fit_weight = policy == SharePolicy::kFgdBestFit ? kFgdBestFitWeight : kFgdTieBreakWeight;
+  const double cpu_cap = node.cpu_capacity_milli > 0 ? static_cast<double>(node.cpu_capacity_milli) : 1.0;
+  const double gpu_cap = gpu_capacity > 0 ? static_cast<double>(gpu_capacity) : 1.0;
+  const Quantity task_gpu = static_cast<Quantity>(task.num_gpu) * task.gpu_milli;
+  // Minus the CPU and GPU shares left free after placing (BestFit's score).
+  const double best_fit = -(static_cast<double>(after.cpu_free_milli) / cpu_cap +
+                            static_cast<double>(free_before - task_gpu) / gpu_cap);
+
+  if (IsSharing(task) && fgd) {
     // The GPU where expected fragmentation grows least (ties: lowest index).
     const double before = model.NodeFragmentation(node);
     std::optional<double> best;
@@ -175,7 +187,7 @@ std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node
         choice.gpus = {static_cast<int>(g)};
       }
     }
-    choice.score = -*best;
+    choice.score = -*best + fit_weight * best_fit;
     return choice;
   }
 
@@ -196,14 +208,10 @@ std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node
   }
   after.gpu_free_milli = free;
 
-  const double cpu_cap = node.cpu_capacity_milli > 0 ? static_cast<double>(node.cpu_capacity_milli) : 1.0;
-  const double gpu_cap = gpu_capacity > 0 ? static_cast<double>(gpu_capacity) : 1.0;
-  const Quantity task_gpu = static_cast<Quantity>(task.num_gpu) * task.gpu_milli;
-  const double best_fit = -(static_cast<double>(after.cpu_free_milli) / cpu_cap +
-                            static_cast<double>(free_before - task_gpu) / gpu_cap);
   switch (policy) {
     case SharePolicy::kFgd:
-      choice.score = -(model.NodeFragmentation(after) - model.NodeFragmentation(node));
+    case SharePolicy::kFgdBestFit:
+      choice.score = -(model.NodeFragmentation(after) - model.NodeFragmentation(node)) + fit_weight * best_fit;
       break;
     case SharePolicy::kBestFit:
       choice.score = best_fit;

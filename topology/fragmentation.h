@@ -83,9 +83,17 @@ class FragmentationModel {
 };
 
 // Placement policies for GPU tasks, as named in the FGD paper.
-enum class SharePolicy { kFgd, kBestFit, kDotProd, kGpuClustering, kGpuPacking, kRandom };
+enum class SharePolicy { kFgd, kBestFit, kDotProd, kGpuClustering, kGpuPacking, kRandom, kFgdBestFit };
+inline constexpr int kNumSharePolicies = 7;
 
-// "fgd", "bestfit", "dotprod", "gpuclustering", "gpupacking", "random"
+// Weight of BestFit's score (in [-2, 0]) added to FGD's: a tie-break only
+// for kFgd; for kFgdBestFit a term worth up to 40 milli-GPUs of
+// fragmentation (20 was chosen on seeds 42 and 44 of four openb lists, see
+// docs/BENCHMARKS.md).
+inline constexpr double kFgdTieBreakWeight = 1e-6;
+inline constexpr double kFgdBestFitWeight = 20;
+
+// "fgd", "fgd-bestfit", "bestfit", "dotprod", "gpuclustering", "gpupacking", "random"
 // (case-insensitive; '-' and '_' ignored). InvalidArgument lists the names.
 absl::StatusOr<SharePolicy> ParseSharePolicy(std::string_view name);
 std::string_view SharePolicyName(SharePolicy policy);
@@ -99,7 +107,10 @@ struct NodeChoice {
 
 // Scores placing `task` on `node`; nullopt when it does not fit.
 //   FGD:           minus the growth of the node's expected fragmentation; for
-//                  a sharing task, on the GPU where it grows least.
+//                  a sharing task, on the GPU where it grows least; equal
+//                  growth goes to the better BestFit node.
+//   FGD-BestFit:   FGD plus kFgdBestFitWeight x BestFit (ours: FGD that also
+//                  packs CPU, which binds near saturation on openb).
 //   BestFit:       minus (free CPU share + free GPU share) left after placing.
 //   DotProd:       minus the dot product of the task's demand and the node's
 //                  free resources, both as shares of the node's capacity.

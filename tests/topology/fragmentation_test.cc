@@ -97,7 +97,7 @@ TEST(Fragmentation, FgdPicksTheGpuWhereFragmentationGrowsLeast) {
   auto fgd = ScoreNode(SharePolicy::kFgd, n.State(), Share(500), *m, rng);
   ASSERT_TRUE(fgd.has_value());
   EXPECT_THAT(fgd->gpus, ElementsAre(0));
-  EXPECT_DOUBLE_EQ(fgd->score, 0);
+  EXPECT_NEAR(fgd->score, 0, 1e-5);  // plus the tiny BestFit tie-break
   // BestFit packs into the fuller GPU.
   auto bf = ScoreNode(SharePolicy::kBestFit, n.State(), Share(500), *m, rng);
   ASSERT_TRUE(bf.has_value());
@@ -129,14 +129,34 @@ TEST(Fragmentation, PoliciesRankNodesAsDescribed) {
   auto fgd = ScoreNode(SharePolicy::kFgd, partly.State(), t, *m, rng);
   ASSERT_TRUE(fgd.has_value());
   EXPECT_THAT(fgd->gpus, ElementsAre(1));
-  EXPECT_DOUBLE_EQ(fgd->score, 300);
+  EXPECT_NEAR(fgd->score, 300, 1e-5);
   // On the idle node ({1000, 1000}) it breaks a whole GPU: {700, 1000} gives
   // .5 * 0 + .5 * 700 = 350 -> score -350, so FGD prefers `partly`.
-  EXPECT_DOUBLE_EQ(score(SharePolicy::kFgd, idle), -350);
+  EXPECT_NEAR(score(SharePolicy::kFgd, idle), -350, 1e-5);
   // Random is reproducible from the seed.
   std::mt19937_64 a(42), b(42);
   EXPECT_EQ(ScoreNode(SharePolicy::kRandom, idle.State(), t, *m, a)->score,
             ScoreNode(SharePolicy::kRandom, idle.State(), t, *m, b)->score);
+}
+
+TEST(Fragmentation, FgdBreaksTiesByBestFitAndFgdBestFitWeighsIt) {
+  auto m = FragmentationModel::Create({Share(500)});
+  ASSERT_TRUE(m.ok());
+  std::mt19937_64 rng(5);
+  // Both nodes: 500m on an idle GPU leaves {500, 1000}: no growth either
+  // way. The node with less CPU left is the better fit.
+  TestNode roomy = Node({1000, 1000});
+  TestNode packed = Node({1000, 1000});
+  packed.cpu_free = 2000;
+  const double a = ScoreNode(SharePolicy::kFgd, packed.State(), Share(500), *m, rng)->score;
+  const double b = ScoreNode(SharePolicy::kFgd, roomy.State(), Share(500), *m, rng)->score;
+  EXPECT_GT(a, b);
+  EXPECT_LT(a - b, 1e-5);  // only a tie-break
+  // FGD-BestFit: BestFit shares (1/8 and 7/8 CPU left) weigh 20 each:
+  // 20 * (7/8 - 1/8) = 15 apart.
+  const double c = ScoreNode(SharePolicy::kFgdBestFit, packed.State(), Share(500), *m, rng)->score;
+  const double d = ScoreNode(SharePolicy::kFgdBestFit, roomy.State(), Share(500), *m, rng)->score;
+  EXPECT_NEAR(c - d, kFgdBestFitWeight * (7.0 / 8 - 1.0 / 8), 1e-9);
 }
 
 TEST(Fragmentation, NothingScoresWhereTheTaskDoesNotFit) {
@@ -144,7 +164,8 @@ TEST(Fragmentation, NothingScoresWhereTheTaskDoesNotFit) {
   ASSERT_TRUE(m.ok());
   std::mt19937_64 rng(3);
   for (SharePolicy p : {SharePolicy::kFgd, SharePolicy::kBestFit, SharePolicy::kDotProd,
-                        SharePolicy::kGpuClustering, SharePolicy::kGpuPacking, SharePolicy::kRandom}) {
+                        SharePolicy::kGpuClustering, SharePolicy::kGpuPacking, SharePolicy::kRandom,
+                        SharePolicy::kFgdBestFit}) {
     EXPECT_FALSE(ScoreNode(p, Node({400, 400}).State(), Share(500), *m, rng).has_value());
     EXPECT_FALSE(ScoreNode(p, Node({1000, 400}).State(), Whole(2), *m, rng).has_value());
     EXPECT_FALSE(ScoreNode(p, Node({1000}).State(), Share(100, 1, 9000), *m, rng).has_value());
@@ -156,7 +177,7 @@ TEST(Fragmentation, PlacingByAnyPolicyNeverOverfillsAGpu) {
   auto m = FragmentationModel::Create({Share(250, 2), Share(600, 1), Whole(1, 1), Whole(2, 1), CpuOnly(1)});
   ASSERT_TRUE(m.ok());
   for (int trial = 0; trial < 60; ++trial) {
-    const SharePolicy policy = static_cast<SharePolicy>(trial % 6);
+    const SharePolicy policy = static_cast<SharePolicy>(trial % kNumSharePolicies);
     TestNode n = Node(std::vector<Quantity>(testing::Uniform(rng, 1, 8), 1000));
     n.cpu_free = 64000;
     for (int step = 0; step < 30; ++step) {
@@ -178,7 +199,7 @@ TEST(Fragmentation, PolicyNames) {
   EXPECT_EQ(*ParseSharePolicy("FGD"), SharePolicy::kFgd);
   EXPECT_EQ(*ParseSharePolicy("best-fit"), SharePolicy::kBestFit);
   EXPECT_EQ(*ParseSharePolicy("GpuPacking"), SharePolicy::kGpuPacking);
-  for (int p = 0; p < 6; ++p) {
+  for (int p = 0; p < kNumSharePolicies; ++p) {
     EXPECT_EQ(*ParseSharePolicy(SharePolicyName(static_cast<SharePolicy>(p))), static_cast<SharePolicy>(p));
   }
   auto bad = ParseSharePolicy("worstfit");

@@ -1,0 +1,117 @@
+// `ringmaster simulate --protocol fgd ...`: the FGD experiment protocol
+// (simulator/fgd_protocol.h) on an openb node list and pod list. Writes
+// OUT/summary.json and OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "cli/commands.h"
+#include "simulator/fgd_protocol.h"
+#include "topology/node_lists.h"
+
+namespace ringmaster::cli {
+namespace {
+
+struct SimulateFlags {
+  std::string protocol;
+  std::string nodes;
+  std::string trace;
+  std::string placement = "fgd";
+  double tune = 1.3;
+  uint64_t seed = 42;
+  std::string out;
+};
+
+// JSON string literal (the few characters paths may need escaped).
+std::string Quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o.push_back('\\');
+    o.push_back(c);
+  }
+  return o + "\"";
+}
+
+int RunFgd(const SimulateFlags& f) {
+  auto policy = topology::ParseSharePolicy(f.placement);
+  if (!policy.ok()) {
+    std::cerr << "--placement: " << policy.status().message() << "\n";
+    return 2;
+  }
+  if (!(f.tune > 0 && f.tune <= 10)) {
+    std::cerr << "--tune: must be in (0, 10]\n";
+    return 2;
+  }
+  auto nodes = topology::ReadOpenbNodeList(f.nodes);
+  if (!nodes.ok()) {
+    std::cerr << nodes.status().message() << "\n";
+    return 2;
+  }
+  auto pods = simulator::ReadOpenbPodList(f.trace);
+  if (!pods.ok()) {
+    std::cerr << pods.status().message() << "\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto r = simulator::RunFgdProtocol(*nodes, *pods, {*policy, f.tune, f.seed});
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!r.ok()) {
+    std::cerr << r.status().message() << "\n";
+    return 1;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(f.out, ec);
+  if (ec) {
+    std::cerr << f.out << ": cannot create: " << ec.message() << "\n";
+    return 1;
+  }
+  std::ofstream summary(f.out + "/summary.json");
+  summary << "{\n"
+          << absl::StrFormat("  \"protocol\": \"fgd\",\n  \"placement\": \"%s\",\n",
+                             topology::SharePolicyName(*policy))
+          << "  \"nodes_file\": " << Quote(f.nodes) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
+          << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
+          << absl::StrFormat("  \"nodes\": %d,\n  \"gpus\": %d,\n  \"pods\": %d,\n  \"failed_pods\": %d,\n",
+                             r->nodes, r->capacity_milli / topology::kMilliPerGpu, r->pods, r->failed_pods)
+          << absl::StrFormat("  \"gpu_alloc_ratio\": %.4f,\n  \"arrived_ratio\": %.4f,\n  \"frag_pct\": %.4f,\n",
+                             r->gpu_alloc_ratio, r->arrived_ratio, r->frag_pct)
+          << absl::StrFormat("  \"sim_wall_s\": %.4f\n}\n", wall);
+  std::ofstream curve(f.out + "/curve.csv");
+  curve << "arrived_pct,alloc_pct,frag_pct\n";
+  for (const auto& p : r->curve) {
+    curve << absl::StrFormat("%.4f,%.4f,%.4f\n", p.arrived_pct, p.alloc_pct, p.frag_pct);
+  }
+  if (!summary || !curve) {
+    std::cerr << f.out << ": write failed\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat("%s seed %d: alloc %.2f%% at %.2f%% arrived, %d of %d pods failed, %.3f s\n",
+                               topology::SharePolicyName(*policy), f.seed, r->gpu_alloc_ratio,
+                               r->arrived_ratio, r->failed_pods, r->pods, wall);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSimulateCommand(CLI::App& app) {
+  auto f = std::make_shared<SimulateFlags>();
+  CLI::App* sim = app.add_subcommand("simulate", "replay a workload on a simulated cluster");
+  sim->add_option("--protocol", f->protocol, "experiment protocol: fgd (FGD, ATC'23)")
+      ->required()
+      ->check(CLI::IsMember({"fgd"}));
+  sim->add_option("--nodes", f->nodes, "node list (openb CSV: sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
+  sim->add_option("--trace", f->trace, "pod list (openb CSV)")->required();
+  sim->add_option("--placement", f->placement,
+                  "fgd, bestfit, dotprod, gpuclustering, gpupacking or random");
+  sim->add_option("--tune", f->tune, "arrivals stop at this multiple of GPU capacity (1.3)");
+  sim->add_option("--seed", f->seed, "random seed (42)");
+  sim->add_option("--out", f->out, "output folder for summary.json and curve.csv")->required();
+  sim->callback([f] { ExitCode() = RunFgd(*f); });
+}
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,91 @@
+// The FGD experiment protocol (Weng et al., USENIX ATC'23, on the Alibaba
+// openb cluster), as its authors ran it:
+//   1. The cluster is a node list (openb_node_list_gpu_node.csv: 1213 nodes,
+//      6212 GPUs).
+//   2. Pods are drawn uniformly WITH replacement from a pod list until the
+//      next one would push the summed GPU request past `tune` x the
+//      cluster's GPU capacity; then their order is shuffled.
+//   3. Pods are placed one by one and never depart; a pod that fits nowhere
+//      is counted as failed and skipped.
+//   4. After each pod: GPU allocation ratio and expected fragmentation (of
+//      the pod list's task-size distribution) against the arrived GPU
+//      request, all in percent of GPU capacity.
+//
+// Placement uses the policies of topology/fragmentation.h (FGD, BestFit,
+// DotProd, GpuClustering, GpuPacking, Random): every node is scored and the
+// best wins, ties to the lowest node index. GPUs of an openb node are
+// interchangeable (the list has no link data). Nodes in the same state
+// (model, capacity, free CPU, free GPU shares) score alike, so each pod
+// scores one representative per distinct state; memory is checked per node.
+// Deterministic: the same inputs and seed give the same output.
+//
+// NOTE: this driver calls the policy functions of topology/fragmentation.h
+// directly; it does not yet run through the engine's Session and the
+// gpu-share plugin (see docs/BENCHMARKS.md, "Topology / FGD").
+#ifndef RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
+#define RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "topology/cluster.h"
+#include "topology/fragmentation.h"
+
+namespace ringmaster::simulator {
+
+// One pod (task) of an openb pod list.
+struct OpenbPod {
+  std::string name;
+  topology::Quantity cpu_milli = 0;
+  topology::Quantity memory = 0;  // bytes
+  int num_gpu = 0;
+  topology::Quantity gpu_milli = 0;     // per GPU
+  std::vector<std::string> gpu_models;  // allowed models (gpu_spec); empty = any
+};
+
+// Parses an openb pod list: the columns name, cpu_milli, memory_mib, num_gpu,
+// gpu_milli are required (found by header name), gpu_spec is optional, the
+// rest is ignored. Errors name file:line, the column and the text.
+absl::StatusOr<std::vector<OpenbPod>> ParseOpenbPodList(std::string_view text, std::string_view filename);
+absl::StatusOr<std::vector<OpenbPod>> ReadOpenbPodList(const std::string& path);
+
+// The workload's task classes (popularity = frequency in the pod list).
+std::vector<topology::TaskClass> TaskClassesOf(const std::vector<OpenbPod>& pods);
+
+struct FgdOptions {
+  topology::SharePolicy policy = topology::SharePolicy::kFgd;
+  double tune = 1.3;  // arrived GPU request / capacity at which arrivals stop
+  uint64_t seed = 42;
+};
+
+struct FgdCurvePoint {
+  double arrived_pct = 0;  // arrived GPU request / capacity
+  double alloc_pct = 0;    // allocated GPU milli / capacity
+  double frag_pct = 0;     // expected fragmented GPU milli / capacity
+};
+
+struct FgdResult {
+  int64_t nodes = 0;
+  int64_t capacity_milli = 0;
+  int64_t pods = 0;         // pods that arrived
+  int64_t failed_pods = 0;  // pods that fit nowhere
+  int64_t arrived_milli = 0;
+  int64_t allocated_milli = 0;
+  double gpu_alloc_ratio = 0;  // percent, at the end
+  double arrived_ratio = 0;    // percent, at the end
+  double frag_pct = 0;         // percent, at the end
+  // One point per whole percent of arrived load (the first pod at or past
+  // it), plus the final state.
+  std::vector<FgdCurvePoint> curve;
+};
+
+// Runs the protocol. Fails on an empty cluster or pod list.
+absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
+                                         const std::vector<OpenbPod>& pods, const FgdOptions& options);
+
+}  // namespace ringmaster::simulator
+
+#endif  // RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_

@@ -1,0 +1,146 @@
+#include "simulator/fgd_protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "topology/node_lists.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string Data(const std::string& rel) {
+  return std::string(RINGMASTER_SOURCE_DIR) + "/data/traces/alibaba-gpu-v2023/" + rel;
+}
+
+constexpr char kHeader[] =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+    "scheduled_time\n";
+
+TEST(OpenbPodList, ReadsBothHeaderShapes) {
+  auto full = ParseOpenbPodList(std::string(kHeader) +
+                                    "p0,12000,16384,1,460,V100M16|V100M32|V100M32,LS,Running,0,9,0\n"
+                                    "p1,4000,1024,0,0,,BE,Pending,1,2,\n",
+                                "pods.csv");
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->size(), 2u);
+  EXPECT_EQ((*full)[0].gpu_milli, 460);
+  EXPECT_EQ((*full)[0].memory, int64_t{16384} << 20);
+  EXPECT_THAT((*full)[0].gpu_models, ElementsAre("V100M16", "V100M32"));  // a set
+  EXPECT_EQ((*full)[1].num_gpu, 0);
+  auto short_form = ParseOpenbPodList("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,8,1000\n", "m.csv");
+  ASSERT_TRUE(short_form.ok()) << short_form.status();
+  EXPECT_EQ((*short_form)[0].num_gpu, 8);
+}
+
+TEST(OpenbPodList, BadRowsNameLineAndColumn) {
+  auto bad_gpu = ParseOpenbPodList(std::string(kHeader) + "p0,1,1,1,500,,LS,R,0,0,0\np1,1,1,2,500,,LS,R,0,0,0\n", "f.csv");
+  ASSERT_FALSE(bad_gpu.ok());
+  EXPECT_THAT(std::string(bad_gpu.status().message()), HasSubstr("f.csv:3: column 5 (gpu_milli)"));
+  auto bad_num = ParseOpenbPodList(std::string(kHeader) + "p0,lots,1,1,500,,LS,R,0,0,0\n", "f.csv");
+  ASSERT_FALSE(bad_num.ok());
+  EXPECT_THAT(std::string(bad_num.status().message()), HasSubstr("f.csv:2: column 2 (cpu_milli): 'lots'"));
+  auto short_row = ParseOpenbPodList(std::string(kHeader) + "p0,1,1\n", "f.csv");
+  ASSERT_FALSE(short_row.ok());
+  EXPECT_THAT(std::string(short_row.status().message()), HasSubstr("f.csv:2: row has 3 columns"));
+  auto no_col = ParseOpenbPodList("name,cpu_milli\n", "f.csv");
+  ASSERT_FALSE(no_col.ok());
+  EXPECT_THAT(std::string(no_col.status().message()), HasSubstr("f.csv:1: header has no column 'memory_mib'"));
+  EXPECT_FALSE(ParseOpenbPodList("", "f.csv").ok());
+  EXPECT_EQ(ReadOpenbPodList("/nonexistent.csv").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FgdProtocol, EmptyOpenbClusterFragmentationMatchesThePublishedMeasure) {
+  // The FGD authors' fragmentation of the empty openb cluster for the
+  // default pod list is 13.88 % of its GPUs (column 0 of
+  // data/peer-results/fgd-atc23/analysis_frag_discrete.csv, every seed).
+  auto nodes = topology::ReadOpenbNodeList(Data("openb_node_list_gpu_node.csv"));
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  auto pods = ReadOpenbPodList(Data("openb_pod_list_default.csv"));
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  auto model = topology::FragmentationModel::Create(TaskClassesOf(*pods));
+  ASSERT_TRUE(model.ok());
+  double frag = 0;
+  int64_t capacity = 0;
+  for (const topology::NodeSpec& n : *nodes) {
+    const std::vector<topology::Quantity> free(n.gpus.size(), 1000);
+    topology::NodeGpuState s;
+    s.gpus = n.gpus;
+    s.gpu_free_milli = free;
+    s.cpu_free_milli = s.cpu_capacity_milli = n.allocatable.cpu_milli();
+    s.memory_free = n.allocatable.memory();
+    frag += model->NodeFragmentation(s);
+    capacity += static_cast<int64_t>(n.gpus.size()) * 1000;
+  }
+  EXPECT_EQ(capacity, 6212 * 1000);
+  EXPECT_NEAR(100 * frag / static_cast<double>(capacity), 13.88, 0.05);
+}
+
+// A small cluster: two 4-GPU nodes and one 2-GPU node.
+std::vector<topology::NodeSpec> SmallCluster() {
+  auto nodes = topology::ParseOpenbNodeList(
+      "sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,4,T4\nb,32000,65536,4,T4\nc,16000,32768,2,P100\n",
+      "small.csv");
+  if (!nodes.ok()) abort();
+  return *std::move(nodes);
+}
+
+std::vector<OpenbPod> SmallWorkload() {
+  auto pods = ParseOpenbPodList(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "s3,2000,1024,1,300\ns5,2000,1024,1,500\nw1,4000,4096,1,1000\nw2,8000,8192,2,1000\nc,1000,512,0,0\n",
+      "small-pods.csv");
+  if (!pods.ok()) abort();
+  return *std::move(pods);
+}
+
+TEST(FgdProtocol, AccountsForEveryPodAndStaysWithinCapacity) {
+  for (int p = 0; p < topology::kNumSharePolicies; ++p) {
+    const auto policy = static_cast<topology::SharePolicy>(p);
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      auto r = RunFgdProtocol(SmallCluster(), SmallWorkload(), {policy, 1.3, seed});
+      ASSERT_TRUE(r.ok()) << r.status();
+      SCOPED_TRACE(topology::SharePolicyName(policy));
+      EXPECT_EQ(r->capacity_milli, 10'000);
+      EXPECT_LE(r->arrived_milli, 13'000);  // stops before passing 130 %
+      EXPECT_GT(r->arrived_milli, 13'000 - 2'000);
+      EXPECT_LE(r->allocated_milli, r->capacity_milli);
+      EXPECT_LE(r->allocated_milli, r->arrived_milli);
+      EXPECT_GT(r->failed_pods, 0);  // 130 % cannot all fit
+      EXPECT_NEAR(r->gpu_alloc_ratio, 100.0 * r->allocated_milli / r->capacity_milli, 1e-9);
+      ASSERT_FALSE(r->curve.empty());
+      for (size_t i = 1; i < r->curve.size(); ++i) {
+        EXPECT_GE(r->curve[i].arrived_pct, r->curve[i - 1].arrived_pct);
+        EXPECT_GE(r->curve[i].alloc_pct, r->curve[i - 1].alloc_pct);  // pods never depart
+      }
+    }
+  }
+}
+
+TEST(FgdProtocol, SameSeedSameRunOtherSeedOtherArrivals) {
+  const FgdOptions o{topology::SharePolicy::kFgd, 1.3, 7};
+  auto a = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
+  auto b = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->allocated_milli, b->allocated_milli);
+  EXPECT_EQ(a->failed_pods, b->failed_pods);
+  ASSERT_EQ(a->curve.size(), b->curve.size());
+  for (size_t i = 0; i < a->curve.size(); ++i) EXPECT_EQ(a->curve[i].frag_pct, b->curve[i].frag_pct);
+  bool differs = false;
+  for (uint64_t seed = 8; seed < 20 && !differs; ++seed) {
+    auto c = RunFgdProtocol(SmallCluster(), SmallWorkload(), {topology::SharePolicy::kFgd, 1.3, seed});
+    ASSERT_TRUE(c.ok());
+    differs = c->pods != a->pods || c->arrived_milli != a->arrived_milli;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(FgdProtocol, RejectsEmptyInputs) {
+  EXPECT_FALSE(RunFgdProtocol({}, SmallWorkload(), {}).ok());
+  EXPECT_FALSE(RunFgdProtocol(SmallCluster(), {}, {}).ok());
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator
