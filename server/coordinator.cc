@@ -441,6 +441,10 @@ void Coordinator::Reconcile(Job& job, api::Reason reason,
     if (static_cast<int>(members.size()) >= job.target) break;
     members.push_back(w->id);
   }
+  if (job.generation == 0) {
+    // The first gang: ranks by worker id, so that one input gives one order.
+    std::sort(members.begin(), members.end());
+  }
   if (!job.ring_order.empty()) {
     auto pos = [&](const std::string& id) {
       auto it = std::find(job.ring_order.begin(), job.ring_order.end(), id);

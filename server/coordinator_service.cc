@@ -112,6 +112,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(s->service_.get());
+  // Two coordinators must never share a port (SO_REUSEPORT would let a
+  // restarted one silently split connections with a dying listener).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Keep many blocked streams and waits from starving each other.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               4);

@@ -29,14 +29,28 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
 
 CoordinatorClient::CoordinatorClient(ClientOptions options)
     : options_(std::move(options)) {
+  Reconnect();
+}
+
+std::shared_ptr<api::Coordinator::Stub> CoordinatorClient::Stub() const {
+  absl::MutexLock lock(&stub_mu_);
+  return stub_;
+}
+
+void CoordinatorClient::Reconnect() {
   grpc::ChannelArguments args;
-  // Reconnect quickly after a coordinator restart.
+  // A channel of our own: a fresh one must not inherit a shared subchannel
+  // that is still backing off from the old coordinator.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Reconnect quickly after a coordinator restart. (Not
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: that is also the connect timeout, and
+  // a small one fails handshakes on a loaded machine.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  channel_ = grpc::CreateCustomChannel(
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(
       options_.address, grpc::InsecureChannelCredentials(), args);
-  stub_ = api::Coordinator::NewStub(channel_);
+  absl::MutexLock lock(&stub_mu_);
+  stub_ = api::Coordinator::NewStub(channel);
 }
 
 CoordinatorClient::~CoordinatorClient() {
@@ -73,7 +87,7 @@ void CoordinatorClient::WatchLoop() {
       req.set_last_world_size(current_world_);
       stream_ctx_ = &ctx;
     }
-    auto reader = stub_->Join(&ctx, req);
+    auto reader = Stub()->Join(&ctx, req);
     api::MembershipUpdate update;
     bool got_any = false;
     while (reader->Read(&update)) {
@@ -87,6 +101,11 @@ void CoordinatorClient::WatchLoop() {
       }
     }
     grpc::Status status = reader->Finish();
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      // The coordinator is down or restarting: a fresh channel connects as
+      // soon as it is back instead of waiting out the old one's backoff.
+      Reconnect();
+    }
     absl::MutexLock lock(&mu_);
     stream_ctx_ = nullptr;
     if (stopping_) return;
@@ -116,7 +135,7 @@ void CoordinatorClient::HeartbeatLoop() {
     req.set_worker_id(options_.worker_id);
     api::HeartbeatReply reply;
     auto ctx = MakeContext(options_.rpc_timeout);
-    (void)stub_->Heartbeat(ctx.get(), req, &reply);  // Best effort.
+    (void)Stub()->Heartbeat(ctx.get(), req, &reply);  // Best effort.
   }
 }
 
@@ -161,7 +180,7 @@ absl::Status CoordinatorClient::KvSet(int64_t generation,
   req.set_value(value);
   api::KvSetReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  return FromGrpc(stub_->KvSet(ctx.get(), req, &reply));
+  return FromGrpc(Stub()->KvSet(ctx.get(), req, &reply));
 }
 
 absl::StatusOr<std::optional<std::string>> CoordinatorClient::KvGet(
@@ -172,7 +191,7 @@ absl::StatusOr<std::optional<std::string>> CoordinatorClient::KvGet(
   req.set_key(key);
   api::KvGetReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  if (auto s = FromGrpc(stub_->KvGet(ctx.get(), req, &reply)); !s.ok()) {
+  if (auto s = FromGrpc(Stub()->KvGet(ctx.get(), req, &reply)); !s.ok()) {
     return s;
   }
   if (!reply.found()) return std::optional<std::string>();
@@ -189,7 +208,7 @@ absl::Status CoordinatorClient::KvWait(int64_t generation,
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   api::KvWaitReply reply;
   auto ctx = MakeContext(timeout + options_.rpc_timeout);
-  return FromGrpc(stub_->KvWait(ctx.get(), req, &reply));
+  return FromGrpc(Stub()->KvWait(ctx.get(), req, &reply));
 }
 
 absl::Status CoordinatorClient::CommitProgress(int64_t generation,
@@ -203,7 +222,7 @@ absl::Status CoordinatorClient::CommitProgress(int64_t generation,
   req.set_position(position);
   api::CommitProgressReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  return FromGrpc(stub_->CommitProgress(ctx.get(), req, &reply));
+  return FromGrpc(Stub()->CommitProgress(ctx.get(), req, &reply));
 }
 
 absl::StatusOr<int64_t> CoordinatorClient::ReportFailure(
@@ -217,7 +236,7 @@ absl::StatusOr<int64_t> CoordinatorClient::ReportFailure(
   req.set_detail(detail);
   api::ReportFailureReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  if (auto s = FromGrpc(stub_->ReportFailure(ctx.get(), req, &reply));
+  if (auto s = FromGrpc(Stub()->ReportFailure(ctx.get(), req, &reply));
       !s.ok()) {
     return s;
   }
@@ -235,7 +254,7 @@ absl::Status CoordinatorClient::Leave(bool finished) {
   req.set_finished(finished);
   api::LeaveReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  absl::Status s = FromGrpc(stub_->Leave(ctx.get(), req, &reply));
+  absl::Status s = FromGrpc(Stub()->Leave(ctx.get(), req, &reply));
   absl::MutexLock lock(&mu_);
   if (stream_ctx_ != nullptr) stream_ctx_->TryCancel();
   return s;

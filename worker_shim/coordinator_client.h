@@ -84,10 +84,13 @@ class CoordinatorClient {
   void WatchLoop();
   void HeartbeatLoop();
   std::unique_ptr<grpc::ClientContext> MakeContext(absl::Duration timeout) const;
+  // The current stub; Reconnect() swaps in a fresh channel.
+  std::shared_ptr<api::Coordinator::Stub> Stub() const;
+  void Reconnect();
 
   const ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<api::Coordinator::Stub> stub_;
+  mutable absl::Mutex stub_mu_;
+  std::shared_ptr<api::Coordinator::Stub> stub_ ABSL_GUARDED_BY(stub_mu_);
 
   mutable absl::Mutex mu_;
   std::optional<api::MembershipUpdate> latest_ ABSL_GUARDED_BY(mu_);

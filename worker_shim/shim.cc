@@ -75,6 +75,7 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     ReformPlan plan = PlanReform(
         rank_ >= 0 ? members_ : std::vector<std::string>(), new_members,
         options_.client.worker_id, update->generation(), rollback_needed);
+    if (options_.on_reform_start) options_.on_reform_start(*update);
     KvStore store(*client_, update->generation(), options_.rendezvous_timeout);
     absl::Status s = backend_->Reform(plan, store);
     const int64_t formed = NowMicros();

@@ -19,6 +19,7 @@
 #define RINGMASTER_WORKER_SHIM_SHIM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct ShimOptions {
   // Bound on one rendezvous attempt.
   absl::Duration rendezvous_timeout = absl::Seconds(20);
   std::string commit_file;  // optional, see ElasticState
+  // Called on the training thread when a re-formation into a generation this
+  // worker is a member of begins (before the rendezvous); for logs and
+  // tests. May be empty.
+  std::function<void(const api::MembershipUpdate&)> on_reform_start;
 };
 
 // One completed re-formation, for logs and benchmarks.

@@ -60,3 +60,57 @@ TEST(CoordinatorService, StreamsGenerationsAndMapsErrors) {
 
 }  // namespace
 }  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+TEST(CoordinatorService, RestartsOnTheSamePortAndServesAgain) {
+  auto first = CoordinatorServer::Start("127.0.0.1:0", CoordinatorOptions());
+  ASSERT_TRUE(first.ok());
+  const std::string address = (*first)->address();
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = api::Coordinator::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    api::GetJobRequest req;
+    req.set_job("none");
+    api::JobStatus out;
+    EXPECT_EQ(stub->GetJob(&ctx, req, &out).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  // A member's stream is open while the coordinator goes down.
+  grpc::ClientContext join_ctx;
+  api::JoinRequest join;
+  join.set_job("j");
+  join.set_worker_id("w");
+  auto reader = stub->Join(&join_ctx, join);
+  api::MembershipUpdate update;
+  ASSERT_TRUE(reader->Read(&update));
+  (*first)->Stop();
+  EXPECT_FALSE(reader->Read(&update));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  first->reset();
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> second;
+  for (int i = 0; i < 50 && !second.ok(); ++i) {
+    second = CoordinatorServer::Start(address, CoordinatorOptions());
+    if (!second.ok()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->address(), address);
+  grpc::StatusCode code = grpc::StatusCode::UNAVAILABLE;
+  for (int i = 0; i < 100 && code == grpc::StatusCode::UNAVAILABLE; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(1));
+    api::GetJobRequest req;
+    req.set_job("none");
+    api::JobStatus out;
+    code = stub->GetJob(&ctx, req, &out).error_code();
+    if (code == grpc::StatusCode::UNAVAILABLE) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);  // served by the new one
+}
+
+}  // namespace
+}  // namespace ringmaster::server
