@@ -11,6 +11,7 @@
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
 #include "scheduler/job_file.h"
+#include "topology/cluster_file.h"
 #include "topology/uniform_cluster.h"
 
 namespace ringmaster::cli {
@@ -18,6 +19,7 @@ namespace {
 
 struct ScheduleFlags {
   topology::UniformClusterSpec cluster;
+  std::string cluster_file;
   std::string jobs;
   std::string policy;
   int max_cycles = 100;
@@ -57,7 +59,8 @@ int Run(const ScheduleFlags& f) {
     }
     policy = *std::move(p);
   }
-  auto cluster = topology::MakeUniformCluster(f.cluster);
+  auto cluster = f.cluster_file.empty() ? topology::MakeUniformCluster(f.cluster)
+                                        : topology::LoadClusterFile(f.cluster_file);
   if (!cluster.ok()) {
     std::cerr << cluster.status().message() << "\n";
     return 2;
@@ -93,7 +96,7 @@ int Run(const ScheduleFlags& f) {
     if (d.empty() && cycles > 0) break;
   }
   const auto& st = e.state();
-  std::cout << "cluster: " << f.cluster.nodes << " nodes x " << f.cluster.gpus_per_node
+  std::cout << "cluster: " << st.cluster().num_nodes() << " nodes, " << st.cluster().total_gpus()
             << " GPUs, " << st.free_index().TotalFree() << " GPUs free after " << e.cycles()
             << " cycles, " << binds << " tasks bound\n\n";
   std::printf("%-22s %-10s %-9s %-7s %s\n", "JOB", "QUEUE", "STATE", "TASKS", "PLACEMENT / REASON");
@@ -127,6 +130,8 @@ void RegisterScheduleCommand(CLI::App& app) {
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--racks-per-spine", flags->cluster.racks_per_spine, "racks per spine (tier 2; 0: none)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--cluster", flags->cluster_file, "cluster file (YAML); replaces the --nodes shape")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--jobs", flags->jobs, "jobs file (YAML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--policy", flags->policy, "policy file (YAML); built-in default when absent")
       ->check(CLI::ExistingFile);

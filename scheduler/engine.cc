@@ -109,14 +109,30 @@ absl::Status Engine::ConfirmBind(JobId id, uint32_t task, bool ok) {
                      ", not Binding"));
   }
   if (ok) {
-    state_->SetState(job, task, TaskState::kRunning);
+    state_->SetState(job, task, TaskState::kBound);
     return absl::OkStatus();
   }
   // A failed bind breaks the gang: release it whole; it waits again.
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-    if (HoldsNode(job.task(i).state)) state_->Release(job, i, TaskState::kPending);
+    const TaskState s = job.task(i).state;
+    if (s == TaskState::kBound || s == TaskState::kRunning) {
+      RecordEvictionOf(job, i, absl::StrCat("bind of ", job.task(task).name, " failed"));
+    }
+    if (HoldsNode(s)) state_->Release(job, i, TaskState::kPending);
   }
   job.set_phase(JobPhase::kInqueue);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::TaskStarted(JobId id, uint32_t task) {
+  if (!state_->has_job(id)) return absl::NotFoundError("no such job");
+  Job& job = state_->job(id);
+  if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
+  if (job.task(task).state != TaskState::kBound) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "task ", job.task(task).name, " is ", std::string(TaskStateName(job.task(task).state)), ", not Bound"));
+  }
+  state_->SetState(job, task, TaskState::kRunning);
   return absl::OkStatus();
 }
 

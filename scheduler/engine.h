@@ -26,7 +26,11 @@ struct EngineOptions {
   // and calls ConfirmBind when the bind really happened.
   bool auto_confirm_binds = true;
   // Check every invariant after each cycle (slow; tests and --check).
+#ifdef NDEBUG
   bool check_invariants = false;
+#else
+  bool check_invariants = true;  // debug builds (and the sanitizer tests) check every cycle
+#endif
 };
 
 class Engine {
@@ -46,8 +50,11 @@ class Engine {
   absl::Status CancelJob(JobId id);
   // The job's program ended: every task released; Completed or Failed.
   absl::Status FinishJob(JobId id, bool succeeded);
-  // The driver bound (or failed to bind) a task the engine placed.
+  // The driver bound (or failed to bind) a task the engine placed: Binding ->
+  // Bound, or, on failure, the whole gang is released and waits again.
   absl::Status ConfirmBind(JobId id, uint32_t task, bool ok);
+  // The task's process started on its node: Bound -> Running.
+  absl::Status TaskStarted(JobId id, uint32_t task);
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it
   // fail; a gang left below its minimum is released whole and waits again;

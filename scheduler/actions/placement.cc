@@ -70,7 +70,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   int feasible = 0;
 
   auto consider = [&](NodeId n) -> bool {
-    if (!Usable(job, i, n)) return true;
+    if (!st.node(n).schedulable) return true;
     if (st.FreeWholeGpus(n) < whole) {
       ++rejections_["insufficient GPU"];
       return true;
@@ -80,6 +80,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       ++rejections_[v.reason()];
       return true;
     }
+    if (!Usable(job, i, n)) return true;
     if (!st.FitsIdle(n, req)) {
       ++rejections_["insufficient cpu/memory now (releasing)"];
       return true;

@@ -1,0 +1,92 @@
+// The Engine's event API: what drivers feed it between cycles.
+#include "scheduler/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/builders.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::JobPhase;
+using scheduler::TaskState;
+
+TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
+  scheduler::ManualClock clock;
+  auto registry = plugins::BuiltinRegistry();
+  scheduler::EngineOptions opts;
+  opts.auto_confirm_binds = false;
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                                      scheduler::DefaultPolicy(), registry, clock, opts);
+  auto id = *e->SubmitJob(JobBuilder("g").Gang(2).GpusPerTask(8).Build());
+  auto d = e->RunCycle();
+  ASSERT_EQ(d.binds.size(), 2u);
+  const auto& job = e->state().job(id);
+  EXPECT_EQ(job.task(0).state, TaskState::kBinding);
+  ASSERT_TRUE(e->ConfirmBind(id, 0, true).ok());
+  EXPECT_EQ(job.task(0).state, TaskState::kBound);
+  ASSERT_TRUE(e->TaskStarted(id, 0).ok());
+  EXPECT_EQ(job.task(0).state, TaskState::kRunning);
+  EXPECT_FALSE(e->TaskStarted(id, 0).ok()) << "already running";
+  // The second bind fails: the gang is released whole and waits again.
+  ASSERT_TRUE(e->ConfirmBind(id, 1, false).ok());
+  EXPECT_EQ(job.ReadyCount(), 0);
+  EXPECT_EQ(job.phase(), JobPhase::kInqueue);
+  d = e->RunCycle();
+  ASSERT_EQ(d.evictions.size(), 1u) << "the running member is evicted";
+  EXPECT_EQ(d.binds.size(), 2u) << "and the gang is placed again";
+  EXPECT_TRUE(e->CheckInvariants().ok());
+}
+
+TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  auto a = h.Submit(JobBuilder("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("a"));
+  ASSERT_TRUE(h.engine().CancelJob(a).ok());
+  EXPECT_EQ(h.job("a").phase(), JobPhase::kAborted);
+  EXPECT_FALSE(h.engine().CancelJob(a).ok()) << "cannot cancel twice";
+  auto d = h.Cycle();
+  EXPECT_EQ(d.evictions.size(), 1u);
+  EXPECT_TRUE(h.Running("b"));
+  EXPECT_FALSE(h.engine().FinishJob(scheduler::JobId(99), true).ok());
+}
+
+TEST(Engine, AddedNodeTakesWaitingGang) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("two").Gang(2).GpusPerTask(8).Build());
+  h.Cycle();
+  EXPECT_FALSE(h.Running("two"));
+  topology::NodeSpec n = h.state().cluster().node(topology::NodeId(0));
+  n.name = "node-new";
+  ASSERT_TRUE(h.engine().AddNode(n).ok());
+  EXPECT_FALSE(h.engine().AddNode(n).ok()) << "duplicate name";
+  h.Cycle();
+  EXPECT_TRUE(h.Running("two"));
+  EXPECT_FALSE(h.engine().RemoveNode("no-such-node").ok());
+}
+
+TEST(Engine, MembershipRanksFollowTheTopology) {
+  // Two racks of two nodes; a 4 x 8 gang spans both racks: ranks of one rack
+  // are consecutive, so the ring crosses the spine only twice.
+  EngineHarness h(ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build());
+  h.Submit(JobBuilder("ring").Gang(4).GpusPerTask(8).Build());
+  auto d = h.Cycle();
+  ASSERT_EQ(d.membership.size(), 1u);
+  const auto& m = d.membership[0];
+  EXPECT_EQ(m.kind, scheduler::MembershipChange::Kind::kStart);
+  EXPECT_EQ(m.generation, 1);
+  ASSERT_EQ(m.members.size(), 4u);
+  int crossings = 0;
+  const auto& c = h.state().cluster();
+  for (size_t r = 0; r < 4; ++r) {
+    const auto a = c.FindNode(m.members[r].node_name), b = c.FindNode(m.members[(r + 1) % 4].node_name);
+    crossings += c.CommonTier(a, b) > 1;
+    EXPECT_EQ(m.members[r].rank, static_cast<int>(r));
+  }
+  EXPECT_EQ(crossings, 2);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing

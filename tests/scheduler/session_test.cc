@@ -1,0 +1,137 @@
+// How plugins' answers combine across tiers (session.cc), tested with small
+// fake plugins registered through a test registry.
+#include "scheduler/session.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/builders.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::Job;
+using scheduler::Plugin;
+using scheduler::Session;
+using scheduler::Vote;
+
+// A plugin whose callbacks are set by the test.
+class FakePlugin : public Plugin {
+ public:
+  explicit FakePlugin(std::string name, std::function<void(Session&)> open)
+      : name_(std::move(name)), open_(std::move(open)) {}
+  std::string_view name() const override { return name_; }
+  void OnSessionOpen(Session& s) override { open_(s); }
+
+ private:
+  std::string name_;
+  std::function<void(Session&)> open_;
+};
+
+class SessionTiers : public ::testing::Test {
+ protected:
+  SessionTiers() : state_(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), queue::QueueTree::Default()) {
+    a_ = &state_.job(state_.AddJob(JobBuilder("a").Priority(1).Build(), scheduler::QueueId(0), 10));
+    b_ = &state_.job(state_.AddJob(JobBuilder("b").Priority(2).Build(), scheduler::QueueId(0), 20));
+  }
+  // Opens a session with one plugin per entry of `tiers`.
+  std::unique_ptr<Session> Open(std::vector<std::vector<std::function<void(Session&)>>> tiers) {
+    plugins_.clear();
+    tier_ptrs_.clear();
+    for (auto& t : tiers) {
+      std::vector<Plugin*> list;
+      for (auto& fn : t) {
+        plugins_.push_back(std::make_unique<FakePlugin>("fake" + std::to_string(plugins_.size()), fn));
+        list.push_back(plugins_.back().get());
+      }
+      tier_ptrs_.push_back(list);
+    }
+    return std::make_unique<Session>(state_, clock_, 1, tier_ptrs_);
+  }
+  scheduler::State state_;
+  scheduler::ManualClock clock_;
+  std::vector<std::unique_ptr<Plugin>> plugins_;
+  std::vector<std::vector<Plugin*>> tier_ptrs_;
+  Job* a_;
+  Job* b_;
+};
+
+TEST_F(SessionTiers, OrderFirstDecisiveComparisonWinsThenCreationTime) {
+  auto undecided = [](Session& s) { s.AddJobOrderFn("u", [](const Job&, const Job&) { return 0; }); };
+  auto by_priority = [](Session& s) {
+    s.AddJobOrderFn("p", [](const Job& l, const Job& r) { return r.priority() - l.priority(); });
+  };
+  auto reverse = [](Session& s) {
+    s.AddJobOrderFn("r", [](const Job& l, const Job& r) { return l.priority() - r.priority(); });
+  };
+  auto s = Open({{undecided}, {by_priority}, {reverse}});
+  EXPECT_TRUE(s->JobOrder(*b_, *a_)) << "tier 2 decides: higher priority first; tier 3 never asked";
+  auto none = Open({{undecided}});
+  EXPECT_TRUE(none->JobOrder(*a_, *b_)) << "nobody decides: earlier creation first";
+}
+
+TEST_F(SessionTiers, EnqueueVotesRejectBeatsPermitInATierAbstainPassesOn) {
+  auto vote = [](Vote v) {
+    return [v](Session& s) { s.AddJobEnqueueableFn("v", [v](const Job&, std::string*) { return v; }); };
+  };
+  std::string why;
+  EXPECT_FALSE(Open({{vote(Vote::kPermit), vote(Vote::kReject)}})->JobEnqueueable(*a_, &why));
+  EXPECT_TRUE(Open({{vote(Vote::kPermit)}, {vote(Vote::kReject)}})->JobEnqueueable(*a_, &why))
+      << "a permitting tier ends the vote";
+  EXPECT_FALSE(Open({{vote(Vote::kAbstain)}, {vote(Vote::kReject)}})->JobEnqueueable(*a_, &why));
+  EXPECT_TRUE(Open({{vote(Vote::kAbstain)}})->JobEnqueueable(*a_, &why)) << "no decision permits";
+}
+
+TEST_F(SessionTiers, ChecksAreAndScoresAdd) {
+  auto ready = [](bool r) { return [r](Session& s) { s.AddJobReadyFn("r", [r](const Job&) { return r; }); }; };
+  EXPECT_FALSE(Open({{ready(true)}, {ready(false)}})->JobReady(*a_));
+  EXPECT_TRUE(Open({{ready(true)}, {ready(true)}})->JobReady(*a_));
+  auto score = [](int64_t v) {
+    return [v](Session& s) { s.AddNodeOrderFn("n", [v](const scheduler::TaskRef&, topology::NodeId) { return v; }); };
+  };
+  EXPECT_EQ(Open({{score(3)}, {score(4)}})->NodeOrder({a_, 0}, topology::NodeId(0)), 7);
+  auto pred = [](bool ok) {
+    return [ok](Session& s) {
+      s.AddPredicateFn("p", [ok](const scheduler::TaskRef&, topology::NodeId) {
+        return ok ? scheduler::Verdict::Fit() : scheduler::Verdict::Unschedulable("nope");
+      });
+    };
+  };
+  EXPECT_EQ(Open({{pred(true), pred(false)}})->Predicate({a_, 0}, topology::NodeId(0)).reason(), "nope");
+}
+
+TEST_F(SessionTiers, VictimsIntersectWithinTheFirstTierWithAnAnswer) {
+  const scheduler::TaskRef ta{a_, 0}, tb{b_, 0};
+  auto only = [](std::string name) {
+    return [name](Session& s) {
+      s.AddPreemptableFn("v", [name](const scheduler::TaskRef&, const std::vector<scheduler::TaskRef>& c) {
+        std::vector<scheduler::TaskRef> out;
+        for (const auto& t : c) {
+          if (name.empty() || t.job->name() == name) out.push_back(t);
+        }
+        return out;
+      });
+    };
+  };
+  auto v = Open({{only(""), only("a")}, {only("b")}})->Preemptable(ta, {ta, tb});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].job->name(), "a");
+  v = Open({{only("a"), only("b")}, {only("b")}})->Preemptable(ta, {ta, tb});
+  ASSERT_EQ(v.size(), 1u) << "tier 1's intersection is empty, tier 2 answers";
+  EXPECT_EQ(v[0].job->name(), "b");
+}
+
+TEST(EnqueueAction, InvalidJobStaysPendingWithThePluginsReason) {
+  // A gang whose minimum exceeds its tasks cannot even be submitted; this one
+  // is rejected by its queue's capability, the next is admitted.
+  auto policy = PolicyFromYaml("queues:\n- {name: tiny, capability: {gpu: 1}}\n");
+  EngineHarness q(ClusterBuilder().Build(), policy);
+  q.Submit(JobBuilder("two").Queue("tiny").Gang(2).GpusPerTask(1).Build());
+  q.Submit(JobBuilder("one").Queue("tiny").GpusPerTask(1).Build());
+  q.Cycle();
+  EXPECT_EQ(q.job("two").phase(), scheduler::JobPhase::kPending);
+  EXPECT_NE(q.job("two").pending_reason().find("queue 'tiny'"), std::string::npos);
+  EXPECT_TRUE(q.Running("one"));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
