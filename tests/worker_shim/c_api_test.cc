@@ -1,0 +1,65 @@
+// Tests for the C API (worker_shim/ringmaster_shim.h) against an in-process
+// coordinator; ranks are threads.
+#include "worker_shim/ringmaster_shim.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "server/coordinator_service.h"
+#include "tests/worker_shim/test_world.h"
+
+namespace {
+
+TEST(CApi, TwoWorkersAllReduceCommitAndLeave) {
+  auto server = *ringmaster::server::CoordinatorServer::Start(
+      "127.0.0.1:0", ringmaster::server::CoordinatorOptions());
+  const std::string addr = server->address();
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 2; ++i) {
+    fns.push_back([&, i] {
+      const std::string worker = "c" + std::to_string(i);
+      rm_shim* s = rm_shim_create(addr.c_str(), "capi", worker.c_str(), 2,
+                                  "gloo");
+      ASSERT_NE(s, nullptr);
+      double state[2] = {0, 0};
+      ASSERT_EQ(rm_shim_register(s, "state", state, sizeof(state)), RM_OK)
+          << rm_shim_last_error(s);
+      ASSERT_EQ(rm_shim_start(s), RM_OK) << rm_shim_last_error(s);
+      EXPECT_EQ(rm_shim_world_size(s), 2);
+      EXPECT_EQ(rm_shim_generation(s), 1);
+      int64_t v[2] = {rm_shim_rank(s) + 1, 10};
+      ASSERT_EQ(rm_shim_allreduce(s, v, 2, RM_INT64, RM_SUM), RM_OK);
+      EXPECT_EQ(v[0], 3);  // 1 + 2
+      EXPECT_EQ(v[1], 20);
+      EXPECT_EQ(rm_shim_allreduce(s, v, 2, static_cast<rm_dtype>(9), RM_SUM),
+                RM_ERROR);
+      EXPECT_NE(std::string(rm_shim_last_error(s)).find("dtype"),
+                std::string::npos);
+      EXPECT_EQ(rm_shim_commit(s, 1, 64), RM_OK);
+      EXPECT_EQ(rm_shim_step_boundary(s), RM_OK);
+      EXPECT_EQ(rm_shim_barrier(s), RM_OK);
+      EXPECT_EQ(rm_shim_leave(s, 1), RM_OK);
+      rm_shim_destroy(s);
+    });
+  }
+  ringmaster::shim::testing::RunRanks(fns);
+  EXPECT_EQ(server->core().GetJob("capi")->committed_position(), 64);
+}
+
+TEST(CApi, MissingSettingsGiveAHandleThatReportsTheError) {
+  ::unsetenv("RINGMASTER_JOB");
+  rm_shim* s = rm_shim_create("127.0.0.1:1", nullptr, "w", 1, "gloo");
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(std::string(rm_shim_last_error(s)).find("job"), std::string::npos);
+  EXPECT_EQ(rm_shim_start(s), RM_ERROR);
+  EXPECT_EQ(rm_shim_rank(s), -1);
+  rm_shim_destroy(s);
+  rm_shim* bad = rm_shim_create("127.0.0.1:1", "j", "w", 1, "carrier-pigeon");
+  EXPECT_NE(std::string(rm_shim_last_error(bad)).find("unknown backend"),
+            std::string::npos);
+  rm_shim_destroy(bad);
+}
+
+}  // namespace

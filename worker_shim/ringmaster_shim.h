@@ -1,0 +1,88 @@
+/*
+ * ringmaster_shim.h: the worker shim's C API, for Python (ctypes) or any
+ * language with a C FFI. Links against libringmaster_shim.so.
+ *
+ * A handle is one worker of one elastic job: it joins the coordinator,
+ * builds the communicator (Gloo or NCCL) for each membership generation and
+ * keeps the registered state across changes. Typical loop:
+ *
+ *   rm_shim* s = rm_shim_create(NULL, NULL, NULL, 4, "gloo");  // from env
+ *   rm_shim_register(s, "weights", w, sizeof w);
+ *   if (rm_shim_start(s) != RM_OK) fail(rm_shim_last_error(s));
+ *   while (!done) {
+ *     ... compute gradients ...
+ *     if (rm_shim_allreduce(s, g, n, RM_FLOAT64, RM_SUM) != RM_OK) {
+ *       if (rm_shim_recover(s) == RM_REMOVED) break;  // rolled back
+ *       continue;
+ *     }
+ *     ... apply, then every few steps: rm_shim_commit(s, step, position);
+ *     if (rm_shim_step_boundary(s) == RM_REMOVED) break;
+ *   }
+ *   rm_shim_leave(s, done); rm_shim_destroy(s);
+ *
+ * Threads: one thread drives a handle. Errors: functions return an
+ * rm_status; rm_shim_last_error() says what went wrong (valid until the next
+ * call on the handle). A handle whose creation failed returns RM_ERROR from
+ * every call.
+ */
+#ifndef RINGMASTER_WORKER_SHIM_RINGMASTER_SHIM_H_
+#define RINGMASTER_WORKER_SHIM_RINGMASTER_SHIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rm_shim rm_shim;
+
+typedef enum {
+  RM_OK = 0,        /* done; for step_boundary: no membership change */
+  RM_ERROR = 1,     /* see rm_shim_last_error */
+  RM_REFORMED = 2,  /* a new generation is in place (state synced) */
+  RM_REMOVED = 3    /* this worker is no longer a member: stop */
+} rm_status;
+
+typedef enum { RM_FLOAT32 = 0, RM_FLOAT64 = 1, RM_INT64 = 2 } rm_dtype;
+typedef enum { RM_SUM = 0, RM_MAX = 1 } rm_op;
+
+/* Any of coordinator / job / worker may be NULL: then RINGMASTER_COORDINATOR,
+ * RINGMASTER_JOB, RINGMASTER_WORKER from the environment are used (what
+ * `ringmaster shim run --mode inprocess` sets). backend: "gloo" or "nccl"
+ * (NULL = "gloo"). Never returns NULL (except out of memory). */
+rm_shim* rm_shim_create(const char* coordinator, const char* job,
+                        const char* worker, int desired_workers,
+                        const char* backend);
+void rm_shim_destroy(rm_shim* shim);
+const char* rm_shim_last_error(const rm_shim* shim);
+
+/* Registers caller-owned state (same names and sizes on every worker),
+ * before rm_shim_start. */
+rm_status rm_shim_register(rm_shim* shim, const char* name, void* data,
+                           size_t bytes);
+/* Waits to be a member, forms the communicator, syncs state. */
+rm_status rm_shim_start(rm_shim* shim);
+
+rm_status rm_shim_allreduce(rm_shim* shim, void* data, size_t count,
+                            rm_dtype dtype, rm_op op);
+rm_status rm_shim_broadcast(rm_shim* shim, void* data, size_t bytes, int root);
+rm_status rm_shim_barrier(rm_shim* shim);
+
+rm_status rm_shim_commit(rm_shim* shim, int64_t step, int64_t position);
+/* RM_OK, RM_REFORMED (planned change, no rollback) or RM_REMOVED. */
+rm_status rm_shim_step_boundary(rm_shim* shim);
+/* After a failed collective: RM_REFORMED (rolled back to the last commit) or
+ * RM_REMOVED. */
+rm_status rm_shim_recover(rm_shim* shim);
+rm_status rm_shim_leave(rm_shim* shim, int finished);
+
+int rm_shim_rank(const rm_shim* shim);
+int rm_shim_world_size(const rm_shim* shim);
+int64_t rm_shim_generation(const rm_shim* shim);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* RINGMASTER_WORKER_SHIM_RINGMASTER_SHIM_H_ */
