@@ -3,6 +3,9 @@
 #include "plugins/binpack.h"
 #include "plugins/drf.h"
 #include "plugins/gang.h"
+#include "plugins/gpu_affinity.h"
+#include "plugins/gpu_share.h"
+#include "plugins/network_topology.h"
 #include "plugins/predicates.h"
 #include "plugins/priority.h"
 #include "plugins/proportion.h"
@@ -17,6 +20,9 @@ scheduler::PluginRegistry BuiltinRegistry() {
   r.Add(ProportionPlugin::kName, &ProportionPlugin::Create);
   r.Add(PredicatesPlugin::kName, &PredicatesPlugin::Create);
   r.Add(BinpackPlugin::kName, &BinpackPlugin::Create);
+  r.Add(NetworkTopologyPlugin::kName, &NetworkTopologyPlugin::Create);
+  r.Add(GpuAffinityPlugin::kName, &GpuAffinityPlugin::Create);
+  r.Add(GpuSharePlugin::kName, &GpuSharePlugin::Create);
   // New plugins: one line here.
   return r;
 }

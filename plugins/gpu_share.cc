@@ -1,0 +1,131 @@
+#include "plugins/gpu_share.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ringmaster::plugins {
+namespace {
+
+// Scores of topology::ScoreNode mapped to [0, 1] (higher is better).
+double Normalize(topology::SharePolicy p, double score) {
+  using topology::SharePolicy;
+  double v = 0;
+  switch (p) {
+    case SharePolicy::kFgd:
+    case SharePolicy::kFgdBestFit:
+      // Growth of expected fragmentation within +-8 GPUs (8000 milli).
+      v = 0.5 + score / 16000.0;
+      break;
+    case SharePolicy::kBestFit:
+    case SharePolicy::kDotProd:
+      v = 1.0 + score / 2.0;  // score in [-2, 0]
+      break;
+    case SharePolicy::kGpuClustering:
+      v = (score + 0.002) / 1.002;  // [-0.002, 1]
+      break;
+    case SharePolicy::kGpuPacking:
+      v = (score + 0.002) / 2.002;  // [-0.002, 2]
+      break;
+    case SharePolicy::kRandom:
+      v = score;  // [0, 1)
+      break;
+  }
+  return std::clamp(v, 0.0, 1.0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const scheduler::PluginArgs& args) {
+  auto name = args.String("policy", "fgd");
+  if (!name.ok()) return name.status();
+  auto policy = topology::ParseSharePolicy(*name);
+  if (!policy.ok()) return args.Error("policy", std::string(policy.status().message()));
+  auto weight = args.Int("weight", 100);
+  if (!weight.ok()) return weight.status();
+  if (*weight < 0) return args.Error("weight", "must be >= 0");
+  auto seed = args.Int("seed", 42);
+  if (!seed.ok()) return seed.status();
+  if (auto s = args.Finish(); !s.ok()) return s;
+  return std::make_unique<GpuSharePlugin>(*policy, *weight, static_cast<uint64_t>(*seed));
+}
+
+void GpuSharePlugin::OnSessionOpen(scheduler::Session& s) {
+  Learn(s.state(), s.jobs());
+  const scheduler::State* state = &s.state();
+  s.AddGpuSelectFn(kName, [this, state](const scheduler::TaskRef& t, scheduler::NodeId n,
+                                        std::vector<int16_t>* gpus) {
+    gpus->clear();
+    if (t.job->gpu(t.index).count == 0) return true;
+    auto c = Choose(*state, t, n);
+    if (!c) return false;
+    gpus->assign(c->gpus.begin(), c->gpus.end());
+    return true;
+  });
+  if (weight_ > 0) {
+    s.AddNodeOrderFn(kName, [this, state](const scheduler::TaskRef& t, scheduler::NodeId n) {
+      return Score(*state, t, n);
+    });
+  }
+}
+
+void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<scheduler::JobId>& jobs) {
+  bool changed = false;
+  for (scheduler::JobId id : jobs) {
+    if (!seen_.insert(id).second) continue;
+    const scheduler::Job& job = state.job(id);
+    for (const scheduler::Task& t : job.tasks()) {
+      const scheduler::GpuRequest& g = job.gpu(t.index);
+      const topology::Resources& r = job.request(t.index);
+      topology::TaskClass c{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
+      if (!job.spec().gpu_model.empty()) c.gpu_models = {job.spec().gpu_model};
+      classes_.push_back(std::move(c));
+      changed = true;
+    }
+  }
+  if (!changed && model_) return;
+  auto m = topology::FragmentationModel::Create(classes_);
+  // No jobs yet: a model of one whole-GPU task keeps the scores defined.
+  if (!m.ok()) m = topology::FragmentationModel::Create({topology::TaskClass{0, 0, 1, 1000, {}, 1.0}});
+  model_ = std::make_unique<topology::FragmentationModel>(*std::move(m));
+  classes_.assign(model_->classes().begin(), model_->classes().end());
+}
+
+std::optional<topology::NodeChoice> GpuSharePlugin::Choose(const scheduler::State& state,
+                                                           const scheduler::TaskRef& task,
+                                                           scheduler::NodeId node) {
+  const topology::NodeSpec& spec = state.cluster().node(node);
+  const scheduler::NodeState& ns = state.node(node);
+  std::vector<topology::Quantity> free;
+  free.reserve(ns.gpu_used.size());
+  for (int16_t u : ns.gpu_used) free.push_back(topology::kMilliPerGpu - u);
+  std::vector<topology::Quantity> hosted;
+  if (policy_ == topology::SharePolicy::kGpuClustering) {
+    for (const auto& [job, i] : state.TasksOn(node)) {
+      const scheduler::GpuRequest& g = state.job(job).gpu(i);
+      if (g.count > 0) hosted.push_back(g.milli);
+    }
+    std::sort(hosted.begin(), hosted.end());
+    hosted.erase(std::unique(hosted.begin(), hosted.end()), hosted.end());
+  }
+  topology::NodeGpuState s;
+  s.gpus = spec.gpus;
+  s.gpu_free_milli = free;
+  s.cpu_capacity_milli = spec.allocatable.cpu_milli();
+  s.cpu_free_milli = spec.allocatable.cpu_milli() - ns.used.cpu_milli();
+  s.memory_free = spec.allocatable.memory() - ns.used.memory();
+  s.hosted_gpu_milli = hosted;
+  const scheduler::GpuRequest& g = task.job->gpu(task.index);
+  const topology::Resources& r = task.job->request(task.index);
+  topology::TaskClass t{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
+  if (!task.job->spec().gpu_model.empty()) t.gpu_models = {task.job->spec().gpu_model};
+  return topology::ScoreNode(policy_, s, t, *model_, rng_);
+}
+
+int64_t GpuSharePlugin::Score(const scheduler::State& state, const scheduler::TaskRef& task,
+                              scheduler::NodeId node) {
+  auto c = Choose(state, task, node);
+  if (!c) return 0;
+  return static_cast<int64_t>(std::llround(Normalize(policy_, c->score) * 100.0 * static_cast<double>(weight_)));
+}
+
+}  // namespace ringmaster::plugins
