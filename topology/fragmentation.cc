@@ -1,6 +1,7 @@
 #include "topology/fragmentation.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -97,19 +98,46 @@ absl::StatusOr<FragmentationModel> FragmentationModel::Create(std::vector<TaskCl
   return m;
 }
 
-double FragmentationModel::NodeFragmentation(const NodeGpuState& node) const {
-  // Key: model, free CPU, free GPUs sorted (the measure ignores GPU order).
-  std::vector<Quantity> free(node.gpu_free_milli.begin(), node.gpu_free_milli.end());
-  std::sort(free.begin(), free.end());
-  std::string key(ModelOf(node));
-  key.push_back('\0');
-  auto put = [&key](Quantity v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  put(node.cpu_free_milli);
-  for (Quantity f : free) put(f);
-  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+bool FragmentationModel::PackKey(const NodeGpuState& node, MemoKey* key) const {
+  // model id (8 bits) | free CPU (24 bits) | GPU count (4 bits) | up to 8
+  // free GPU shares sorted (10 bits each): 116 bits, exact.
+  const size_t n = node.gpu_free_milli.size();
+  if (n > 8 || node.cpu_free_milli < 0 || node.cpu_free_milli >= (Quantity{1} << 24)) return false;
+  const absl::string_view model = ModelOf(node);
+  size_t id = 0;
+  while (id < models_.size() && models_[id] != model) ++id;
+  if (id == models_.size()) {
+    if (models_.size() >= 255) return false;
+    models_.emplace_back(std::string(model));
+  }
+  std::array<Quantity, 8> free{};
+  for (size_t i = 0; i < n; ++i) {
+    if (node.gpu_free_milli[i] < 0 || node.gpu_free_milli[i] > kMilliPerGpu) return false;
+    free[i] = node.gpu_free_milli[i];
+  }
+  std::sort(free.begin(), free.begin() + n);
+  unsigned __int128 k = id;
+  k = (k << 24) | static_cast<uint64_t>(node.cpu_free_milli);
+  k = (k << 4) | n;
+  for (size_t i = 0; i < n; ++i) k = (k << 10) | static_cast<uint64_t>(free[i]);
+  key->hi = static_cast<uint64_t>(k >> 64);
+  key->lo = static_cast<uint64_t>(k);
+  return true;
+}
+
+double FragmentationModel::Compute(const NodeGpuState& node) const {
   double sum = 0;
   for (const TaskClass& c : classes_) sum += c.popularity * static_cast<double>(TaskFragment(node, c));
-  memo_.emplace(std::move(key), sum);
+  return sum;
+}
+
+double FragmentationModel::NodeFragmentation(const NodeGpuState& node) const {
+  // The measure ignores GPU order, so the key holds the free shares sorted.
+  MemoKey key;
+  if (!PackKey(node, &key)) return Compute(node);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const double sum = Compute(node);
+  memo_.emplace(key, sum);
   return sum;
 }
 
@@ -176,8 +204,11 @@ std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node
     // The GPU where expected fragmentation grows least (ties: lowest index).
     const double before = model.NodeFragmentation(node);
     std::optional<double> best;
+    std::vector<Quantity> tried;  // equal free shares give equal growth
     for (size_t g = 0; g < n; ++g) {
       if (free[g] < task.gpu_milli) continue;
+      if (std::find(tried.begin(), tried.end(), free[g]) != tried.end()) continue;
+      tried.push_back(free[g]);
       free[g] -= task.gpu_milli;
       after.gpu_free_milli = free;
       const double delta = model.NodeFragmentation(after) - before;

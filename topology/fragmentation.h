@@ -78,8 +78,21 @@ class FragmentationModel {
   double NodeFragmentation(const NodeGpuState& node) const;
 
  private:
+  struct MemoKey {
+    uint64_t hi = 0, lo = 0;
+    bool operator==(const MemoKey&) const = default;
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const { return std::hash<uint64_t>()(k.hi * 0x9E3779B97F4A7C15ULL ^ k.lo); }
+  };
+  // Packs the memo key; false when the node does not fit the packing (then
+  // the result is computed without the memo).
+  bool PackKey(const NodeGpuState& node, MemoKey* key) const;
+  double Compute(const NodeGpuState& node) const;
+
   std::vector<TaskClass> classes_;
-  mutable std::unordered_map<std::string, double> memo_;
+  mutable std::vector<std::string> models_;  // interned GPU models of the memo keys
+  mutable std::unordered_map<MemoKey, double, MemoHash> memo_;
 };
 
 // Placement policies for GPU tasks, as named in the FGD paper.
