@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/session.h"
+#include "topology/rank_order.h"
 
 namespace ringmaster::scheduler {
 
@@ -203,19 +204,25 @@ MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind)
   for (const Task& t : job.tasks()) {
     if (CountsReady(t.state) && t.state != TaskState::kSucceeded) members.push_back(&t);
   }
-  // Ring order: members of the same domain together, from the top tier down,
-  // then node, then first GPU (topology-aware refinement lives in topology/).
-  std::stable_sort(members.begin(), members.end(), [&](const Task* a, const Task* b) {
-    for (int t = c.num_tiers(); t >= 1; --t) {
-      const auto da = c.DomainOf(a->node, t), db = c.DomainOf(b->node, t);
-      if (da != db) return da < db;
+  // Ring order from the topology: members of a domain together at every tier,
+  // then socket, PCIe switch, NVLink island (topology/rank_order.h).
+  std::stable_sort(members.begin(), members.end(),
+                   [](const Task* a, const Task* b) { return a->index < b->index; });
+  std::vector<topology::RankSlot> slots;
+  for (const Task* t : members) slots.push_back({t->node, t->gpus.empty() ? -1 : t->gpus.front()});
+  const std::vector<topology::RankSlot> ring = topology::OrderRanks(c, slots);
+  std::vector<const Task*> ordered;
+  std::vector<bool> used(members.size(), false);
+  for (const topology::RankSlot& slot : ring) {
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (!used[k] && slots[k] == slot) {
+        used[k] = true;
+        ordered.push_back(members[k]);
+        break;
+      }
     }
-    if (a->node != b->node) return a->node < b->node;
-    const int ga = a->gpus.empty() ? -1 : a->gpus.front();
-    const int gb = b->gpus.empty() ? -1 : b->gpus.front();
-    if (ga != gb) return ga < gb;
-    return a->index < b->index;
-  });
+  }
+  if (ordered.size() == members.size()) members = std::move(ordered);
   for (size_t r = 0; r < members.size(); ++r) {
     Member mem;
     mem.task = members[r]->index;

@@ -138,13 +138,16 @@ std::string FormatGpus(Quantity gpu_milli) {
 
 std::string Resources::ToString() const {
   std::vector<std::string> parts;
-  if (cpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("cpu=", cpu_milli_, "m"));
-  if (memory_ < kUnlimited) parts.push_back(absl::StrCat("mem=", FormatBytes(memory_)));
-  if (gpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("gpu=", FormatGpus(gpu_milli_)));
+  // Zero and unlimited dimensions are left out.
+  if (cpu_milli_ != 0 && cpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("cpu=", cpu_milli_, "m"));
+  if (memory_ != 0 && memory_ < kUnlimited) parts.push_back(absl::StrCat("mem=", FormatBytes(memory_)));
+  if (gpu_milli_ != 0 && gpu_milli_ < kUnlimited) parts.push_back(absl::StrCat("gpu=", FormatGpus(gpu_milli_)));
   std::string out;
   for (const auto& p : parts) absl::StrAppend(&out, out.empty() ? "" : " ", p);
-  for (const auto& [name, v] : scalars_) absl::StrAppend(&out, " ", name, "=", v);
-  return out;
+  for (const auto& [name, v] : scalars_) {
+    if (v != 0 && v < kUnlimited) absl::StrAppend(&out, out.empty() ? "" : " ", name, "=", v);
+  }
+  return out.empty() ? "nothing" : out;
 }
 
 absl::StatusOr<Quantity> ParseQuantity(std::string_view text, bool milli) {

@@ -59,7 +59,8 @@ class Resources {
   static Resources Min(const Resources& a, const Resources& b);
   static Resources Max(const Resources& a, const Resources& b);
 
-  // "cpu=4000m mem=16Gi gpu=8" style, for reasons and logs.
+  // "cpu=4000m mem=16Gi gpu=8" style, for reasons and logs; zero and
+  // unlimited dimensions are left out ("nothing" when all are).
   std::string ToString() const;
 
  private:

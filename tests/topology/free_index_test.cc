@@ -32,7 +32,9 @@ TEST(FreeGpuIndex, CountersEqualARecountAfterRandomUpdates) {
     const uint32_t n = rng() % 16;
     truth[n] = rng() % 9;
     idx.SetNodeFree(NodeId(n), truth[n]);
-    if (step % 500 == 0) ASSERT_TRUE(idx.CheckConsistent(c).ok());
+    if (step % 500 == 0) {
+      ASSERT_TRUE(idx.CheckConsistent(c).ok());
+    }
   }
   for (int r = 0; r < 4; ++r) {
     int64_t sum = 0;

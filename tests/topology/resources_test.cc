@@ -32,6 +32,8 @@ TEST(Resources, ParsesKubernetesQuantities) {
 TEST(Resources, PrintsShort) {
   EXPECT_EQ(Resources(2000, 4LL << 30, 500).ToString(), "cpu=2000m mem=4Gi gpu=0.5");
   EXPECT_EQ(FormatGpus(8000), "8");
+  EXPECT_EQ(Resources(0, 0, 16000).ToString(), "gpu=16");
+  EXPECT_EQ(Resources().ToString(), "nothing");
 }
 
 }  // namespace
