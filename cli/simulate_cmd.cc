@@ -23,6 +23,7 @@ struct SimulateFlags {
   double tune = 1.3;
   uint64_t seed = 42;
   std::string out;
+  std::string driver = "direct";
 };
 
 // JSON string literal (the few characters paths may need escaped).
@@ -56,7 +57,9 @@ int RunFgd(const SimulateFlags& f) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  auto r = simulator::RunFgdProtocol(*nodes, *pods, {*policy, f.tune, f.seed});
+  const simulator::FgdOptions options{*policy, f.tune, f.seed};
+  auto r = f.driver == "engine" ? simulator::RunFgdProtocolOnEngine(*nodes, *pods, options)
+                                : simulator::RunFgdProtocol(*nodes, *pods, options);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!r.ok()) {
@@ -71,8 +74,8 @@ int RunFgd(const SimulateFlags& f) {
   }
   std::ofstream summary(f.out + "/summary.json");
   summary << "{\n"
-          << absl::StrFormat("  \"protocol\": \"fgd\",\n  \"placement\": \"%s\",\n",
-                             topology::SharePolicyName(*policy))
+          << absl::StrFormat("  \"protocol\": \"fgd\",\n  \"driver\": \"%s\",\n  \"placement\": \"%s\",\n",
+                             f.driver, topology::SharePolicyName(*policy))
           << "  \"nodes_file\": " << Quote(f.nodes) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
           << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
           << absl::StrFormat("  \"nodes\": %d,\n  \"gpus\": %d,\n  \"pods\": %d,\n  \"failed_pods\": %d,\n",
@@ -111,6 +114,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--tune", f->tune, "arrivals stop at this multiple of GPU capacity (1.3)");
   sim->add_option("--seed", f->seed, "random seed (42)");
   sim->add_option("--out", f->out, "output folder for summary.json and curve.csv")->required();
+  sim->add_option("--driver", f->driver,
+                  "direct: score every node with the policy functions (default); engine: one "
+                  "cycle of scheduler::Engine with the gpu-share plugin per pod")
+      ->check(CLI::IsMember({"direct", "engine"}));
   sim->callback([f] { ExitCode() = RunFgd(*f); });
 }
 

@@ -147,6 +147,25 @@ std::vector<topology::TaskClass> TaskClassesOf(const std::vector<OpenbPod>& pods
   return classes;
 }
 
+std::vector<uint32_t> SampleArrivals(const std::vector<OpenbPod>& pods, int64_t capacity_milli,
+                                     const FgdOptions& options) {
+  std::mt19937_64 rng(options.seed);
+  const double target = options.tune * static_cast<double>(capacity_milli);
+  std::vector<uint32_t> order;
+  const bool any_gpu = std::any_of(pods.begin(), pods.end(), [](const OpenbPod& p) { return p.num_gpu > 0; });
+  if (!any_gpu || capacity_milli <= 0) return order;
+  int64_t requested = 0;
+  for (;;) {
+    const uint32_t k = static_cast<uint32_t>(Below(rng, pods.size()));
+    const int64_t req = pods[k].num_gpu * pods[k].gpu_milli;
+    if (static_cast<double>(requested + req) > target) break;
+    requested += req;
+    order.push_back(k);
+  }
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[Below(rng, i)]);
+  return order;
+}
+
 absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options) {
   if (nodes.empty()) return absl::InvalidArgumentError("FGD protocol: no nodes");
@@ -194,21 +213,10 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
     total_frag += rt[i].frag;
   }
 
-  // 2. Arrivals: draw with replacement until the next pod would pass the
-  // target, then shuffle.
-  std::mt19937_64 rng(options.seed);
-  const double target = options.tune * static_cast<double>(r.capacity_milli);
-  std::vector<uint32_t> order;
-  int64_t requested = 0;
-  for (;;) {
-    const uint32_t k = static_cast<uint32_t>(Below(rng, pods.size()));
-    const int64_t req = pods[k].num_gpu * pods[k].gpu_milli;
-    if (static_cast<double>(requested + req) > target) break;
-    requested += req;
-    order.push_back(k);
-    if (order.size() > 100'000'000) return absl::InvalidArgumentError("FGD protocol: pods request no GPUs");
-  }
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[Below(rng, i)]);
+  // 2. Arrivals.
+  const std::vector<uint32_t> order = SampleArrivals(pods, r.capacity_milli, options);
+  if (order.empty()) return absl::InvalidArgumentError("FGD protocol: no pod requests a GPU");
+  std::mt19937_64 rng(options.seed ^ 0x5eed);  // Random policy's draws
 
   // Nodes grouped by score-relevant state.
   std::map<std::string, std::set<uint32_t>> buckets;

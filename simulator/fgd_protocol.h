@@ -19,9 +19,9 @@
 // scores one representative per distinct state; memory is checked per node.
 // Deterministic: the same inputs and seed give the same output.
 //
-// NOTE: this driver calls the policy functions of topology/fragmentation.h
-// directly; it does not yet run through the engine's Session and the
-// gpu-share plugin (see docs/BENCHMARKS.md, "Topology / FGD").
+// RunFgdProtocol calls the policy functions of topology/fragmentation.h
+// directly over every node (the measured driver); RunFgdProtocolOnEngine
+// sends the same pods through scheduler::Engine and the gpu-share plugin.
 #ifndef RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 #define RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 
@@ -82,9 +82,27 @@ struct FgdResult {
   std::vector<FgdCurvePoint> curve;
 };
 
+// Step 2 of the protocol: indices into `pods`, drawn with replacement until
+// the next would pass options.tune x capacity_milli, then shuffled.
+std::vector<uint32_t> SampleArrivals(const std::vector<OpenbPod>& pods, int64_t capacity_milli,
+                                     const FgdOptions& options);
+
 // Runs the protocol. Fails on an empty cluster or pod list.
 absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options);
+
+// Runs the same protocol through the engine: every pod is a one-task job
+// submitted to scheduler::Engine with the policy "enqueue, allocate" and the
+// plugins gang, predicates and gpu-share (policy = options.policy); one
+// cycle per pod; a pod the cycle leaves pending is cancelled and counted as
+// failed. The engine's planner scores a bounded number of candidate nodes
+// (scheduler/actions/placement.h) and gpu-share learns the workload from the
+// pods submitted so far, so results differ from RunFgdProtocol's.
+// Limitation: a pod allowed on several GPU models (gpu_spec) is submitted
+// without a model constraint (JobSpec holds one model).
+absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::NodeSpec>& nodes,
+                                                 const std::vector<OpenbPod>& pods,
+                                                 const FgdOptions& options);
 
 }  // namespace ringmaster::simulator
 

@@ -137,9 +137,32 @@ TEST(FgdProtocol, SameSeedSameRunOtherSeedOtherArrivals) {
   EXPECT_TRUE(differs);
 }
 
+TEST(FgdProtocolOnEngine, PlacesThroughTheEngineWithinCapacity) {
+  for (auto policy : {topology::SharePolicy::kFgd, topology::SharePolicy::kBestFit}) {
+    auto r = RunFgdProtocolOnEngine(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto direct = RunFgdProtocol(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
+    ASSERT_TRUE(direct.ok());
+    // Same arrivals as the direct driver (same sampling), placed by the engine.
+    EXPECT_EQ(r->pods, direct->pods);
+    EXPECT_EQ(r->arrived_milli, direct->arrived_milli);
+    EXPECT_LE(r->allocated_milli, r->capacity_milli);
+    EXPECT_GT(r->allocated_milli, 0);
+    EXPECT_GT(r->failed_pods, 0);
+    auto again = RunFgdProtocolOnEngine(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->allocated_milli, r->allocated_milli);
+    EXPECT_EQ(again->failed_pods, r->failed_pods);
+  }
+}
+
 TEST(FgdProtocol, RejectsEmptyInputs) {
   EXPECT_FALSE(RunFgdProtocol({}, SmallWorkload(), {}).ok());
   EXPECT_FALSE(RunFgdProtocol(SmallCluster(), {}, {}).ok());
+  EXPECT_FALSE(RunFgdProtocolOnEngine(SmallCluster(), {}, {}).ok());
+  auto cpu_only = ParseOpenbPodList("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nc,1000,1,0,0\n", "c.csv");
+  ASSERT_TRUE(cpu_only.ok());
+  EXPECT_FALSE(RunFgdProtocol(SmallCluster(), *cpu_only, {}).ok());
 }
 
 }  // namespace

@@ -1,0 +1,110 @@
+// The FGD protocol driven through scheduler::Engine (see fgd_protocol.h).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/registry.h"
+#include "scheduler/clock.h"
+#include "scheduler/engine.h"
+#include "scheduler/policy.h"
+#include "simulator/fgd_protocol.h"
+
+namespace ringmaster::simulator {
+
+absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::NodeSpec>& nodes,
+                                                 const std::vector<OpenbPod>& pods,
+                                                 const FgdOptions& options) {
+  if (nodes.empty()) return absl::InvalidArgumentError("FGD protocol: no nodes");
+  if (pods.empty()) return absl::InvalidArgumentError("FGD protocol: no pods");
+  auto model = topology::FragmentationModel::Create(TaskClassesOf(pods));
+  if (!model.ok()) return model.status();
+  auto cluster = topology::Cluster::Build({}, nodes);
+  if (!cluster.ok()) return cluster.status();
+
+  const std::string policy_text = absl::StrCat(R"(actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: gpu-share
+    arguments: {policy: )", std::string(topology::SharePolicyName(options.policy)), ", seed: ", options.seed, "}\n");
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  std::vector<queue::ConfigError> errors;
+  auto policy = scheduler::ParsePolicy(policy_text, "fgd-engine-policy", registry, &errors);
+  if (!policy.ok()) return policy.status();
+  scheduler::ManualClock clock;
+  auto engine = scheduler::Engine::Create(*std::move(cluster), *policy, registry, clock);
+  if (!engine.ok()) return engine.status();
+  scheduler::Engine& e = **engine;
+  const topology::Cluster& c = e.state().cluster();
+
+  FgdResult r;
+  r.nodes = static_cast<int64_t>(c.num_nodes());
+  for (const topology::NodeSpec& n : c.nodes()) r.capacity_milli += static_cast<int64_t>(n.gpus.size()) * 1000;
+  if (r.capacity_milli == 0) return absl::InvalidArgumentError("FGD protocol: the cluster has no GPUs");
+
+  // Expected fragmentation per node, from the engine's state.
+  auto frag_of = [&](topology::NodeId n) {
+    const topology::NodeSpec& spec = c.node(n);
+    const scheduler::NodeState& ns = e.state().node(n);
+    std::vector<topology::Quantity> free;
+    for (int16_t u : ns.gpu_used) free.push_back(topology::kMilliPerGpu - u);
+    topology::NodeGpuState s;
+    s.gpus = spec.gpus;
+    s.gpu_free_milli = free;
+    s.cpu_capacity_milli = spec.allocatable.cpu_milli();
+    s.cpu_free_milli = spec.allocatable.cpu_milli() - ns.used.cpu_milli();
+    s.memory_free = spec.allocatable.memory() - ns.used.memory();
+    return model->NodeFragmentation(s);
+  };
+  std::vector<double> frag(c.num_nodes());
+  double total_frag = 0;
+  for (uint32_t i = 0; i < c.num_nodes(); ++i) total_frag += frag[i] = frag_of(topology::NodeId(i));
+  auto record = [&] {
+    const double cap = static_cast<double>(r.capacity_milli);
+    r.curve.push_back({100.0 * static_cast<double>(r.arrived_milli) / cap,
+                       100.0 * static_cast<double>(r.allocated_milli) / cap, 100.0 * total_frag / cap});
+  };
+
+  const std::vector<uint32_t> order = SampleArrivals(pods, r.capacity_milli, options);
+  if (order.empty()) return absl::InvalidArgumentError("FGD protocol: no pod requests a GPU");
+  int next_pct = 0;
+  for (uint32_t k : order) {
+    const OpenbPod& pod = pods[k];
+    scheduler::JobSpec spec;
+    spec.name = absl::StrCat("pod-", r.pods);
+    scheduler::RoleSpec role;
+    role.request = topology::Resources(pod.cpu_milli, pod.memory, 0);
+    role.gpu = {pod.num_gpu, pod.num_gpu > 0 ? pod.gpu_milli : topology::kMilliPerGpu};
+    spec.roles.push_back(role);
+    if (pod.gpu_models.size() == 1) spec.gpu_model = pod.gpu_models[0];
+    auto id = e.SubmitJob(std::move(spec));
+    if (!id.ok()) return id.status();
+    clock.Advance(1);
+    e.RunCycle();
+    const scheduler::Job& job = e.state().job(*id);
+    r.arrived_milli += pod.num_gpu * pod.gpu_milli;
+    ++r.pods;
+    const topology::NodeId node = job.task(0).node;
+    if (job.phase() == scheduler::JobPhase::kRunning && node.valid()) {
+      r.allocated_milli += pod.num_gpu * pod.gpu_milli;
+      total_frag -= frag[node.value()];
+      frag[node.value()] = frag_of(node);
+      total_frag += frag[node.value()];
+    } else {
+      ++r.failed_pods;
+      if (auto s = e.CancelJob(*id); !s.ok()) return s;
+    }
+    while (100 * r.arrived_milli >= static_cast<int64_t>(next_pct) * r.capacity_milli) {
+      record();
+      ++next_pct;
+    }
+  }
+  record();
+  r.gpu_alloc_ratio = r.curve.back().alloc_pct;
+  r.arrived_ratio = r.curve.back().arrived_pct;
+  r.frag_pct = r.curve.back().frag_pct;
+  return r;
+}
+
+}  // namespace ringmaster::simulator
