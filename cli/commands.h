@@ -14,6 +14,8 @@ void RegisterScheduleCommand(CLI::App& app);
 void RegisterPolicyCommand(CLI::App& app);
 void RegisterTopoCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
+void RegisterCoordinatorCommand(CLI::App& app);
+void RegisterShimCommand(CLI::App& app);
 
 }  // namespace ringmaster::cli
 

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterPolicyCommand(app);
   ringmaster::cli::RegisterTopoCommand(app);
   ringmaster::cli::RegisterSimulateCommand(app);
+  ringmaster::cli::RegisterCoordinatorCommand(app);
+  ringmaster::cli::RegisterShimCommand(app);
   // Further subcommands register here, one line each.
   CLI11_PARSE(app, argc, argv);
   return ringmaster::cli::ExitCode();

@@ -283,6 +283,13 @@ absl::StatusOr<int64_t> Coordinator::ReportFailure(
     }
   }
   for (const auto& d : dropped) job.workers.erase(d);
+  if (dropped.empty() && options_.failure_report_grace > absl::ZeroDuration()) {
+    if (job.pending_failure_generation != job.generation) {
+      job.pending_failure_generation = job.generation;
+      job.pending_failure_since = now;
+    }
+    return job.generation;  // Tick() forces the re-formation if need be.
+  }
   Reconcile(job, api::REASON_FAILURE, dropped, /*force=*/true);
   changed_.SignalAll();
   return job.generation;
@@ -371,6 +378,14 @@ void Coordinator::Tick() {
     if (job.adopting && now - job.adopt_since >= options_.adoption_grace) {
       // Not every previous member came back: re-form with those that did.
       job.adopting = false;
+      Reconcile(job, api::REASON_FAILURE, {}, /*force=*/true);
+      changed_.SignalAll();
+      continue;
+    }
+    if (job.pending_failure_generation == job.generation &&
+        now - job.pending_failure_since >= options_.failure_report_grace) {
+      // Reported, but nobody was found dead: everybody re-forms.
+      job.pending_failure_generation = 0;
       Reconcile(job, api::REASON_FAILURE, {}, /*force=*/true);
       changed_.SignalAll();
       continue;

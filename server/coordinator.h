@@ -41,6 +41,11 @@ struct CoordinatorOptions {
   // After a coordinator restart, how long a re-adopted job waits for all of
   // its previous members before it re-forms with those that came back.
   absl::Duration adoption_grace = absl::Seconds(5);
+  // A failure report that names nobody already known dead waits this long
+  // for the dead peer to be detected (dropped stream, late heartbeats) before
+  // forcing a re-formation with the same members; this saves a useless
+  // generation that still contains the dead worker. Zero = force at once.
+  absl::Duration failure_report_grace = absl::Milliseconds(300);
   // Limits on the key-value store, per value and per (job, generation).
   size_t max_value_bytes = 1 << 20;
   size_t max_keys_per_generation = 4096;
@@ -99,9 +104,10 @@ class Coordinator {
 
   // A peer reports a failed collective. Publishes a failure generation
   // without the suspect (or, with no suspect, without members whose
-  // heartbeats are late or whose stream is gone; if none, with the same
-  // members so that everybody re-forms). Reports for an older generation are
-  // ignored. Returns the current generation.
+  // heartbeats are late or whose stream is gone; if none, after
+  // failure_report_grace with the same members so that everybody re-forms).
+  // Reports for an older generation are ignored. Returns the current
+  // generation.
   absl::StatusOr<int64_t> ReportFailure(
       const api::ReportFailureRequest& request);
 
@@ -151,6 +157,9 @@ class Coordinator {
     bool adopting = false;  // re-adopted after a restart, not yet re-formed
     absl::Time adopt_since;
     absl::Time published_at;
+    // A failure report for this generation awaits its grace period.
+    int64_t pending_failure_generation = 0;
+    absl::Time pending_failure_since;
     std::map<std::string, std::string> kv;  // current generation only
   };
 

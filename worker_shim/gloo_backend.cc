@@ -8,6 +8,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,10 @@ void RunAllReduce(const std::shared_ptr<gloo::Context>& ctx, void* data,
 
 absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
     GlooOptions options) {
+  // Gloo's TCP transport writes with writev(), which raises SIGPIPE when the
+  // peer has died; a dead peer must be an error we recover from, not our own
+  // death. (Process-wide, as every networking library must do.)
+  ::signal(SIGPIPE, SIG_IGN);
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;

@@ -26,6 +26,7 @@ struct GlooOptions {
 
 class GlooBackend final : public CollectiveBackend {
  public:
+  // Also sets SIGPIPE to be ignored in this process (see the .cc).
   static absl::StatusOr<std::unique_ptr<GlooBackend>> Create(
       GlooOptions options);
 

@@ -62,6 +62,7 @@ struct Config {
   int rendezvous_delay_ms = 0;
   std::string backend = "gloo";
   std::string out;
+  std::string reform_log;
   bool reference = false;
 };
 
@@ -193,6 +194,7 @@ int RunReference(const Config& c) {
   return 0;
 }
 
+
 const char* ReasonName(ringmaster::api::Reason r) {
   switch (r) {
     case ringmaster::api::REASON_INITIAL: return "initial";
@@ -202,6 +204,24 @@ const char* ReasonName(ringmaster::api::Reason r) {
     case ringmaster::api::REASON_RECOVERY: return "recovery";
     default: return "unspecified";
   }
+}
+
+// Appends the newest re-formation to --reform-log (one JSON object a line),
+// for bench/reform.sh.
+void LogReform(const Config& c, const Shim& s) {
+  if (c.reform_log.empty() || s.reforms().empty()) return;
+  const auto& r = s.reforms().back();
+  nlohmann::json j = {{"worker", c.worker},
+                      {"generation", r.generation},
+                      {"reason", ReasonName(r.reason)},
+                      {"rank", r.rank},
+                      {"world_size", r.world_size},
+                      {"rolled_back", r.rolled_back},
+                      {"published_us", r.published_unix_us},
+                      {"formed_us", r.formed_unix_us},
+                      {"synced_us", r.synced_unix_us}};
+  std::ofstream f(c.reform_log, std::ios::app);
+  f << j.dump() << "\n";
 }
 
 int RunElastic(const Config& c) {
@@ -238,6 +258,7 @@ int RunElastic(const Config& c) {
     std::cerr << c.worker << ": start: " << st << "\n";
     return 1;
   }
+  LogReform(c, s);
   const int64_t total = c.samples * c.epochs;
   auto removed = [&] {
     std::cerr << c.worker << ": removed at generation " << s.generation()
@@ -262,6 +283,7 @@ int RunElastic(const Config& c) {
         return 1;
       }
       if (*b == Shim::Boundary::kRemoved) return removed();
+      LogReform(c, s);
       continue;  // state restored to the last commit and synced
     }
     ApplyStep(c, buf, len, s.world_size(), w, p);
@@ -277,6 +299,7 @@ int RunElastic(const Config& c) {
       return 1;
     }
     if (*b == Shim::Boundary::kRemoved) return removed();
+    if (*b == Shim::Boundary::kReformed) LogReform(c, s);
   }
   // Done: everyone holds the final state.
   nlohmann::json gens = nlohmann::json::array();
@@ -320,6 +343,8 @@ int main(int argc, char** argv) {
                  "sleep before each rendezvous (tests)");
   app.add_option("--backend", c.backend, "gloo or nccl");
   app.add_option("--out", c.out, "JSON result file");
+  app.add_option("--reform-log", c.reform_log,
+                 "append one JSON line per re-formation (benchmarks)");
   app.add_flag("--reference", c.reference, "serial run, no shim");
   CLI11_PARSE(app, argc, argv);
   if (c.reference) return RunReference(c);

@@ -20,6 +20,7 @@ class CoordinatorTest : public ::testing::Test {
     o.adoption_grace = absl::Seconds(5);
     o.max_value_bytes = 64;
     o.max_keys_per_generation = 4;
+    o.failure_report_grace = absl::Seconds(1);
     o.now = [this] { return now_; };
     return o;
   }
@@ -165,13 +166,39 @@ TEST_F(CoordinatorTest, FailureReportForcesReformAndStaleReportsAreIgnored) {
   f.set_job("j");
   f.set_reporter("a");
   f.set_generation(1);
-  EXPECT_EQ(*coord_.ReportFailure(f), 2);  // everyone alive: same members
+  // Nobody is known dead: the report waits out its grace period first.
+  EXPECT_EQ(*coord_.ReportFailure(f), 1);
+  coord_.Tick();
+  EXPECT_FALSE(Next(a).has_value());
+  now_ += absl::Seconds(1);
+  coord_.Tick();  // still nobody dead: everyone re-forms
+  EXPECT_EQ(coord_.GetJob("j")->generation(), 2);
   EXPECT_EQ(Members(*Next(a)), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(*coord_.ReportFailure(f), 2);  // about generation 1: ignored
   f.set_generation(2);
   f.set_suspect("b");
   EXPECT_EQ(*coord_.ReportFailure(f), 3);
   EXPECT_EQ(Members(*Next(a)), (std::vector<std::string>{"a"}));
+}
+
+TEST_F(CoordinatorTest, FailureReportThenDroppedStreamMakesOneGeneration) {
+  auto a = Join("a", 3);
+  auto b = Join("b");
+  Join("c");
+  Next(a);
+  api::ReportFailureRequest f;
+  f.set_job("j");
+  f.set_reporter("a");
+  f.set_generation(1);
+  EXPECT_EQ(*coord_.ReportFailure(f), 1);  // c's death not seen yet
+  coord_.Disconnect(b);                    // now it is (b died)
+  now_ += absl::Seconds(2);
+  coord_.Tick();  // the pending report is about generation 1: done with
+  auto u = Next(a);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->generation(), 2);
+  EXPECT_EQ(Members(*u), (std::vector<std::string>{"a", "c"}));
+  EXPECT_FALSE(Next(a).has_value());  // no second, useless generation
 }
 
 TEST_F(CoordinatorTest, KvIsScopedByGeneration) {
@@ -275,11 +302,11 @@ TEST_F(CoordinatorTest, KvWaitEndsOnKeysTimeoutOrNewGeneration) {
   w.add_keys("never");
   std::thread resizer([&] {
     absl::SleepFor(absl::Milliseconds(20));
-    Join("b");  // target 1: b is standby; force a failure generation instead
-    api::ReportFailureRequest f;
-    f.set_job("j");
-    f.set_generation(1);
-    coord_.ReportFailure(f).IgnoreError();
+    Join("b");  // target 1: b is standby until the job grows
+    api::ResizeRequest r;
+    r.set_job("j");
+    r.set_workers(2);
+    coord_.Resize(r).IgnoreError();
   });
   EXPECT_EQ(coord_.KvWait(w).code(), absl::StatusCode::kAborted);
   resizer.join();

@@ -1,0 +1,248 @@
+// reform_bench: re-formation latency of the worker shim, measured with real
+// worker processes (examples/elastic_trainer) on 127.0.0.1 and an in-process
+// coordinator.
+//
+// For each trial, from a job of --workers N members:
+//  - planned_shrink: resize to N-1; the last rank leaves at a step boundary.
+//  - kill9: SIGKILL the last rank; detect_ms = coordinator publishes the
+//    failure generation - kill time.
+//  reform_ms = (latest survivor holding a working communicator) - (new
+//  generation published), from the survivors' --reform-log records (same
+//  machine, same clock). It includes waiting for the next step boundary
+//  (planned) or for the blocked collective to fail (kill9).
+// After each trial a fresh worker is started and the job grows back to N;
+// that re-formation is reported as kind "grow".
+// Prints one JSON line per kind: workers, kind, trials, reform_ms_p50,
+// reform_ms_p99, detect_ms (p50; kill9 only).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "server/coordinator_service.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ringmaster::api::JobStatus;
+
+struct Flags {
+  std::string trainer;
+  int workers = 4;
+  std::string kind = "planned";
+  int trials = 10;
+  int step_delay_ms = 5;
+};
+
+class Bench {
+ public:
+  explicit Bench(const Flags& f) : f_(f) {
+    dir_ = fs::temp_directory_path() /
+           ("rm_reform_bench_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ringmaster::server::CoordinatorOptions o;
+    o.heartbeat_timeout = absl::Seconds(30);
+    server_ = *ringmaster::server::CoordinatorServer::Start(
+        "127.0.0.1:0", o, absl::Milliseconds(50));
+  }
+  ~Bench() {
+    for (auto& [w, pid] : pids_) {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+    server_->Stop();
+    if (ok_) fs::remove_all(dir_);
+  }
+
+  std::string Spawn() {
+    const std::string name = "w" + std::to_string(next_++);
+    std::vector<std::string> args = {
+        f_.trainer, "--coordinator", server_->address(), "--job", "bench",
+        "--worker", name, "--workers", std::to_string(f_.workers),
+        "--samples", "1024", "--epochs", "1000000", "--batch", "64",
+        "--commit-every", "8", "--step-delay-ms",
+        std::to_string(f_.step_delay_ms), "--reform-log",
+        (dir_ / (name + ".jsonl")).string()};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::freopen((dir_ / (name + ".log")).c_str(), "w", stderr);
+      for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      std::_Exit(127);
+    }
+    pids_[name] = pid;
+    return name;
+  }
+
+  JobStatus Job() {
+    auto j = server_->core().GetJob("bench");
+    return j.ok() ? *j : JobStatus();
+  }
+
+  // The reform record of `worker` for `generation`, if written yet.
+  std::optional<nlohmann::json> Record(const std::string& worker,
+                                       int64_t generation) {
+    std::ifstream in(dir_ / (worker + ".jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j["generation"] == generation) return j;
+    }
+    return std::nullopt;
+  }
+
+  // Waits until generation `gen` exists with `size` members and every member
+  // logged it; returns max(formed_us) - published_us in ms, or -1.
+  double WaitFormed(int64_t gen, int size, int64_t* published_us) {
+    // (a failure may take more than one generation to settle)
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      JobStatus j = Job();
+      if (j.generation() >= gen && j.members_size() == size) {
+        gen = j.generation();  // the first generation of that size
+        int64_t formed = 0;
+        int64_t published = 0;
+        bool all = true;
+        for (const auto& m : j.members()) {
+          auto r = Record(m.worker_id(), gen);
+          if (!r) {
+            all = false;
+            break;
+          }
+          formed = std::max<int64_t>(formed, (*r)["formed_us"]);
+          published = (*r)["published_us"];
+        }
+        if (all) {
+          if (published_us) *published_us = published;
+          return (formed - published) / 1e3;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return -1;
+  }
+
+  void Reap(const std::string& w) {
+    ::waitpid(pids_[w], nullptr, 0);
+    pids_[w] = 0;
+  }
+
+  int Run() {
+    for (int i = 0; i < f_.workers; ++i) Spawn();
+    if (WaitFormed(1, f_.workers, nullptr) < 0) {
+      std::cerr << "initial gang never formed\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<double> shrink, grow, detect;
+    for (int t = 0; t < f_.trials; ++t) {
+      JobStatus j = Job();
+      const int64_t g = j.generation();
+      const std::string victim = j.members(j.members_size() - 1).worker_id();
+      int64_t published = 0;
+      if (f_.kind == "planned") {
+        ringmaster::api::ResizeRequest r;
+        r.set_job("bench");
+        r.set_workers(f_.workers - 1);
+        (void)server_->core().Resize(r);
+        const double ms = WaitFormed(g + 1, f_.workers - 1, &published);
+        if (ms < 0) return Fail("planned shrink", t);
+        shrink.push_back(ms);
+        Reap(victim);
+        Spawn();
+        r.set_workers(f_.workers);
+        (void)server_->core().Resize(r);
+      } else {
+        const int64_t kill_us = absl::ToUnixMicros(absl::Now());
+        ::kill(pids_[victim], SIGKILL);
+        Reap(victim);
+        const double ms = WaitFormed(g + 1, f_.workers - 1, &published);
+        if (ms < 0) return Fail("kill -9", t);
+        shrink.push_back(ms);
+        detect.push_back((published - kill_us) / 1e3);
+        Spawn();  // the target is still N: the job grows back by itself
+      }
+      const double gms = WaitFormed(Job().generation() + 1, f_.workers, nullptr);
+      if (gms < 0) return Fail("grow", t);
+      grow.push_back(gms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    Print(f_.kind == "planned" ? "planned_shrink" : "kill9", shrink, detect);
+    Print(f_.kind == "planned" ? "grow_after_planned" : "grow_after_kill9",
+          grow, {});
+    return 0;
+  }
+
+ private:
+  int Fail(const char* what, int trial) {
+    ok_ = false;
+    std::cerr << what << " did not re-form in trial " << trial << "; logs in "
+              << dir_ << "; job: " << Job().ShortDebugString() << "\n";
+    for (auto& [w, pid] : pids_) {
+      int status = 0;
+      if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
+        std::cerr << w << " exited, status " << status << "\n";
+        pid = 0;
+      }
+    }
+    return 1;
+  }
+  static double Pct(std::vector<double> v, double p) {
+    if (v.empty()) return -1;
+    std::sort(v.begin(), v.end());
+    const size_t i = std::min(v.size() - 1,
+                              static_cast<size_t>(p * (v.size() - 1) + 0.5));
+    return v[i];
+  }
+  void Print(const std::string& kind, const std::vector<double>& reform,
+             const std::vector<double>& detect) {
+    nlohmann::json j = {{"workers", f_.workers},
+                        {"kind", kind},
+                        {"trials", reform.size()},
+                        {"reform_ms_p50", Pct(reform, 0.5)},
+                        {"reform_ms_p99", Pct(reform, 0.99)},
+                        {"detect_ms", detect.empty() ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(Pct(detect, 0.5))}};
+    std::cout << j.dump() << std::endl;
+  }
+
+  Flags f_;
+  fs::path dir_;
+  std::unique_ptr<ringmaster::server::CoordinatorServer> server_;
+  std::map<std::string, pid_t> pids_;
+  int next_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"reform_bench: shim re-formation latency"};
+  app.add_option("--trainer", f.trainer, "elastic_trainer binary")->required();
+  app.add_option("--workers", f.workers, "members before the change")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--kind", f.kind, "planned or kill9")
+      ->check(CLI::IsMember({"planned", "kill9"}));
+  app.add_option("--trials", f.trials, "trials")->check(CLI::PositiveNumber);
+  app.add_option("--step-delay-ms", f.step_delay_ms, "trainer step time");
+  CLI11_PARSE(app, argc, argv);
+  Bench bench(f);
+  return bench.Run();
+}
