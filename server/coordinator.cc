@@ -202,7 +202,8 @@ absl::StatusOr<std::optional<std::string>> Coordinator::KvGet(
   return std::optional<std::string>(it->second);
 }
 
-absl::Status Coordinator::KvWait(const api::KvWaitRequest& request) {
+absl::StatusOr<std::vector<std::string>> Coordinator::KvWait(
+    const api::KvWaitRequest& request) {
   if (request.timeout_ms() < 0) {
     return absl::InvalidArgumentError("timeout_ms must not be negative");
   }
@@ -230,7 +231,13 @@ absl::Status Coordinator::KvWait(const api::KvWaitRequest& request) {
     for (const auto& key : request.keys()) {
       if (!(*job)->kv.contains(key)) missing.push_back(key);
     }
-    if (missing.empty()) return absl::OkStatus();
+    if (missing.empty()) {
+      std::vector<std::string> values;
+      if (request.return_values()) {
+        for (const auto& key : request.keys()) values.push_back((*job)->kv[key]);
+      }
+      return values;
+    }
     if (changed_.WaitWithDeadline(&mu_, deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "timed out waiting for keys: ", absl::StrJoin(missing, ", ")));

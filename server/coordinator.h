@@ -96,9 +96,11 @@ class Coordinator {
   absl::Status KvSet(const api::KvSetRequest& request);
   absl::StatusOr<std::optional<std::string>> KvGet(
       const api::KvGetRequest& request);
-  // Blocks until every key exists (OK), the timeout passes
-  // (DEADLINE_EXCEEDED) or the generation is superseded (ABORTED).
-  absl::Status KvWait(const api::KvWaitRequest& request);
+  // Blocks until every key exists (OK, with the values in key order when
+  // request.return_values), the timeout passes (DEADLINE_EXCEEDED) or the
+  // generation is superseded (ABORTED).
+  absl::StatusOr<std::vector<std::string>> KvWait(
+      const api::KvWaitRequest& request);
 
   absl::Status CommitProgress(const api::CommitProgressRequest& request);
 

@@ -59,8 +59,11 @@ grpc::Status CoordinatorService::KvGet(grpc::ServerContext*,
 
 grpc::Status CoordinatorService::KvWait(grpc::ServerContext*,
                                         const api::KvWaitRequest* req,
-                                        api::KvWaitReply*) {
-  return ToGrpc(core_.KvWait(*req));
+                                        api::KvWaitReply* out) {
+  auto values = core_.KvWait(*req);
+  if (!values.ok()) return ToGrpc(values.status());
+  for (auto& v : *values) out->add_values(std::move(v));
+  return grpc::Status::OK;
 }
 
 grpc::Status CoordinatorService::CommitProgress(

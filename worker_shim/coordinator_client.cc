@@ -211,6 +211,23 @@ absl::Status CoordinatorClient::KvWait(int64_t generation,
   return FromGrpc(Stub()->KvWait(ctx.get(), req, &reply));
 }
 
+absl::StatusOr<std::string> CoordinatorClient::KvWaitGet(
+    int64_t generation, const std::string& key, absl::Duration timeout) {
+  api::KvWaitRequest req;
+  req.set_job(options_.job);
+  req.set_generation(generation);
+  req.add_keys(key);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  req.set_return_values(true);
+  api::KvWaitReply reply;
+  auto ctx = MakeContext(timeout + options_.rpc_timeout);
+  if (auto s = FromGrpc(Stub()->KvWait(ctx.get(), req, &reply)); !s.ok()) {
+    return s;
+  }
+  if (reply.values_size() != 1) return absl::InternalError("no value");
+  return reply.values(0);
+}
+
 absl::Status CoordinatorClient::CommitProgress(int64_t generation,
                                                int64_t step,
                                                int64_t position) {

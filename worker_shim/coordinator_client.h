@@ -67,6 +67,10 @@ class CoordinatorClient {
                                                    const std::string& key);
   absl::Status KvWait(int64_t generation, const std::vector<std::string>& keys,
                       absl::Duration timeout);
+  // Waits for `key` and returns its value, in one round trip.
+  absl::StatusOr<std::string> KvWaitGet(int64_t generation,
+                                        const std::string& key,
+                                        absl::Duration timeout);
   absl::Status CommitProgress(int64_t generation, int64_t step,
                               int64_t position);
   // Returns the coordinator's current generation.

@@ -21,13 +21,9 @@ void KvStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 std::vector<char> KvStore::get(const std::string& key) {
-  wait({key});
-  auto value = client_.KvGet(generation_, key);
+  auto value = client_.KvWaitGet(generation_, key, default_timeout_);
   if (!value.ok()) Throw(value.status());
-  if (!value->has_value()) {
-    Throw(absl::NotFoundError(absl::StrCat("key '", key, "' vanished")));
-  }
-  return std::vector<char>((*value)->begin(), (*value)->end());
+  return std::vector<char>(value->begin(), value->end());
 }
 
 void KvStore::wait(const std::vector<std::string>& keys) {

@@ -286,7 +286,8 @@ TEST_F(CoordinatorTest, KvWaitEndsOnKeysTimeoutOrNewGeneration) {
   w.set_generation(1);
   w.add_keys("x");
   w.set_timeout_ms(20);
-  EXPECT_EQ(coord_.KvWait(w).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(coord_.KvWait(w).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
   w.set_timeout_ms(10000);
   std::thread writer([&] {
     absl::SleepFor(absl::Milliseconds(20));
@@ -294,9 +295,13 @@ TEST_F(CoordinatorTest, KvWaitEndsOnKeysTimeoutOrNewGeneration) {
     set.set_job("j");
     set.set_generation(1);
     set.set_key("x");
+    set.set_value("x-value");
     coord_.KvSet(set).IgnoreError();
   });
-  EXPECT_TRUE(coord_.KvWait(w).ok());
+  w.set_return_values(true);
+  auto values = coord_.KvWait(w);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(*values, std::vector<std::string>{"x-value"});
   writer.join();
   w.clear_keys();
   w.add_keys("never");
@@ -308,7 +313,7 @@ TEST_F(CoordinatorTest, KvWaitEndsOnKeysTimeoutOrNewGeneration) {
     r.set_workers(2);
     coord_.Resize(r).IgnoreError();
   });
-  EXPECT_EQ(coord_.KvWait(w).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(coord_.KvWait(w).status().code(), absl::StatusCode::kAborted);
   resizer.join();
 }
 
