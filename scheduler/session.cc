@@ -17,9 +17,10 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     queues_[q].spec = &tree.spec(q);
     queues_[q].usage = &state_.queue_usage(QueueId(q));
     queues_[q].deserved = state_.total();
+    queues_[q].request = queues_[q].allocated();  // descendants included
   }
-  jobs_.assign(state_.active_jobs().begin(), state_.active_jobs().end());
-  // Demand and admitted minimums, rolled up the queue tree.
+  jobs_.assign(state_.waiting_jobs().begin(), state_.waiting_jobs().end());
+  // Pending demand and admitted minimums, rolled up the queue tree.
   for (JobId id : jobs_) {
     const Job& job = state_.job(id);
     Resources pending;
@@ -29,7 +30,6 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     const bool admitted_not_running = job.phase() == JobPhase::kInqueue;
     int q = static_cast<int>(job.queue().value());
     while (q >= 0) {
-      queues_[q].request += job.allocated();
       queues_[q].request += pending;
       if (admitted_not_running) queues_[q].inqueue += job.min_request();
       q = tree.parent(static_cast<uint32_t>(q));

@@ -101,7 +101,7 @@ class Session {
   QueueInfo& queue(QueueId q) { return queues_[q.value()]; }
   const QueueInfo& queue(QueueId q) const { return queues_[q.value()]; }
 
-  // Jobs this session looks at (active, not terminal), by id.
+  // Jobs this session looks at: active jobs with a Pending task, by id.
   const std::vector<JobId>& jobs() const { return jobs_; }
 
   // Records why a job is still pending after this cycle (last writer wins).

@@ -28,6 +28,7 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
   JobId id(static_cast<uint32_t>(jobs_.size()));
   jobs_.push_back(std::make_unique<Job>(id, std::move(spec), queue, now));
   active_.insert(id);
+  UpdateWaiting(*jobs_.back());
   return id;
 }
 
@@ -35,6 +36,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   Job& j = job(id);
   j.set_phase(terminal);
   active_.erase(id);
+  waiting_.erase(id);
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
 }
 
@@ -62,6 +64,14 @@ int64_t State::GpuFree(NodeId n, int d, bool future) const {
   const NodeState& s = nodes_[n.value()];
   if (!future) return topology::kMilliPerGpu - s.gpu_used[d];
   return topology::kMilliPerGpu - s.gpu_used[d] + s.gpu_releasing[d] - s.gpu_pipelined[d];
+}
+
+void State::UpdateWaiting(const Job& job) {
+  if (active_.count(job.id()) && job.Count(TaskState::kPending) > 0) {
+    waiting_.insert(job.id());
+  } else {
+    waiting_.erase(job.id());
+  }
 }
 
 void State::Refresh(NodeId n) {
@@ -103,6 +113,7 @@ void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gp
   }
   job.NoteState(t.state, to, i);
   t.state = to;
+  UpdateWaiting(job);
 }
 
 void State::Unplace(Job& job, uint32_t i) { Release(job, i, TaskState::kPending); }
@@ -122,6 +133,7 @@ void State::SetState(Job& job, uint32_t i, TaskState to) {
   }
   job.NoteState(t.state, to, i);
   t.state = to;
+  UpdateWaiting(job);
 }
 
 void State::Release(Job& job, uint32_t i, TaskState to) {
@@ -151,6 +163,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
   t.gpus.clear();
   job.NoteState(t.state, to, i);
   t.state = to;
+  UpdateWaiting(job);
 }
 
 absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
@@ -197,6 +210,10 @@ absl::Status State::CheckInvariants() const {
   std::vector<Resources> qalloc(queues_.size());
   for (const auto& jp : jobs_) {
     const Job& j = *jp;
+    const bool should_wait = active_.count(j.id()) && j.Count(TaskState::kPending) > 0;
+    if (should_wait != (waiting_.count(j.id()) > 0)) {
+      return absl::InternalError(absl::StrCat("7: job ", j.name(), " waiting set is off"));
+    }
     Resources jalloc;
     for (const Task& t : j.tasks()) {
       if (!HoldsNode(t.state)) continue;

@@ -11,6 +11,7 @@
 //   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
 //      its descendants'.
 //   6. A Running job has ReadyCount() >= min_member().
+//   7. waiting_jobs() holds exactly the active jobs with a Pending task.
 #ifndef RINGMASTER_SCHEDULER_STATE_H_
 #define RINGMASTER_SCHEDULER_STATE_H_
 
@@ -73,6 +74,10 @@ class State {
   size_t num_jobs() const { return jobs_.size(); }
   // Jobs not yet Completed / Failed / Aborted, by id.
   const std::set<JobId>& active_jobs() const { return active_; }
+  // Active jobs with at least one Pending task: what a cycle has to look at.
+  // Kept incrementally, so a cycle's cost follows the backlog, not the
+  // number of running jobs.
+  const std::set<JobId>& waiting_jobs() const { return waiting_; }
 
   JobId AddJob(JobSpec spec, QueueId queue, Timestamp now);
   // Marks a job terminal and takes it off the active set. Every task must have
@@ -120,6 +125,7 @@ class State {
 
  private:
   void AddUsage(Job& job, uint32_t i, int sign);
+  void UpdateWaiting(const Job& job);
   void Refresh(NodeId n);
 
   std::unique_ptr<topology::Cluster> cluster_;  // heap: free_ points into it
@@ -129,6 +135,7 @@ class State {
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;
   std::set<JobId> active_;
+  std::set<JobId> waiting_;
   // Per node: (job, task) pairs holding or pipelined to it.
   std::vector<std::vector<std::pair<JobId, uint32_t>>> node_tasks_;
   Resources total_;
