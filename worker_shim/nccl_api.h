@@ -44,6 +44,8 @@ struct NcclApi {
 
 // Calls the real libnccl / libcudart. Defined in nccl_real.cc.
 NcclApi RealNcclApi();
+// True when the NCCL loaded at run time has ncclCommRevoke (2.28 and later).
+bool RealNcclHasRevoke();
 
 }  // namespace ringmaster::shim
 

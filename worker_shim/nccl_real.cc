@@ -1,17 +1,45 @@
 // The real NCCL / CUDA call table; see nccl_api.h. Only this file links
 // libnccl and libcudart.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include "worker_shim/nccl_api.h"
 
 namespace ringmaster::shim {
+namespace {
+
+// ncclCommShrink and ncclCommRevoke are new in NCCL 2.27 / 2.28. They are
+// looked up when the process runs, not linked, so a binary built against
+// 2.28 still starts on a machine whose NCCL is older; there the calls answer
+// ncclInvalidUsage and the backend falls back to abort + a fresh communicator.
+using ShrinkFn = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
+using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
+
+template <typename Fn>
+Fn Lookup(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
+bool RealNcclHasRevoke() { return Lookup<RevokeFn>("ncclCommRevoke") != nullptr; }
 
 NcclApi RealNcclApi() {
   NcclApi api;
   api.get_unique_id = &ncclGetUniqueId;
   api.comm_init_rank_config = &ncclCommInitRankConfig;
-  api.comm_shrink = &ncclCommShrink;
-  api.comm_revoke = &ncclCommRevoke;
+  if (ShrinkFn shrink = Lookup<ShrinkFn>("ncclCommShrink"); shrink != nullptr) {
+    api.comm_shrink = shrink;
+  } else {
+    api.comm_shrink = [](ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
+      return ncclInvalidUsage;
+    };
+  }
+  if (RevokeFn revoke = Lookup<RevokeFn>("ncclCommRevoke"); revoke != nullptr) {
+    api.comm_revoke = revoke;
+  } else {
+    api.comm_revoke = [](ncclComm_t, int) { return ncclInvalidUsage; };
+  }
   api.comm_abort = &ncclCommAbort;
   api.comm_get_async_error = &ncclCommGetAsyncError;
   api.all_reduce = &ncclAllReduce;
