@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 JOBS="${JOBS:-$(nproc)}"
+# Let ccache reuse objects across clones in different folders.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 export CTEST_OUTPUT_ON_FAILURE=1
 
 echo "== build (RelWithDebInfo, -Werror)"
