@@ -24,6 +24,9 @@ struct SimulateFlags {
   uint64_t seed = 42;
   std::string out;
   std::string driver = "direct";
+  std::string ties = "lowest";
+  std::string fgd_score = "exact";
+  double typical_pct = 100;
 };
 
 // JSON string literal (the few characters paths may need escaped).
@@ -57,7 +60,10 @@ int RunFgd(const SimulateFlags& f) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  const simulator::FgdOptions options{*policy, f.tune, f.seed};
+  simulator::FgdOptions options{*policy, f.tune, f.seed};
+  options.random_ties = f.ties == "random";
+  options.authors_fgd_score = f.fgd_score == "authors";
+  options.typical_pct = f.typical_pct;
   auto r = f.driver == "engine" ? simulator::RunFgdProtocolOnEngine(*nodes, *pods, options)
                                 : simulator::RunFgdProtocol(*nodes, *pods, options);
   const double wall =
@@ -78,6 +84,7 @@ int RunFgd(const SimulateFlags& f) {
                              f.driver, topology::SharePolicyName(*policy))
           << "  \"nodes_file\": " << Quote(f.nodes) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
           << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
+          << absl::StrFormat("  \"ties\": \"%s\",\n  \"fgd_score\": \"%s\",\n  \"typical_pct\": %.4g,\n", f.ties, f.fgd_score, f.typical_pct)
           << absl::StrFormat("  \"nodes\": %d,\n  \"gpus\": %d,\n  \"pods\": %d,\n  \"failed_pods\": %d,\n",
                              r->nodes, r->capacity_milli / topology::kMilliPerGpu, r->pods, r->failed_pods)
           << absl::StrFormat("  \"gpu_alloc_ratio\": %.4f,\n  \"arrived_ratio\": %.4f,\n  \"frag_pct\": %.4f,\n",
@@ -118,6 +125,18 @@ void RegisterSimulateCommand(CLI::App& app) {
                   "direct: score every node with the policy functions (default); engine: one "
                   "cycle of scheduler::Engine with the gpu-share plugin per pod")
       ->check(CLI::IsMember({"direct", "engine"}));
+  sim->add_option("--ties", f->ties,
+                  "direct driver: lowest (lowest node index; default) or random (seeded draw among "
+                  "the equal best nodes, as upstream Kubernetes)")
+      ->check(CLI::IsMember({"random", "lowest"}));
+  sim->add_option("--fgd-score", f->fgd_score,
+                  "direct driver, placement fgd: authors (integer sigmoid score 0..100 as the "
+                  "authors' plugin) or exact (the exact fragmentation gradient; default)")
+      ->check(CLI::IsMember({"authors", "exact"}));
+  sim->add_option("--typical-pct", f->typical_pct,
+                  "FGD's workload: the most popular task classes covering this % of the pod list "
+                  "(100: all, default; the FGD authors' runs: 95)")
+      ->check(CLI::Range(1.0, 100.0));
   sim->callback([f] { ExitCode() = RunFgd(*f); });
 }
 

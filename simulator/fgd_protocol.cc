@@ -1,11 +1,13 @@
 #include "simulator/fgd_protocol.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -51,6 +53,10 @@ std::string StateKey(const NodeRt& n, bool with_hosted) {
 }
 
 }  // namespace
+
+double AuthorsFgdScore(double fragment_drop_milli) {
+  return std::floor(100.0 / (1.0 + std::exp(-fragment_drop_milli / 1000.0)));
+}
 
 absl::StatusOr<std::vector<OpenbPod>> ParseOpenbPodList(std::string_view text_in,
                                                         std::string_view filename_in) {
@@ -147,6 +153,31 @@ std::vector<topology::TaskClass> TaskClassesOf(const std::vector<OpenbPod>& pods
   return classes;
 }
 
+std::vector<topology::TaskClass> TypicalTaskClasses(const std::vector<OpenbPod>& pods, double typical_pct) {
+  // Count pods per class (memory is not part of the measure).
+  std::map<std::tuple<Quantity, int, Quantity, std::vector<std::string>>, double> count;
+  for (const OpenbPod& p : pods) {
+    std::vector<std::string> models = p.gpu_models;
+    std::sort(models.begin(), models.end());
+    count[{p.cpu_milli, p.num_gpu, p.num_gpu == 0 ? 0 : p.gpu_milli, models}] += 1;
+  }
+  std::vector<topology::TaskClass> classes;
+  for (const auto& [k, n] : count) {
+    classes.push_back({std::get<0>(k), 0, std::get<1>(k), std::get<2>(k), std::get<3>(k), n});
+  }
+  // Most popular first (ties: the map's order), then keep classes until
+  // they cover typical_pct of the pods.
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const topology::TaskClass& a, const topology::TaskClass& b) { return a.popularity > b.popularity; });
+  if (typical_pct >= 100) return classes;
+  const double want = typical_pct / 100.0 * static_cast<double>(pods.size());
+  double covered = 0;
+  size_t keep = 0;
+  while (keep < classes.size() && covered < want) covered += classes[keep++].popularity;
+  classes.resize(std::max<size_t>(keep, 1));
+  return classes;
+}
+
 std::vector<uint32_t> SampleArrivals(const std::vector<OpenbPod>& pods, int64_t capacity_milli,
                                      const FgdOptions& options) {
   std::mt19937_64 rng(options.seed);
@@ -170,7 +201,7 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options) {
   if (nodes.empty()) return absl::InvalidArgumentError("FGD protocol: no nodes");
   if (pods.empty()) return absl::InvalidArgumentError("FGD protocol: no pods");
-  auto model = topology::FragmentationModel::Create(TaskClassesOf(pods));
+  auto model = topology::FragmentationModel::Create(TypicalTaskClasses(pods, options.typical_pct));
   if (!model.ok()) return model.status();
   const topology::SharePolicy policy = options.policy;
   const bool clustering = policy == topology::SharePolicy::kGpuClustering;
@@ -235,6 +266,8 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
     const std::set<uint32_t>* bucket;
   };
   std::vector<Candidate> cands;
+  std::vector<std::pair<uint32_t, size_t>> eligible;  // node, index in cands
+  std::mt19937_64 tie_rng(options.seed ^ 0x71e5ULL);
   int next_pct = 0;
   auto record = [&] {
     FgdCurvePoint p;
@@ -260,27 +293,40 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
         if (c) cands.push_back({c->score, rep, std::move(c->gpus), &members});
       }
     }
+    if (policy == topology::SharePolicy::kFgd && options.authors_fgd_score) {
+      // The authors' FGD score plugin returns an integer node score:
+      // int64(sigmoid((frag_before - frag_after) / 1000) * 100), in [0, 100].
+      for (Candidate& c : cands) c.score = AuthorsFgdScore(c.score);
+    }
     std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
       return a.score != b.score ? a.score > b.score : a.node < b.node;
     });
-    // The best candidate with memory to spare (all nodes of a bucket score alike).
+    // The best-scored nodes with memory to spare (all nodes of a bucket
+    // score alike): the first of them in (score, representative node index)
+    // order, or with random_ties a seeded uniform draw among them (like the
+    // Kubernetes framework's selectHost).
     int64_t chosen = -1;
     const std::vector<int>* gpus = nullptr;
-    for (const Candidate& c : cands) {
-      if (c.bucket == nullptr) {
-        if (rt[c.node].memory_free >= pod.memory) chosen = c.node;
-      } else {
-        for (uint32_t i : *c.bucket) {
-          if (rt[i].memory_free >= pod.memory) {
-            chosen = i;
-            break;
+    for (size_t i = 0; i < cands.size() && chosen < 0;) {
+      size_t j = i;
+      eligible.clear();
+      for (; j < cands.size() && cands[j].score == cands[i].score; ++j) {
+        const Candidate& c = cands[j];
+        if (c.bucket == nullptr) {
+          if (rt[c.node].memory_free >= pod.memory) eligible.emplace_back(c.node, j);
+        } else {
+          for (uint32_t m : *c.bucket) {
+            if (rt[m].memory_free >= pod.memory) eligible.emplace_back(m, j);
           }
         }
       }
-      if (chosen >= 0) {
-        gpus = &c.gpus;
-        break;
+      if (!eligible.empty()) {
+        const auto& pick =
+            eligible.size() == 1 || !options.random_ties ? eligible[0] : eligible[Below(tie_rng, eligible.size())];
+        chosen = pick.first;
+        gpus = &cands[pick.second].gpus;
       }
+      i = j;
     }
     r.arrived_milli += pod.num_gpu * pod.gpu_milli;
     ++r.pods;

@@ -59,7 +59,29 @@ struct FgdOptions {
   topology::SharePolicy policy = topology::SharePolicy::kFgd;
   double tune = 1.3;  // arrived GPU request / capacity at which arrivals stop
   uint64_t seed = 42;
+  // Direct driver only. true: ties between the best-scored feasible nodes go
+  // to a seeded uniform draw (what upstream Kubernetes' selectHost does);
+  // false (default): the lowest node index. With authors_fgd_score and
+  // typical_pct 95, lowest-index ties reproduce the published FGD numbers far
+  // better than random ones (docs/BENCHMARKS.md, "Topology / FGD").
+  bool random_ties = false;
+  // Direct driver, policy kFgd only: score nodes as the authors' FGD plugin
+  // does, AuthorsFgdScore of the fragmentation drop (integer 0..100, so
+  // close gradients tie); false: the exact gradient.
+  bool authors_fgd_score = false;
+  // Direct driver only. FGD's workload: the most popular task classes of the pod list that
+  // together cover this share (%) of its pods (the authors' runs: 95, their
+  // "typical pods"); 100 = every class.
+  double typical_pct = 100;
 };
+
+// The pod list's task classes, popularity = pod count, most popular first,
+// cut after the classes covering `typical_pct` % of the pods.
+std::vector<topology::TaskClass> TypicalTaskClasses(const std::vector<OpenbPod>& pods, double typical_pct);
+
+// int64(sigmoid(drop / 1000) * 100): the FGD authors' node score for a drop
+// of `fragment_drop_milli` in the node's expected fragmentation.
+double AuthorsFgdScore(double fragment_drop_milli);
 
 struct FgdCurvePoint {
   double arrived_pct = 0;  // arrived GPU request / capacity

@@ -156,6 +156,79 @@ TEST(FgdProtocolOnEngine, PlacesThroughTheEngineWithinCapacity) {
   }
 }
 
+TEST(FgdProtocol, AuthorsFgdScoreIsTheTruncatedSigmoidOfTheDrop) {
+  EXPECT_EQ(AuthorsFgdScore(0), 50);
+  EXPECT_EQ(AuthorsFgdScore(1000), 73);    // 100 / (1 + e^-1) = 73.1
+  EXPECT_EQ(AuthorsFgdScore(-1000), 26);   // 26.9
+  EXPECT_EQ(AuthorsFgdScore(-1e9), 0);
+  EXPECT_EQ(AuthorsFgdScore(1e9), 100);
+  // Integer steps: drops 10 milli apart near 0 tie, 100 apart do not.
+  EXPECT_EQ(AuthorsFgdScore(5), AuthorsFgdScore(15));
+  EXPECT_LT(AuthorsFgdScore(-50), AuthorsFgdScore(50));
+  for (double d = -3000; d < 3000; d += 7) EXPECT_LE(AuthorsFgdScore(d), AuthorsFgdScore(d + 7));
+}
+
+TEST(FgdProtocol, TypicalTaskClassesKeepThePopularOnes) {
+  // Six 500m shares (two of them with more memory: same class), three
+  // whole GPUs, one CPU-only pod.
+  const std::string csv =
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "s0,1000,9000,1,500\ns1,1000,9000,1,500\ns2,1000,100,1,500\ns3,1000,100,1,500\n"
+      "s4,1000,100,1,500\ns5,1000,100,1,500\n"
+      "w0,2000,100,1,1000\nw1,2000,100,1,1000\nw2,2000,100,1,1000\n"
+      "c,1000,100,0,0\n";
+  auto pods = ParseOpenbPodList(csv, "t.csv");
+  ASSERT_TRUE(pods.ok());
+  auto all = TypicalTaskClasses(*pods, 100);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].gpu_milli, 500);
+  EXPECT_EQ(all[0].popularity, 6);
+  EXPECT_EQ(all[1].gpu_milli, 1000);
+  EXPECT_EQ(all[1].popularity, 3);
+  EXPECT_EQ(all[2].num_gpu, 0);
+  EXPECT_EQ(TypicalTaskClasses(*pods, 90).size(), 2u);  // 6 + 3 cover 90 %
+  EXPECT_EQ(TypicalTaskClasses(*pods, 91).size(), 3u);
+  EXPECT_EQ(TypicalTaskClasses(*pods, 50).size(), 1u);
+}
+
+TEST(FgdProtocol, FidelityOptionsRepeatAndMatter) {
+  // Random ties and the authors' integer FGD score: same seed, same run.
+  FgdOptions o{topology::SharePolicy::kFgd, 1.3, 11};
+  o.random_ties = true;
+  o.authors_fgd_score = true;
+  o.typical_pct = 95;
+  auto a = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
+  auto b = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->allocated_milli, b->allocated_milli);
+  ASSERT_EQ(a->curve.size(), b->curve.size());
+  for (size_t i = 0; i < a->curve.size(); ++i) EXPECT_EQ(a->curve[i].frag_pct, b->curve[i].frag_pct);
+  // Over some seeds, each option changes some run (they are not ignored).
+  // Nodes a and b tie on every score (memory is not scored) but b has little
+  // memory, so which of them a tie goes to shows later.
+  auto tied = topology::ParseOpenbNodeList(
+      "sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,4,T4\nb,32000,9000,4,T4\nc,16000,32768,2,P100\n",
+      "tied.csv");
+  ASSERT_TRUE(tied.ok());
+  auto changes = [&](auto set) {
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      FgdOptions base{topology::SharePolicy::kFgd, 1.3, seed};
+      FgdOptions other = base;
+      set(other);
+      auto x = RunFgdProtocol(*tied, SmallWorkload(), base);
+      auto y = RunFgdProtocol(*tied, SmallWorkload(), other);
+      if (!x.ok() || !y.ok()) return false;
+      if (x->allocated_milli != y->allocated_milli) return true;
+      for (size_t i = 0; i < x->curve.size() && i < y->curve.size(); ++i) {
+        if (x->curve[i].frag_pct != y->curve[i].frag_pct) return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(changes([](FgdOptions& o) { o.random_ties = true; }));
+  EXPECT_TRUE(changes([](FgdOptions& o) { o.authors_fgd_score = true; }));
+}
+
 TEST(FgdProtocol, RejectsEmptyInputs) {
   EXPECT_FALSE(RunFgdProtocol({}, SmallWorkload(), {}).ok());
   EXPECT_FALSE(RunFgdProtocol(SmallCluster(), {}, {}).ok());
