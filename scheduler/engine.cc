@@ -65,12 +65,19 @@ JobId Engine::FindJob(std::string_view name) const {
   return it == by_name_.end() ? JobId() : it->second;
 }
 
-absl::Status Engine::CancelJob(JobId id) {
+absl::StatusOr<Job*> Engine::ActiveJob(JobId id) {
   if (!state_->has_job(id)) return absl::NotFoundError("no such job");
   Job& job = state_->job(id);
   if (!state_->active_jobs().count(id)) {
     return absl::FailedPreconditionError(absl::StrCat("job '", job.name(), "' already ended"));
   }
+  return &job;
+}
+
+absl::Status Engine::CancelJob(JobId id) {
+  auto found = ActiveJob(id);
+  if (!found.ok()) return found.status();
+  Job& job = **found;
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
     const Task& t = job.task(i);
     if (HoldsNode(t.state)) {
@@ -83,11 +90,9 @@ absl::Status Engine::CancelJob(JobId id) {
 }
 
 absl::Status Engine::FinishJob(JobId id, bool succeeded) {
-  if (!state_->has_job(id)) return absl::NotFoundError("no such job");
-  Job& job = state_->job(id);
-  if (!state_->active_jobs().count(id)) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", job.name(), "' already ended"));
-  }
+  auto found = ActiveJob(id);
+  if (!found.ok()) return found.status();
+  Job& job = **found;
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
     const Task& t = job.task(i);
     if (HoldsNode(t.state)) {
@@ -145,15 +150,7 @@ absl::Status Engine::RemoveNode(std::string_view name) { return LoseNode(name, "
 absl::Status Engine::FailNode(std::string_view name) { return LoseNode(name, "node failed"); }
 
 void Engine::RecordEvictionOf(const Job& job, uint32_t task, std::string reason) {
-  const Task& t = job.task(task);
-  Eviction e;
-  e.job = job.id();
-  e.task = task;
-  e.task_name = t.name;
-  e.node = t.node;
-  e.node_name = t.node.valid() ? state_->cluster().node(t.node).name : "";
-  e.reason = std::move(reason);
-  carry_.evictions.push_back(std::move(e));
+  carry_.evictions.push_back(MakeEviction(*state_, job, task, std::move(reason)));
 }
 
 absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {

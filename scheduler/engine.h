@@ -74,6 +74,8 @@ class Engine {
  private:
   Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {}
   absl::Status LoseNode(std::string_view name, std::string_view why);
+  // The job, if it exists and has not ended.
+  absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);
   void RecordEvictionOf(const Job& job, uint32_t task, std::string reason);
   MembershipChange Membership(const Job& job, MembershipChange::Kind kind) const;

@@ -297,16 +297,20 @@ void Session::SetPendingReason(const Job& job, std::string reason) {
 
 void Session::RecordBind(const Job& job, uint32_t task) { bound_.emplace_back(job.id(), task); }
 
-void Session::RecordEviction(const Job& job, uint32_t task, std::string reason) {
+Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason) {
   const Task& t = job.task(task);
   Eviction e;
   e.job = job.id();
   e.task = task;
   e.task_name = t.name;
   e.node = t.node;
-  e.node_name = t.node.valid() ? state_.cluster().node(t.node).name : "";
+  e.node_name = t.node.valid() ? state.cluster().node(t.node).name : "";
   e.reason = std::move(reason);
-  evictions_.push_back(std::move(e));
+  return e;
+}
+
+void Session::RecordEviction(const Job& job, uint32_t task, std::string reason) {
+  evictions_.push_back(MakeEviction(state_, job, task, std::move(reason)));
 }
 
 Decisions Session::Close() {

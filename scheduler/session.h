@@ -34,6 +34,9 @@ struct QueueInfo {
   const std::string& name() const { return spec->name; }
 };
 
+// The eviction record of task `task` of `job` (before it leaves its node).
+Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason);
+
 // Which placements an action may make on reserved nodes.
 enum class ReservationUse { kNone, kBackfill };
 
