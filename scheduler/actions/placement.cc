@@ -319,6 +319,11 @@ PlaceOutcome GangPlacer::Place(Job& job) {
     } else {
       absl::StrAppend(&why, " within one tier-", hard_tier, " domain (", c.tier(hard_tier).name,
                       "); the largest free has ", st.free_index().LargestFree(hard_tier), " GPUs");
+      int64_t biggest = 0;
+      for (const auto& d : c.domains(hard_tier)) biggest = std::max(biggest, d.total_gpus);
+      if (biggest < gpus_needed) {
+        absl::StrAppend(&why, "; it can never fit: the biggest such domain has ", biggest, " GPUs in all");
+      }
     }
   } else if (gpus_needed > 0) {
     absl::StrAppend(&why, "; the cluster has ", st.free_index().TotalFree(),

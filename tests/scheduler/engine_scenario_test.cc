@@ -108,7 +108,8 @@ TEST(GangScenario, HardTopologyReasonNamesTheLargestFreeDomain) {
   h.Cycle();
   EXPECT_FALSE(h.Running("huge"));
   EXPECT_EQ(h.job("huge").pending_reason(),
-            "gang 0/5: needs 5 × 8 GPUs within one tier-2 domain (spine); the largest free has 32 GPUs");
+            "gang 0/5: needs 5 × 8 GPUs within one tier-2 domain (spine); the largest free has 32 GPUs; "
+            "it can never fit: the biggest such domain has 32 GPUs in all");
 }
 
 TEST(GangScenario, HardTopologyKeepsGangInsideOneRack) {
