@@ -126,8 +126,10 @@ void State::SetState(Job& job, uint32_t i, TaskState to) {
   if (t.state == TaskState::kReleasing) {
     s.releasing -= job.request(i);
     for (int16_t d : t.gpus) s.gpu_releasing[d] -= milli;
+    --releasing_tasks_;
   }
   if (to == TaskState::kReleasing) {
+    ++releasing_tasks_;
     s.releasing += job.request(i);
     for (int16_t d : t.gpus) s.gpu_releasing[d] += milli;
   }
@@ -146,6 +148,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
       for (int16_t d : t.gpus) s.gpu_pipelined[d] -= static_cast<int16_t>(g.milli);
     } else if (HoldsNode(t.state)) {
       if (t.state == TaskState::kReleasing) {
+        --releasing_tasks_;
         s.releasing -= job.request(i);
         for (int16_t d : t.gpus) s.gpu_releasing[d] -= static_cast<int16_t>(g.milli);
       }

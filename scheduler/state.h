@@ -92,6 +92,8 @@ class State {
   // Idle once releasing tasks are gone, less what pipelined tasks were promised.
   Resources FutureIdle(NodeId n) const;
   int64_t FreeWholeGpus(NodeId n) const { return free_.NodeFree(n); }
+  // Tasks now Releasing anywhere; pipelining is pointless while this is 0.
+  int64_t releasing_tasks() const { return releasing_tasks_; }
   // Milli of GPU d on node n free now, or (future) once releasing tasks are
   // gone and pipelined tasks have taken their promise.
   int64_t GpuFree(NodeId n, int d, bool future) const;
@@ -141,6 +143,7 @@ class State {
   Resources total_;
   std::optional<Reservation> reservation_;
   std::vector<bool> reserved_;
+  int64_t releasing_tasks_ = 0;
 };
 
 }  // namespace ringmaster::scheduler

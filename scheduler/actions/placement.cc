@@ -278,8 +278,9 @@ PlaceOutcome GangPlacer::Place(Job& job) {
     }
   }
 
-  // Could the minimum run once releasing tasks are gone? (reason only)
-  {
+  // Could the minimum run once releasing tasks are gone? (reason only; skipped
+  // without a releasing task, so a failed job does not walk every node)
+  if (st.releasing_tasks() > 0) {
     Statement stmt(s_);
     int n = 0;
     for (int k = 0; k < need; ++k) {

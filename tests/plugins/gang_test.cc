@@ -23,10 +23,16 @@ TEST(GangPlugin, ReadyOnlyAtMinimumAndVictimsKeepGangWhole) {
   EXPECT_EQ(plugins::GangPlugin::Victims(four).size(), 4u);
 }
 
-TEST(GangPlugin, InvalidWhenFewerTasksThanMinimum) {
-  EngineHarness h(ClusterBuilder().Build());
-  h.Submit(JobBuilder("g").Gang(2).Build());
+TEST(GangPlugin, ValidOnlyWithAtLeastMinimumTasksAndNotReadyGoesFirst) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("g").Gang(2).GpusPerTask(4).Build());
+  h.Submit(JobBuilder("w").Gang(2).GpusPerTask(8).Build());  // cannot fit: stays not ready
   EXPECT_TRUE(plugins::GangPlugin::Valid(h.job("g")).ok);
+  h.Cycle();
+  ASSERT_TRUE(plugins::GangPlugin::Ready(h.job("g")));
+  ASSERT_FALSE(plugins::GangPlugin::Ready(h.job("w")));
+  EXPECT_LT(plugins::GangPlugin::Order(h.job("w"), h.job("g")), 0);
+  EXPECT_GT(plugins::GangPlugin::Order(h.job("g"), h.job("w")), 0);
 }
 
 }  // namespace
