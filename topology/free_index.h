@@ -54,6 +54,16 @@ class FreeGpuIndex {
     }
   }
 
+  // Calls f(DomainId) for the domains at `tier` (0 = nodes, as DomainId of
+  // the node's index) with at least `min_free` free GPUs, fewest free first
+  // (best fit), ties by id, until f returns false. O(log n) to the first.
+  template <typename F>
+  void ForEachDomainWithFree(int tier, int64_t min_free, F&& f) const {
+    for (auto it = by_free_[tier].lower_bound({min_free, 0}); it != by_free_[tier].end(); ++it) {
+      if (!f(DomainId(it->second))) return;
+    }
+  }
+
   // Recounts every domain from the node counters and the cluster's shape and
   // reports the first mismatch (for invariant checks and tests).
   absl::Status CheckConsistent(const Cluster& cluster) const;

@@ -55,6 +55,32 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   return false;
 }
 
+bool GangPlacer::FitsByCount(const Job& job, const std::vector<uint32_t>& tasks, int need, int tier,
+                             topology::DomainId d) const {
+  // Exact for the common gang of equal whole-GPU tasks: the domain holds k
+  // tasks of g GPUs iff the sum over its nodes of floor(free / g) >= k.
+  int64_t g = 0;
+  int64_t k = 0;
+  for (int i = 0; i < need; ++i) {
+    const int64_t w = WholeGpus(job, tasks[i]);
+    if (w == 0) continue;
+    if (g != 0 && w != g) return true;  // mixed sizes: let the planner try
+    g = w;
+    ++k;
+  }
+  if (k == 0) return true;
+  const State& st = s_.state();
+  auto holds = [&](NodeId n) { return st.node(n).schedulable ? st.FreeWholeGpus(n) / g : 0; };
+  if (tier == 0) return holds(NodeId(d.value())) >= k;
+  const std::vector<NodeId>& nodes = st.cluster().domain(tier, d).nodes;
+  if (nodes.size() > kSmallDomain) return true;
+  int64_t fit = 0;
+  for (NodeId n : nodes) {
+    if ((fit += holds(n)) >= k) return true;
+  }
+  return false;
+}
+
 NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
                             std::vector<int16_t>* gpus) {
   const State& st = s_.state();
@@ -99,7 +125,9 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     return feasible < limit;
   };
 
-  if (scope.tier >= 1 && c.domain(scope.tier, scope.domain).nodes.size() <= kSmallDomain) {
+  if (scope.tier == 0) {
+    consider(NodeId(scope.domain.value()));
+  } else if (scope.tier >= 1 && c.domain(scope.tier, scope.domain).nodes.size() <= kSmallDomain) {
     // Small domain: walk its nodes in best-fit order of free GPUs.
     std::vector<NodeId> nodes = c.domain(scope.tier, scope.domain).nodes;
     std::stable_sort(nodes.begin(), nodes.end(), [&](NodeId a, NodeId b) {
@@ -199,83 +227,36 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   const topology::Cluster& c = st.cluster();
   const JobSpec& spec = job.spec();
   const int tiers = c.num_tiers();
-  std::vector<Scope> scopes;
-  bool hard_limited = false;
-  int hard_tier = 0;
-  if (gpus_needed > 0 && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers) {
-    hard_limited = true;
-    hard_tier = spec.highest_tier;
-    if (hard_tier == 0) {
-      // The whole minimum on one node.
-      st.free_index().ForEachNodeWithFree(gpus_needed, [&](NodeId n) {
-        scopes.push_back({-2, topology::DomainId(n.value())});
-        return scopes.size() < kMaxDomainTries;
-      });
-    } else {
-      // Best fit first: walk domains with enough free GPUs in (free, id) order.
-      int64_t floor = gpus_needed;
-      for (int k = 0; k < kMaxDomainTries; ++k) {
-        topology::DomainId d = st.free_index().SmallestFitting(hard_tier, floor);
-        if (!d.valid()) break;
-        scopes.push_back({hard_tier, d});
-        // Next: same free count with a higher id, or more free.
-        const int64_t f = st.free_index().DomainFree(hard_tier, d);
-        topology::DomainId next;
-        for (uint32_t id = d.value() + 1; id < c.domains(hard_tier).size(); ++id) {
-          if (st.free_index().DomainFree(hard_tier, topology::DomainId(id)) == f) {
-            next = topology::DomainId(id);
-            break;
-          }
-        }
-        if (next.valid()) {
-          scopes.push_back({hard_tier, next});
-          ++k;
-        }
-        floor = f + 1;
-      }
-    }
-  } else if (gpus_needed > 0 && spec.topology_mode == TopologyMode::kSoft) {
-    for (int t = 1; t <= tiers; ++t) {
-      topology::DomainId d = st.free_index().SmallestFitting(t, gpus_needed);
-      if (d.valid()) scopes.push_back({t, d});
-    }
-    scopes.push_back({-1, {}});
-  } else {
-    scopes.push_back({-1, {}});
-  }
-
-  for (const Scope& scope : scopes) {
+  auto try_scope = [&](const Scope& scope) {
     int placed = 0;
-    bool ok = false;
-    if (scope.tier == -2) {
-      // One node: every required task on node `scope.domain`.
-      Statement stmt(s_);
-      const NodeId node(scope.domain.value());
-      int n = 0;
-      for (uint32_t i : tasks) {
-        std::vector<int16_t> gpus;
-        if (!Usable(job, i, node) || st.FreeWholeGpus(node) < WholeGpus(job, i) ||
-            !s_.Predicate(TaskRef{&job, i}, node).ok() || !st.FitsIdle(node, job.request(i)) ||
-            !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, i}) ||
-            !s_.SelectGpus(TaskRef{&job, i}, node, &gpus)) {
-          if (n < need) break;
-          continue;
-        }
-        stmt.Allocate(job, i, node, std::move(gpus));
-        ++n;
-      }
-      placed = std::min(n, need);
-      ok = n >= need && s_.JobReady(job) && stmt.Commit().ok();
-      if (!ok) stmt.Discard();
-    } else {
-      ok = TryScope(job, tasks, need, scope, &placed);
-    }
+    const bool ok = TryScope(job, tasks, need, scope, &placed);
     out.tasks_placed = std::max(out.tasks_placed, placed);
-    if (ok) {
-      out.kind = PlaceOutcome::Kind::kPlaced;
-      out.tasks_placed = need;
-      return out;
-    }
+    return ok;
+  };
+  // A constrained gang tries domains tier by tier from single nodes up, each
+  // tier in best-fit order (fewest free GPUs first, a lookup in the free
+  // index), skipping domains whose nodes cannot hold the tasks by GPU count,
+  // at most kMaxDomainTries attempts per tier. Hard mode stops at its tier;
+  // soft mode falls back to the whole cluster.
+  const bool constrained = gpus_needed > 0 && spec.topology_mode != TopologyMode::kNone;
+  const bool hard_limited = constrained && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers;
+  const int hard_tier = hard_limited ? spec.highest_tier : 0;
+  const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
+  bool ok = false;
+  for (int t = 0; t <= top && !ok; ++t) {
+    int tries = 0;
+    st.free_index().ForEachDomainWithFree(t, gpus_needed, [&](topology::DomainId d) {
+      if (!FitsByCount(job, tasks, need, t, d)) return true;
+      ++tries;
+      ok = try_scope({t, d});
+      return !ok && tries < kMaxDomainTries;
+    });
+  }
+  if (!ok && !hard_limited) ok = try_scope({-1, {}});
+  if (ok) {
+    out.kind = PlaceOutcome::Kind::kPlaced;
+    out.tasks_placed = need;
+    return out;
   }
 
   // Could the minimum run once releasing tasks are gone? (reason only; skipped

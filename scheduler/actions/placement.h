@@ -5,10 +5,11 @@
 //      bring the job to its gang minimum.
 //   2. Choose scopes to try, from the job's topology constraint and the free
 //      GPU counters per domain (a lookup, not a scan):
-//        hard, tier t: domains at tier t with enough free GPUs, fewest free
-//                      first (best fit), at most kMaxDomainTries;
-//        soft:         the best-fitting domain at each tier 1..T, then the
-//                      whole cluster;
+//        hard, tier t: tier by tier from 0 (one node) to t, the domains with
+//                      enough free GPUs, fewest free first (best fit),
+//                      skipping those whose nodes cannot hold the tasks by
+//                      GPU count, at most kMaxDomainTries per tier;
+//        soft:         the same up to the top tier, then the whole cluster;
 //        none:         the whole cluster.
 //   3. In a scope, place task by task: candidate nodes in best-fit order of
 //      free GPUs, each passing the predicates and the reservation rule, the
@@ -31,7 +32,7 @@
 
 namespace ringmaster::scheduler {
 
-inline constexpr int kMaxDomainTries = 4;
+inline constexpr int kMaxDomainTries = 4;  // per tier
 inline constexpr int kNodesToScore = 16;
 
 struct PlaceOutcome {
@@ -51,9 +52,13 @@ class GangPlacer {
 
  private:
   struct Scope {
-    int tier = -1;  // -1: whole cluster
+    int tier = -1;  // -1: whole cluster; 0: one node (domain = node index)
     topology::DomainId domain;
   };
+  // False when the domain's nodes cannot hold the first `need` tasks by
+  // whole-GPU count (exact for equal task sizes, true when sizes differ).
+  bool FitsByCount(const Job& job, const std::vector<uint32_t>& tasks, int need, int tier,
+                   topology::DomainId d) const;
   // Picks the best node for task i of job inside scope; invalid if none.
   NodeId PickNode(const Job& job, uint32_t i, const Scope& scope, std::vector<int16_t>* gpus);
   bool Usable(const Job& job, uint32_t i, NodeId n);

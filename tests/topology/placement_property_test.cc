@@ -28,22 +28,19 @@ std::map<uint32_t, int64_t> Recount(const Cluster& c, const std::vector<int64_t>
 // nodes and taking the lowest tier spanned by a subset with enough GPUs
 // (num_tiers + 1 = the whole cluster, num_tiers + 2 = nowhere).
 int LowestTierBySubsets(const Cluster& c, const std::vector<int64_t>& free, int64_t need) {
+  // Over all 2^n subsets, built from the subset without its lowest node:
+  // the GPUs it holds and the tier it spans (the highest tier between any
+  // member and one fixed member).
   const int n = static_cast<int>(c.num_nodes());
+  std::vector<int64_t> sum(1u << n, 0);
+  std::vector<int> span(1u << n, 0);
   int best = c.num_tiers() + 2;
   for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-    int64_t sum = 0;
-    int span = 0;
-    int first = -1;
-    for (int i = 0; i < n; ++i) {
-      if (!(mask & (1u << i)) || free[i] < 0) continue;
-      sum += free[i];
-      if (first < 0) {
-        first = i;
-      } else {
-        span = std::max(span, c.CommonTier(NodeId(first), NodeId(i)));
-      }
-    }
-    if (first >= 0 && sum >= need) best = std::min(best, span);
+    const int low = __builtin_ctz(mask);
+    const uint32_t rest = mask & (mask - 1);
+    sum[mask] = sum[rest] + std::max<int64_t>(free[low], 0);
+    span[mask] = rest == 0 ? 0 : std::max(span[rest], c.CommonTier(NodeId(low), NodeId(__builtin_ctz(rest))));
+    if (free[low] >= 0 && sum[mask] >= need) best = std::min(best, span[mask]);
   }
   return best;
 }
@@ -126,7 +123,7 @@ TEST(FreeIndexProperty, SmallestFittingIsTheBestFitDomain) {
 TEST(FreeIndexProperty, LowestTierAGangCanSpanAgreesWithExhaustiveSearch) {
   std::mt19937_64 rng(4242);
   for (int trial = 0; trial < 250; ++trial) {
-    const Cluster c = RandomCluster(rng, 12, 3);
+    const Cluster c = RandomCluster(rng, 16, 3);
     FreeGpuIndex index(c);
     std::vector<int64_t> free(c.num_nodes());
     for (uint32_t n = 0; n < c.num_nodes(); ++n) {
