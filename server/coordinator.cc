@@ -26,6 +26,11 @@ absl::Status UnknownJob(const std::string& job) {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)) {}
 
+void Coordinator::WakeAll() {
+  members_changed_.SignalAll();
+  kv_changed_.SignalAll();
+}
+
 absl::Time Coordinator::Now() const {
   return options_.now ? options_.now() : absl::Now();
 }
@@ -109,7 +114,7 @@ absl::StatusOr<Subscription> Coordinator::Join(
   Subscription sub{job.name, w.id, w.subscription};
   Reconcile(job, job.generation == 0 ? api::REASON_INITIAL : api::REASON_GROW,
             {}, /*force=*/false);
-  changed_.SignalAll();
+  WakeAll();
   return sub;
 }
 
@@ -131,7 +136,7 @@ absl::StatusOr<std::optional<api::MembershipUpdate>> Coordinator::NextUpdate(
       w_it->second.delivered_generation = job.generation;
       return std::optional<api::MembershipUpdate>(UpdateFor(job, sub.worker_id));
     }
-    if (changed_.WaitWithDeadline(&mu_, deadline)) {
+    if (members_changed_.WaitWithDeadline(&mu_, deadline)) {
       return std::optional<api::MembershipUpdate>();
     }
   }
@@ -148,7 +153,7 @@ void Coordinator::Disconnect(const Subscription& sub) {
   if (IsMember(job, sub.worker_id)) {
     Reconcile(job, api::REASON_FAILURE, {sub.worker_id}, /*force=*/false);
   }
-  changed_.SignalAll();
+  WakeAll();
 }
 
 absl::StatusOr<int64_t> Coordinator::Heartbeat(
@@ -187,7 +192,7 @@ absl::Status Coordinator::KvSet(const api::KvSetRequest& request) {
                      " keys in one generation"));
   }
   kv[request.key()] = request.value();
-  changed_.SignalAll();
+  kv_changed_.SignalAll();  // membership waiters need not wake
   return absl::OkStatus();
 }
 
@@ -238,7 +243,7 @@ absl::StatusOr<std::vector<std::string>> Coordinator::KvWait(
       }
       return values;
     }
-    if (changed_.WaitWithDeadline(&mu_, deadline)) {
+    if (kv_changed_.WaitWithDeadline(&mu_, deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "timed out waiting for keys: ", absl::StrJoin(missing, ", ")));
     }
@@ -298,7 +303,7 @@ absl::StatusOr<int64_t> Coordinator::ReportFailure(
     return job.generation;  // Tick() forces the re-formation if need be.
   }
   Reconcile(job, api::REASON_FAILURE, dropped, /*force=*/true);
-  changed_.SignalAll();
+  WakeAll();
   return job.generation;
 }
 
@@ -317,7 +322,7 @@ absl::Status Coordinator::Leave(const api::LeaveRequest& request) {
     Reconcile(job, api::REASON_PLANNED_SHRINK, {request.worker_id()},
               /*force=*/false);
   }
-  changed_.SignalAll();
+  WakeAll();
   return absl::OkStatus();
 }
 
@@ -348,7 +353,7 @@ absl::StatusOr<int64_t> Coordinator::Resize(const api::ResizeRequest& request) {
   job.ring_order = std::move(order);
   Reconcile(job, shrink ? api::REASON_PLANNED_SHRINK : api::REASON_GROW, {},
             /*force=*/false);
-  changed_.SignalAll();
+  WakeAll();
   return job.generation;
 }
 
@@ -386,7 +391,7 @@ void Coordinator::Tick() {
       // Not every previous member came back: re-form with those that did.
       job.adopting = false;
       Reconcile(job, api::REASON_FAILURE, {}, /*force=*/true);
-      changed_.SignalAll();
+      WakeAll();
       continue;
     }
     if (job.pending_failure_generation == job.generation &&
@@ -394,7 +399,7 @@ void Coordinator::Tick() {
       // Reported, but nobody was found dead: everybody re-forms.
       job.pending_failure_generation = 0;
       Reconcile(job, api::REASON_FAILURE, {}, /*force=*/true);
-      changed_.SignalAll();
+      WakeAll();
       continue;
     }
     std::vector<std::string> late;
@@ -408,14 +413,14 @@ void Coordinator::Tick() {
     if (late.empty()) continue;
     for (const auto& l : late) job.workers.erase(l);
     Reconcile(job, api::REASON_FAILURE, late, /*force=*/false);
-    changed_.SignalAll();
+    WakeAll();
   }
 }
 
 void Coordinator::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
-  changed_.SignalAll();
+  WakeAll();
 }
 
 void Coordinator::Reconcile(Job& job, api::Reason reason,

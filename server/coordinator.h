@@ -183,7 +183,13 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // generation, kv or subscriptions changed
+  // Wakes every waiter of either kind (a generation change ends KvWaits).
+  void WakeAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Generation or subscriptions changed (NextUpdate waits on it). Apart from
+  // kv_changed_ so that each KvSet of a rendezvous does not wake every
+  // member's stream thread.
+  absl::CondVar members_changed_;
+  absl::CondVar kv_changed_;  // a key was set, or the generation changed
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_subscription_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_join_order_ ABSL_GUARDED_BY(mu_) = 1;

@@ -58,7 +58,11 @@ ReformPlan PlanReform(const std::vector<std::string>& old_members,
 //     hang past the backend's timeout. After such an error the communicator
 //     is unhealthy until the next Reform().
 //  3. Abort() drops the communicator without talking to peers; idempotent.
-//  4. Not thread-safe: one thread drives a backend.
+//  4. Not thread-safe: one thread drives a backend; only Interrupt() may be
+//     called from another thread.
+//  5. Interrupt(g) makes a Reform() into a generation older than g return an
+//     error soon instead of waiting out its timeout; it does nothing to a
+//     Reform() into g or newer, or when no Reform() is running.
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
@@ -72,6 +76,9 @@ class CollectiveBackend {
   virtual absl::Status Barrier() = 0;
   virtual void Abort() = 0;
   virtual bool healthy() const = 0;
+  // Thread-safe; see rule 5. The default does nothing (the backend's own
+  // timeouts bound its rendezvous and collectives).
+  virtual void Interrupt(int64_t newer_generation) { (void)newer_generation; }
 };
 
 }  // namespace ringmaster::shim

@@ -95,9 +95,19 @@ void CoordinatorClient::WatchLoop() {
         got_any = true;
         connects_.fetch_add(1);
       }
-      absl::MutexLock lock(&mu_);
-      if (!latest_.has_value() || update.generation() > latest_->generation()) {
-        latest_ = update;
+      bool newer = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!latest_.has_value() ||
+            update.generation() > latest_->generation()) {
+          latest_ = update;
+          latest_received_us_ = absl::ToUnixMicros(absl::Now());
+          newer = true;
+        }
+      }
+      if (newer) {
+        absl::MutexLock lock(&listener_mu_);
+        if (listener_) listener_(update);
       }
     }
     grpc::Status status = reader->Finish();
@@ -142,6 +152,16 @@ void CoordinatorClient::HeartbeatLoop() {
 int64_t CoordinatorClient::LatestGeneration() const {
   absl::MutexLock lock(&mu_);
   return latest_.has_value() ? latest_->generation() : 0;
+}
+
+void CoordinatorClient::SetGenerationListener(GenerationListener listener) {
+  absl::MutexLock lock(&listener_mu_);
+  listener_ = std::move(listener);
+}
+
+int64_t CoordinatorClient::LatestReceivedUnixMicros() const {
+  absl::MutexLock lock(&mu_);
+  return latest_received_us_;
 }
 
 absl::StatusOr<api::MembershipUpdate> CoordinatorClient::WaitForGeneration(
@@ -213,10 +233,18 @@ absl::Status CoordinatorClient::KvWait(int64_t generation,
 
 absl::StatusOr<std::string> CoordinatorClient::KvWaitGet(
     int64_t generation, const std::string& key, absl::Duration timeout) {
+  auto values = KvWaitGet(generation, std::vector<std::string>{key}, timeout);
+  if (!values.ok()) return values.status();
+  return std::move(values->front());
+}
+
+absl::StatusOr<std::vector<std::string>> CoordinatorClient::KvWaitGet(
+    int64_t generation, const std::vector<std::string>& keys,
+    absl::Duration timeout) {
   api::KvWaitRequest req;
   req.set_job(options_.job);
   req.set_generation(generation);
-  req.add_keys(key);
+  for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   req.set_return_values(true);
   api::KvWaitReply reply;
@@ -224,8 +252,13 @@ absl::StatusOr<std::string> CoordinatorClient::KvWaitGet(
   if (auto s = FromGrpc(Stub()->KvWait(ctx.get(), req, &reply)); !s.ok()) {
     return s;
   }
-  if (reply.values_size() != 1) return absl::InternalError("no value");
-  return reply.values(0);
+  if (reply.values_size() != static_cast<int>(keys.size())) {
+    return absl::InternalError(absl::StrCat("KvWait returned ",
+                                            reply.values_size(), " values for ",
+                                            keys.size(), " keys"));
+  }
+  return std::vector<std::string>(reply.values().begin(),
+                                  reply.values().end());
 }
 
 absl::Status CoordinatorClient::CommitProgress(int64_t generation,

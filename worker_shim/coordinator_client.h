@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,11 +52,20 @@ class CoordinatorClient {
 
   // Newest generation received so far (0 = none).
   int64_t LatestGeneration() const;
+  // Unix time (us) at which the newest generation arrived (0 = none); for
+  // re-formation timing.
+  int64_t LatestReceivedUnixMicros() const;
   // Waits until an update with generation >= min_generation has arrived and
   // returns the newest one. DEADLINE_EXCEEDED on timeout; FAILED_PRECONDITION
   // when the coordinator refused the join for good (job finished).
   absl::StatusOr<api::MembershipUpdate> WaitForGeneration(
       int64_t min_generation, absl::Duration timeout);
+
+  // Calls `listener` (on the watcher thread, never concurrently with itself)
+  // with each update newer than any before; an empty function removes it.
+  // Returns only when no call to a previous listener is running.
+  using GenerationListener = std::function<void(const api::MembershipUpdate&)>;
+  void SetGenerationListener(GenerationListener listener);
 
   // The generation this worker now works in; sent on every re-join so a
   // restarted coordinator continues the numbering.
@@ -71,6 +81,11 @@ class CoordinatorClient {
   absl::StatusOr<std::string> KvWaitGet(int64_t generation,
                                         const std::string& key,
                                         absl::Duration timeout);
+  // Waits for every key and returns their values in key order, in one round
+  // trip.
+  absl::StatusOr<std::vector<std::string>> KvWaitGet(
+      int64_t generation, const std::vector<std::string>& keys,
+      absl::Duration timeout);
   absl::Status CommitProgress(int64_t generation, int64_t step,
                               int64_t position);
   // Returns the coordinator's current generation.
@@ -96,8 +111,12 @@ class CoordinatorClient {
   mutable absl::Mutex stub_mu_;
   std::shared_ptr<api::Coordinator::Stub> stub_ ABSL_GUARDED_BY(stub_mu_);
 
+  absl::Mutex listener_mu_;
+  GenerationListener listener_ ABSL_GUARDED_BY(listener_mu_);
+
   mutable absl::Mutex mu_;
   std::optional<api::MembershipUpdate> latest_ ABSL_GUARDED_BY(mu_);
+  int64_t latest_received_us_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   int64_t current_generation_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t current_rank_ ABSL_GUARDED_BY(mu_) = -1;

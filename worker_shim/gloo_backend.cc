@@ -5,13 +5,19 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
+#include <gloo/common/error.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
-
+#include <netinet/in.h>
 #include <signal.h>
+#include <string.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::shim {
@@ -35,7 +41,77 @@ void RunAllReduce(const std::shared_ptr<gloo::Context>& ctx, void* data,
   gloo::allreduce(opts);
 }
 
+// A gloo::Context whose transport context is set from outside (gloo::Context
+// keeps it protected; gloo::rendezvous::Context sets it the same way).
+class MeshContext final : public gloo::Context {
+ public:
+  MeshContext(int rank, int size) : gloo::Context(rank, size) {}
+  void Adopt(std::shared_ptr<gloo::transport::Device> device,
+             std::shared_ptr<gloo::transport::Context> transport) {
+    device_ = std::move(device);
+    transportContext_ = std::move(transport);
+  }
+};
+
+// True when this side dials the pair (self's address greater than the
+// peer's), by the rule tcp::Pair::connect applies; only orders the connects,
+// a wrong answer costs a wait, not correctness.
+bool Dials(const std::vector<char>& self_bytes,
+           const std::vector<char>& peer_bytes) {
+  const gloo::transport::tcp::Address self(self_bytes);
+  const gloo::transport::tcp::Address peer(peer_bytes);
+  const sockaddr_storage& a = self.getSockaddr();
+  const sockaddr_storage& b = peer.getSockaddr();
+  if (a.ss_family == AF_INET && b.ss_family == AF_INET) {
+    const auto* sa = reinterpret_cast<const sockaddr_in*>(&a);
+    const auto* sb = reinterpret_cast<const sockaddr_in*>(&b);
+    int rv = memcmp(&sa->sin_addr, &sb->sin_addr, sizeof(in_addr));
+    if (rv == 0) rv = sa->sin_port - sb->sin_port;
+    return rv > 0;
+  }
+  if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
+    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&a);
+    const auto* sb = reinterpret_cast<const sockaddr_in6*>(&b);
+    int rv = memcmp(&sa->sin6_addr, &sb->sin6_addr, sizeof(in6_addr));
+    if (rv == 0) rv = sa->sin6_port - sb->sin6_port;
+    return rv > 0;
+  }
+  return true;
+}
+
 }  // namespace
+
+ContextReaper::ContextReaper() : thread_([this] { Run(); }) {}
+
+ContextReaper::~ContextReaper() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void ContextReaper::Add(std::shared_ptr<gloo::Context> context) {
+  if (context == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  doomed_.push_back(std::move(context));
+}
+
+void ContextReaper::Run() {
+  while (true) {
+    std::vector<std::shared_ptr<gloo::Context>> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !doomed_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (doomed_.empty()) return;  // stopping, nothing left
+      batch.swap(doomed_);
+    }
+    batch.clear();  // closes the pairs, here rather than on the caller
+  }
+}
 
 absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
     GlooOptions options) {
@@ -56,29 +132,123 @@ absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
 }
 
 absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
-  context_.reset();
+  reaper_->Add(std::move(context_));
   return absl::UnavailableError(absl::StrCat("gloo ", what, ": ", e.what()));
 }
 
 absl::Status GlooBackend::Reform(const ReformPlan& plan,
                                  gloo::rendezvous::Store& store) {
-  context_.reset();
+  reaper_->Add(std::move(context_));
   if (plan.rank < 0 || plan.rank >= plan.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: rank ", plan.rank, " not in a world of ", plan.world_size));
   }
   try {
-    auto ctx =
-        std::make_shared<gloo::rendezvous::Context>(plan.rank, plan.world_size);
+    auto ctx = std::make_shared<MeshContext>(plan.rank, plan.world_size);
     ctx->setTimeout(std::chrono::milliseconds(
         absl::ToInt64Milliseconds(options_.timeout)));
-    ctx->connectFullMesh(store, device_);
+    {
+      absl::MutexLock lock(&forming_mu_);
+      forming_generation_ = plan.generation;
+      forming_ = nullptr;
+      interrupted_ = false;
+    }
+    absl::Cleanup done = [this] {
+      absl::MutexLock lock(&forming_mu_);
+      forming_generation_ = 0;
+    };
+    ConnectFullMesh(*ctx, plan, store);
     context_ = std::move(ctx);
     tag_ = 0;
     return absl::OkStatus();
   } catch (const std::exception& e) {
     return Fail(e, "rendezvous");
   }
+}
+
+bool GlooBackend::SetForming(gloo::transport::Context* forming) {
+  absl::MutexLock lock(&forming_mu_);
+  forming_ = forming;
+  return !interrupted_;
+}
+
+void GlooBackend::Interrupt(int64_t newer_generation) {
+  absl::MutexLock lock(&forming_mu_);
+  if (forming_generation_ == 0 || forming_generation_ >= newer_generation) {
+    return;
+  }
+  interrupted_ = true;
+  if (forming_ == nullptr) return;
+  // A listening pair whose peer never dials would wait out the connect
+  // timeout; closing it ends that wait (and connect() returns normally:
+  // the caller checks interrupted_ afterwards).
+  for (int i = 0; i < forming_->size; ++i) {
+    if (i != forming_->rank) forming_->getPair(i)->close();
+  }
+}
+
+void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
+                                  const ReformPlan& plan,
+                                  gloo::rendezvous::Store& store) {
+  auto& ctx = static_cast<MeshContext&>(ctx_base);
+  const int rank = plan.rank;
+  const int size = plan.world_size;
+  std::shared_ptr<gloo::transport::Context> transport =
+      device_->createContext(rank, size);
+  transport->setTimeout(ctx.getTimeout());
+  // 1. A pair per peer; the key holds their addresses in peer order.
+  std::vector<char> mine;
+  std::vector<std::vector<char>> self_addr(size);
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    self_addr[i] = transport->createPair(i)->address().bytes();
+    mine.insert(mine.end(), self_addr[i].begin(), self_addr[i].end());
+  }
+  // Declared after `transport`, so it withdraws it before it is destroyed.
+  absl::Cleanup withdraw = [this] { SetForming(nullptr); };
+  if (!SetForming(transport.get())) {
+    throw gloo::IoException("interrupted by a newer generation");
+  }
+  std::vector<std::string> keys;
+  for (int i = 0; i < size; ++i) {
+    if (i != rank) keys.push_back(std::to_string(i));
+  }
+  if (size > 1) {
+    store.set(std::to_string(rank), mine);
+    // 2. All peers' addresses in one wait.
+    store.wait(keys, ctx.getTimeout());
+  }
+  std::vector<std::vector<char>> peer_addr(size);
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    std::vector<char> all = store.get(std::to_string(i));
+    // Peer i lists the addresses of its pairs for ranks 0..size-1 but i;
+    // this rank's is at position rank (or rank - 1 past i).
+    const size_t n = all.size() / static_cast<size_t>(size - 1);
+    const size_t at = static_cast<size_t>(rank > i ? rank - 1 : rank) * n;
+    if (n == 0 || all.size() % static_cast<size_t>(size - 1) != 0) {
+      throw gloo::IoException(absl::StrCat("bad address list from rank ", i));
+    }
+    peer_addr[i].assign(all.begin() + static_cast<ptrdiff_t>(at),
+                        all.begin() + static_cast<ptrdiff_t>(at + n));
+  }
+  // 3. Dial first, then accept: no rank waits for a peer that is itself
+  // still waiting.
+  // 3. Dial first, then accept: no rank waits for a peer that is itself
+  // still waiting for another. (Each dial waits for a tick of the device
+  // loop, up to 10 ms, after closing the pair's listening socket; dialling
+  // from a thread a pair measured no faster on 2 cores.)
+  for (const bool dial : {true, false}) {
+    for (int i = 0; i < size; ++i) {
+      if (i != rank && Dials(self_addr[i], peer_addr[i]) == dial) {
+        transport->getPair(i)->connect(peer_addr[i]);
+      }
+    }
+  }
+  if (!SetForming(nullptr)) {
+    throw gloo::IoException("interrupted by a newer generation");
+  }
+  ctx.Adopt(device_, std::move(transport));
 }
 
 absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,

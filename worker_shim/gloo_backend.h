@@ -1,17 +1,36 @@
 // Gloo collective backend: CPU memory over TCP. Gloo has no shrink, so every
 // generation builds a new full-mesh context over the generation-scoped store;
-// the TCP device (listening socket and event loop) is kept across
-// generations.
+// the TCP device (event loop) is kept across generations.
+//
+// The full mesh is built here rather than by Gloo's connectFullMesh, which
+// makes one store round trip per peer and connects the pairs in rank order
+// (a rank can stall on a peer that is still busy with its own earlier
+// pairs). Each rank:
+//   1. creates a pair (a listening socket) per peer and sets its key (its
+//      rank) to their addresses, in Gloo's layout;
+//   2. waits for all peers' keys in one store wait (the coordinator's store
+//      returns the values with it: two round trips per rank in all);
+//   3. dials the pairs it is the connecting side of, then waits for the pairs
+//      its peers dial, so every pair connects in one wave;
+//   4. Interrupt() from another thread abandons steps 2-3 (closing the
+//      pairs), for a rendezvous that a newer generation made pointless.
+//      (A communicator in use cannot be broken the same way: closing a pair
+//      does not wake a collective waiting on it, which then runs into the
+//      timeout.)
 #ifndef RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 #define RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker_shim/collective.h"
 
@@ -22,6 +41,27 @@ struct GlooOptions {
   // Bound on rendezvous and on each collective; a dead peer usually shows up
   // much sooner as a closed connection.
   absl::Duration timeout = absl::Seconds(10);
+};
+
+// Destroys communicators on a thread of its own: closing a Gloo pair from a
+// user thread waits for the next tick of the device's event loop (up to
+// 10 ms), so dropping a 16-rank communicator on the training thread cost
+// about 150 ms of every re-formation. Destroys what is left when destroyed.
+class ContextReaper {
+ public:
+  ContextReaper();
+  ~ContextReaper();
+  ContextReaper(const ContextReaper&) = delete;
+  ContextReaper& operator=(const ContextReaper&) = delete;
+  // Takes the context (nullptr is ignored); thread-safe.
+  void Add(std::shared_ptr<gloo::Context> context);
+
+ private:
+  void Run();
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<gloo::Context>> doomed_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
 };
 
 class GlooBackend final : public CollectiveBackend {
@@ -37,19 +77,37 @@ class GlooBackend final : public CollectiveBackend {
                          ReduceOp op) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
-  void Abort() override { context_.reset(); }
+  void Abort() override { reaper_->Add(std::move(context_)); }
   bool healthy() const override { return context_ != nullptr; }
+  void Interrupt(int64_t newer_generation) override;
 
  private:
   GlooBackend(GlooOptions options,
               std::shared_ptr<gloo::transport::Device> device)
-      : options_(std::move(options)), device_(std::move(device)) {}
+      : options_(std::move(options)),
+        device_(std::move(device)),
+        reaper_(std::make_unique<ContextReaper>()) {}
   absl::Status Fail(const std::exception& e, const char* what);
+  // Steps 1-3 of the class comment; throws on failure or interruption.
+  void ConnectFullMesh(gloo::Context& ctx, const ReformPlan& plan,
+                       gloo::rendezvous::Store& store);
+  // Publishes (or, with nullptr, withdraws) the transport context being
+  // connected, for Interrupt(). False when Interrupt() was called since
+  // Reform() began.
+  bool SetForming(gloo::transport::Context* forming);
 
   GlooOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
+  std::unique_ptr<ContextReaper> reaper_;
+
+  absl::Mutex forming_mu_;
+  // The rendezvous in progress (0 = none) and its transport context once its
+  // pairs exist; Interrupt() closes those pairs.
+  int64_t forming_generation_ ABSL_GUARDED_BY(forming_mu_) = 0;
+  gloo::transport::Context* forming_ ABSL_GUARDED_BY(forming_mu_) = nullptr;
+  bool interrupted_ ABSL_GUARDED_BY(forming_mu_) = false;
 };
 
 }  // namespace ringmaster::shim

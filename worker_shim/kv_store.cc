@@ -15,13 +15,29 @@ namespace {
 
 }  // namespace
 
+void KvStore::Count(absl::Time start) {
+  ++rpcs_;
+  rpc_time_ += absl::Now() - start;
+}
+
 void KvStore::set(const std::string& key, const std::vector<char>& data) {
-  auto s = client_.KvSet(generation_, key, std::string(data.begin(), data.end()));
+  const absl::Time start = absl::Now();
+  std::string value(data.begin(), data.end());
+  auto s = client_.KvSet(generation_, key, value);
+  Count(start);
   if (!s.ok()) Throw(s);
+  if (auto it = fetched_.find(key); it != fetched_.end()) {
+    it->second = std::move(value);
+  }
 }
 
 std::vector<char> KvStore::get(const std::string& key) {
+  if (auto it = fetched_.find(key); it != fetched_.end()) {
+    return std::vector<char>(it->second.begin(), it->second.end());
+  }
+  const absl::Time start = absl::Now();
   auto value = client_.KvWaitGet(generation_, key, default_timeout_);
+  Count(start);
   if (!value.ok()) Throw(value.status());
   return std::vector<char>(value->begin(), value->end());
 }
@@ -33,8 +49,13 @@ void KvStore::wait(const std::vector<std::string>& keys) {
 
 void KvStore::wait(const std::vector<std::string>& keys,
                    const std::chrono::milliseconds& timeout) {
-  auto s = client_.KvWait(generation_, keys, absl::FromChrono(timeout));
-  if (!s.ok()) Throw(s);
+  const absl::Time start = absl::Now();
+  auto values = client_.KvWaitGet(generation_, keys, absl::FromChrono(timeout));
+  Count(start);
+  if (!values.ok()) Throw(values.status());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    fetched_[keys[i]] = std::move((*values)[i]);
+  }
 }
 
 }  // namespace ringmaster::shim

@@ -2,6 +2,12 @@
 // key-value service, scoped to one generation of one job. Gloo's full-mesh
 // rendezvous and the NCCL unique-id exchange both run over it.
 //
+// A wait() fetches the values of the keys it waited for in the same round
+// trip and keeps them, so a get() that follows costs nothing: a rank that
+// waits for all its peers' keys at once makes one round trip, not one per
+// key. Rendezvous keys are written once per generation, so a kept value
+// cannot go stale (set() of a kept key replaces it).
+//
 // Gloo's Store interface reports errors by exception; this one throws
 // gloo::IoException with the coordinator's message (a superseded generation,
 // a timeout, an oversized value), which the backends turn back into
@@ -11,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,16 +38,27 @@ class KvStore final : public gloo::rendezvous::Store {
         default_timeout_(default_timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override;
-  // Waits (default timeout) for the key, then returns its value.
+  // Returns the value a wait() fetched, or else waits (default timeout) for
+  // the key and returns its value.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // Coordinator round trips made so far and the time spent in them.
+  int64_t rpcs() const { return rpcs_; }
+  absl::Duration rpc_time() const { return rpc_time_; }
+
  private:
+  // Counts one round trip that began at `start`.
+  void Count(absl::Time start);
+
   CoordinatorClient& client_;
   const int64_t generation_;
   const absl::Duration default_timeout_;
+  std::map<std::string, std::string> fetched_;  // values wait() returned
+  int64_t rpcs_ = 0;
+  absl::Duration rpc_time_;
 };
 
 }  // namespace ringmaster::shim

@@ -27,9 +27,17 @@ Shim::Shim(ShimOptions options, std::unique_ptr<CoordinatorClient> client,
     : options_(std::move(options)),
       client_(std::move(client)),
       backend_(std::move(backend)),
-      state_(options_.commit_file) {}
+      state_(options_.commit_file) {
+  // A rendezvous that a newer generation made pointless ends now rather than
+  // at its timeout (a peer that moved on never connects).
+  client_->SetGenerationListener(
+      [backend = backend_.get()](const api::MembershipUpdate& update) {
+        backend->Interrupt(update.generation());
+      });
+}
 
 Shim::~Shim() {
+  client_->SetGenerationListener(nullptr);
   backend_->Abort();
   client_.reset();
 }
@@ -46,11 +54,15 @@ absl::Status Shim::Start() {
 absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
                                               bool local_failure) {
   const absl::Time deadline = absl::Now() + options_.membership_timeout;
+  const int64_t boundary = NowMicros();
   bool rollback_needed = local_failure;
   while (true) {
     auto update =
         client_->WaitForGeneration(min_generation, deadline - absl::Now());
     if (!update.ok()) return update.status();
+    const int64_t received = client_->LatestGeneration() == update->generation()
+                                 ? client_->LatestReceivedUnixMicros()
+                                 : 0;
     if (update->last_failure_generation() > generation_ && generation_ > 0) {
       rollback_needed = true;
     }
@@ -77,6 +89,7 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
         options_.client.worker_id, update->generation(), rollback_needed);
     if (options_.on_reform_start) options_.on_reform_start(*update);
     KvStore store(*client_, update->generation(), options_.rendezvous_timeout);
+    const int64_t rendezvous = NowMicros();
     absl::Status s = backend_->Reform(plan, store);
     const int64_t formed = NowMicros();
     if (s.ok()) {
@@ -105,10 +118,21 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     members_ = std::move(new_members);
     rank_ = update->rank();
     client_->SetCurrent(generation_, rank_, world_size());
-    reforms_.push_back(ReformRecord{generation_, update->reason(), rank_,
-                                    world_size(), rollback_needed,
-                                    update->published_unix_us(), formed,
-                                    NowMicros()});
+    ReformRecord record;
+    record.generation = generation_;
+    record.reason = update->reason();
+    record.rank = rank_;
+    record.world_size = world_size();
+    record.rolled_back = rollback_needed;
+    record.published_unix_us = update->published_unix_us();
+    record.received_unix_us = received;
+    record.boundary_unix_us = boundary;
+    record.rendezvous_unix_us = rendezvous;
+    record.formed_unix_us = formed;
+    record.synced_unix_us = NowMicros();
+    record.kv_rpcs = store.rpcs();
+    record.kv_rpc_us = absl::ToInt64Microseconds(store.rpc_time());
+    reforms_.push_back(record);
     return Boundary::kReformed;
   }
 }

@@ -54,8 +54,14 @@ struct ReformRecord {
   int world_size = 0;
   bool rolled_back = false;
   int64_t published_unix_us = 0;  // coordinator published the generation
+  int64_t received_unix_us = 0;   // this rank's watcher received it
+  int64_t boundary_unix_us = 0;   // this rank began moving to it (the step
+                                  // boundary, or the failed collective)
+  int64_t rendezvous_unix_us = 0;  // this rank began its (last) rendezvous
   int64_t formed_unix_us = 0;     // this rank holds a working communicator
   int64_t synced_unix_us = 0;     // state synced
+  int64_t kv_rpcs = 0;            // coordinator round trips of the rendezvous
+  int64_t kv_rpc_us = 0;          // time spent in them
 };
 
 class Shim {

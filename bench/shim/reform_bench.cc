@@ -43,6 +43,7 @@ struct Flags {
   std::string kind = "planned";
   int trials = 10;
   int step_delay_ms = 5;
+  bool keep_logs = false;
 };
 
 class Bench {
@@ -64,7 +65,8 @@ class Bench {
       }
     }
     server_->Stop();
-    if (ok_) fs::remove_all(dir_);
+    if (ok_ && !f_.keep_logs) fs::remove_all(dir_);
+    if (f_.keep_logs) std::cerr << "logs in " << dir_ << "\n";
   }
 
   std::string Spawn() {
@@ -107,35 +109,53 @@ class Bench {
     return std::nullopt;
   }
 
+  // One re-formation as the survivors logged it; times in ms after the
+  // coordinator published the generation, each the maximum over the members.
+  struct Trial {
+    double formed = -1;      // reform_ms: the last member holds a communicator
+    double received = 0;     // the last member's watcher had the generation
+    double boundary = 0;     // the last member began moving to it
+    double rendezvous = 0;   // longest rendezvous (start to communicator)
+    double kv_rpcs = 0;      // most coordinator round trips of one member
+    double kv_ms = 0;        // longest time in them
+  };
+
   // Waits until generation `gen` exists with `size` members and every member
-  // logged it; returns max(formed_us) - published_us in ms, or -1.
-  double WaitFormed(int64_t gen, int size, int64_t* published_us) {
+  // logged it; formed < 0 when it never did.
+  Trial WaitFormed(int64_t gen, int size, int64_t* published_us) {
     // (a failure may take more than one generation to settle)
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
       JobStatus j = Job();
       if (j.generation() >= gen && j.members_size() == size) {
         gen = j.generation();  // the first generation of that size
-        int64_t formed = 0;
-        int64_t published = 0;
-        bool all = true;
+        std::vector<nlohmann::json> records;
         for (const auto& m : j.members()) {
           auto r = Record(m.worker_id(), gen);
-          if (!r) {
-            all = false;
-            break;
-          }
-          formed = std::max<int64_t>(formed, (*r)["formed_us"]);
-          published = (*r)["published_us"];
+          if (!r) break;
+          records.push_back(*r);
         }
-        if (all) {
+        if (static_cast<int>(records.size()) == size) {
+          const int64_t published = records[0]["published_us"];
           if (published_us) *published_us = published;
-          return (formed - published) / 1e3;
+          auto after = [&](int64_t us) { return (us - published) / 1e3; };
+          Trial t;
+          for (const auto& r : records) {
+            t.formed = std::max(t.formed, after(r["formed_us"]));
+            t.received = std::max(t.received, after(r.value("received_us", published)));
+            t.boundary = std::max(t.boundary, after(r.value("boundary_us", published)));
+            t.rendezvous = std::max(
+                t.rendezvous, (r["formed_us"].get<int64_t>() -
+                               r.value("rendezvous_us", int64_t{0})) / 1e3);
+            t.kv_rpcs = std::max(t.kv_rpcs, r.value("kv_rpcs", 0.0));
+            t.kv_ms = std::max(t.kv_ms, r.value("kv_rpc_us", 0.0) / 1e3);
+          }
+          return t;
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    return -1;
+    return Trial{};
   }
 
   void Reap(const std::string& w) {
@@ -145,12 +165,13 @@ class Bench {
 
   int Run() {
     for (int i = 0; i < f_.workers; ++i) Spawn();
-    if (WaitFormed(1, f_.workers, nullptr) < 0) {
+    if (WaitFormed(1, f_.workers, nullptr).formed < 0) {
       std::cerr << "initial gang never formed\n";
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    std::vector<double> shrink, grow, detect;
+    std::vector<Trial> shrink, grow;
+    std::vector<double> detect;
     for (int t = 0; t < f_.trials; ++t) {
       JobStatus j = Job();
       const int64_t g = j.generation();
@@ -161,9 +182,9 @@ class Bench {
         r.set_job("bench");
         r.set_workers(f_.workers - 1);
         (void)server_->core().Resize(r);
-        const double ms = WaitFormed(g + 1, f_.workers - 1, &published);
-        if (ms < 0) return Fail("planned shrink", t);
-        shrink.push_back(ms);
+        const Trial tr = WaitFormed(g + 1, f_.workers - 1, &published);
+        if (tr.formed < 0) return Fail("planned shrink", t);
+        shrink.push_back(tr);
         Reap(victim);
         Spawn();
         r.set_workers(f_.workers);
@@ -172,15 +193,15 @@ class Bench {
         const int64_t kill_us = absl::ToUnixMicros(absl::Now());
         ::kill(pids_[victim], SIGKILL);
         Reap(victim);
-        const double ms = WaitFormed(g + 1, f_.workers - 1, &published);
-        if (ms < 0) return Fail("kill -9", t);
-        shrink.push_back(ms);
+        const Trial tr = WaitFormed(g + 1, f_.workers - 1, &published);
+        if (tr.formed < 0) return Fail("kill -9", t);
+        shrink.push_back(tr);
         detect.push_back((published - kill_us) / 1e3);
         Spawn();  // the target is still N: the job grows back by itself
       }
-      const double gms = WaitFormed(Job().generation() + 1, f_.workers, nullptr);
-      if (gms < 0) return Fail("grow", t);
-      grow.push_back(gms);
+      const Trial gt = WaitFormed(Job().generation() + 1, f_.workers, nullptr);
+      if (gt.formed < 0) return Fail("grow", t);
+      grow.push_back(gt);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     Print(f_.kind == "planned" ? "planned_shrink" : "kill9", shrink, detect);
@@ -210,13 +231,24 @@ class Bench {
                               static_cast<size_t>(p * (v.size() - 1) + 0.5));
     return v[i];
   }
-  void Print(const std::string& kind, const std::vector<double>& reform,
+  void Print(const std::string& kind, const std::vector<Trial>& trials,
              const std::vector<double>& detect) {
+    auto col = [&](double Trial::*field) {
+      std::vector<double> v;
+      for (const auto& t : trials) v.push_back(t.*field);
+      return v;
+    };
+    const std::vector<double> reform = col(&Trial::formed);
     nlohmann::json j = {{"workers", f_.workers},
                         {"kind", kind},
                         {"trials", reform.size()},
                         {"reform_ms_p50", Pct(reform, 0.5)},
                         {"reform_ms_p99", Pct(reform, 0.99)},
+                        {"received_ms_p50", Pct(col(&Trial::received), 0.5)},
+                        {"boundary_ms_p50", Pct(col(&Trial::boundary), 0.5)},
+                        {"rendezvous_ms_p50", Pct(col(&Trial::rendezvous), 0.5)},
+                        {"kv_rpcs_p50", Pct(col(&Trial::kv_rpcs), 0.5)},
+                        {"kv_ms_p50", Pct(col(&Trial::kv_ms), 0.5)},
                         {"detect_ms", detect.empty() ? nlohmann::json(nullptr)
                                                      : nlohmann::json(Pct(detect, 0.5))}};
     std::cout << j.dump() << std::endl;
@@ -242,6 +274,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"planned", "kill9"}));
   app.add_option("--trials", f.trials, "trials")->check(CLI::PositiveNumber);
   app.add_option("--step-delay-ms", f.step_delay_ms, "trainer step time");
+  app.add_flag("--keep-logs", f.keep_logs,
+               "keep the workers' stderr and re-formation logs");
   CLI11_PARSE(app, argc, argv);
   Bench bench(f);
   return bench.Run();

@@ -218,8 +218,13 @@ void LogReform(const Config& c, const Shim& s) {
                       {"world_size", r.world_size},
                       {"rolled_back", r.rolled_back},
                       {"published_us", r.published_unix_us},
+                      {"received_us", r.received_unix_us},
+                      {"boundary_us", r.boundary_unix_us},
+                      {"rendezvous_us", r.rendezvous_unix_us},
                       {"formed_us", r.formed_unix_us},
-                      {"synced_us", r.synced_unix_us}};
+                      {"synced_us", r.synced_unix_us},
+                      {"kv_rpcs", r.kv_rpcs},
+                      {"kv_rpc_us", r.kv_rpc_us}};
   std::ofstream f(c.reform_log, std::ios::app);
   f << j.dump() << "\n";
 }
