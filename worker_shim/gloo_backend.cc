@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -91,15 +92,16 @@ ContextReaper::~ContextReaper() {
   thread_.join();
 }
 
-void ContextReaper::Add(std::shared_ptr<gloo::Context> context) {
+void ContextReaper::Add(std::shared_ptr<gloo::Context> context,
+                        bool urgent) {
   if (context == nullptr) return;
   absl::MutexLock lock(&mu_);
-  doomed_.push_back(std::move(context));
+  doomed_.push_back({std::move(context), urgent});
 }
 
 void ContextReaper::Run() {
   while (true) {
-    std::vector<std::shared_ptr<gloo::Context>> batch;
+    std::vector<Doomed> batch;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -109,7 +111,18 @@ void ContextReaper::Run() {
       if (doomed_.empty()) return;  // stopping, nothing left
       batch.swap(doomed_);
     }
-    batch.clear();  // closes the pairs, here rather than on the caller
+    for (const auto& [ctx, urgent] : batch) {
+      if (!urgent) continue;
+      // Each close waits for a loop tick; from a thread a pair, one tick
+      // serves them all, and peers blocked on this rank learn at once.
+      std::vector<std::thread> closers;
+      for (int i = 0; i < ctx->size; ++i) {
+        if (i == ctx->rank) continue;
+        closers.emplace_back([c = ctx.get(), i] { c->getPair(i)->close(); });
+      }
+      for (auto& t : closers) t.join();
+    }
+    batch.clear();
   }
 }
 
@@ -132,13 +145,13 @@ absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
 }
 
 absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
-  reaper_->Add(std::move(context_));
+  reaper_->Add(std::move(context_), /*urgent=*/true);
   return absl::UnavailableError(absl::StrCat("gloo ", what, ": ", e.what()));
 }
 
 absl::Status GlooBackend::Reform(const ReformPlan& plan,
                                  gloo::rendezvous::Store& store) {
-  reaper_->Add(std::move(context_));
+  reaper_->Add(std::move(context_), /*urgent=*/false);
   if (plan.rank < 0 || plan.rank >= plan.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: rank ", plan.rank, " not in a world of ", plan.world_size));
