@@ -39,6 +39,9 @@ void RunAllReduce(const std::shared_ptr<gloo::Context>& ctx, void* data,
   opts.setOutput(static_cast<T*>(data), count);
   opts.setReduceFunction(Pick<T>(op));
   opts.setTag(tag);
+  if (count * sizeof(T) <= GlooBackend::kSmallAllReduceBytes) {
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+  }
   gloo::allreduce(opts);
 }
 

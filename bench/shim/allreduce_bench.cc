@@ -6,7 +6,8 @@
 //
 //  - mpi:  MPI_Allreduce(MPI_IN_PLACE, ..., MPI_FLOAT, MPI_SUM).
 //  - gloo: a gloo::rendezvous::Context over a FileStore, TCP on 127.0.0.1,
-//          gloo::allreduce (the algorithm the shim uses).
+//          gloo::allreduce with the algorithm the shim picks (bcube up to
+//          GlooBackend::kSmallAllReduceBytes, ring above).
 //  - shim: ringmaster::shim::Shim::AllReduce (rank 0 runs an in-process
 //          coordinator; the Gloo communicator comes from the shim's
 //          rendezvous over the coordinator's key-value store).
@@ -116,6 +117,7 @@ void PerCallCost(int rounds) {
         static_cast<void (*)(void*, const void*, const void*, size_t)>(
             &gloo::sum<float>));
     opts.setTag(++tag);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);  // as shim
     gloo::allreduce(opts);
   };
   auto shim = [&] {
@@ -225,6 +227,9 @@ int main(int argc, char** argv) {
           static_cast<void (*)(void*, const void*, const void*, size_t)>(
               &gloo::sum<float>));
       opts.setTag(++tag);
+      if (bytes <= ringmaster::shim::GlooBackend::kSmallAllReduceBytes) {
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+      }
       gloo::allreduce(opts);
     };
     auto shim_fn = [&] {
