@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
+#include <vector>
 
 #include "tests/worker_shim/test_world.h"
 
@@ -112,6 +114,44 @@ TEST(GlooBackend, SameOrOlderGenerationLeavesTheRendezvousAlone) {
             }});
   EXPECT_EQ(v[0], 3);
   EXPECT_EQ(v[1], 3);
+}
+
+// Small all-reduces take bcube, large ones the ring; both must sum right in
+// worlds that are a power of two, factorizable (6 = 2 x 3) or prime (5).
+TEST(GlooBackend, SmallAndLargeAllReducesSumInEveryWorldSize) {
+  for (const int n : {2, 5, 6}) {
+    SCOPED_TRACE(n);
+    GlooOptions o;
+    o.timeout = absl::Seconds(15);
+    std::vector<std::unique_ptr<CollectiveBackend>> b;
+    for (int r = 0; r < n; ++r) b.push_back(*GlooBackend::Create(o));
+    gloo::rendezvous::HashStore store;
+    // 3 doubles (24 bytes, bcube) and 1024 doubles (8 KiB, ring).
+    const size_t small = 3;
+    const size_t large = GlooBackend::kSmallAllReduceBytes / sizeof(double) * 2;
+    std::vector<std::vector<double>> s(n), l(n);
+    std::vector<std::function<void()>> fns;
+    for (int r = 0; r < n; ++r) {
+      s[r].assign(small, r + 1.0);
+      l[r].assign(large, r + 1.0);
+      fns.push_back([&, r] {
+        ASSERT_TRUE(b[r]->Reform(Plan(1, r, n), store).ok());
+        ASSERT_TRUE(b[r]->AllReduce(s[r].data(), small, DataType::kFloat64,
+                                    ReduceOp::kSum)
+                        .ok());
+        ASSERT_TRUE(b[r]->AllReduce(l[r].data(), large, DataType::kFloat64,
+                                    ReduceOp::kSum)
+                        .ok());
+      });
+    }
+    RunRanks(fns);
+    // 1 + 2 + ... + n in every slot of every rank.
+    const double sum = n * (n + 1) / 2.0;
+    for (int r = 0; r < n; ++r) {
+      for (double v : s[r]) EXPECT_EQ(v, sum);
+      for (double v : l[r]) EXPECT_EQ(v, sum);
+    }
+  }
 }
 
 }  // namespace
