@@ -51,8 +51,9 @@ struct GlooOptions {
 // a thread each, so that one tick serves them all and the blocked peers see
 // the reset at once (at 16 ranks kill -9 re-formed in 165 instead of 740 ms);
 // a healthy one being replaced is closed pair by pair (closing 15 pairs in
-// parallel on every rank at once slowed the planned re-formation from about
-// 100-140 to 200-240 ms on 2 cores). Destroys what is left when destroyed.
+// parallel on every rank at once slowed the planned 16-rank re-formation
+// from about 95-115 to 180-195 ms on 2 cores, the new rendezvous competing
+// with 225 closing threads). Destroys what is left when destroyed.
 class ContextReaper {
  public:
   ContextReaper();

@@ -15,6 +15,7 @@
 // Prints one JSON line per kind: workers, kind, trials, reform_ms_p50,
 // reform_ms_p99, detect_ms (p50; kill9 only).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,9 @@ class Bench {
         (dir_ / (name + ".jsonl")).string()};
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // Die with the bench, however it ends (a closed stdout pipe, a ^C):
+      // a leftover gang would go on training and load the next run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       std::freopen((dir_ / (name + ".log")).c_str(), "w", stderr);
       for (int fd = 3; fd < 1024; ++fd) ::close(fd);
       std::vector<char*> argv;
@@ -265,6 +269,9 @@ class Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout (`| head -1`) must not kill the bench before its
+  // destructor stops the workers.
+  ::signal(SIGPIPE, SIG_IGN);
   Flags f;
   CLI::App app{"reform_bench: shim re-formation latency"};
   app.add_option("--trainer", f.trainer, "elastic_trainer binary")->required();
