@@ -23,10 +23,13 @@ struct SimulateFlags {
   double tune = 1.3;
   uint64_t seed = 42;
   std::string out;
-  std::string driver = "direct";
+  std::string driver = "engine";
   std::string ties = "lowest";
   std::string fgd_score = "exact";
   double typical_pct = 100;
+  int relearn_pct = 0;
+  int half_life = 1;
+  int nodes_to_score = 16;
 };
 
 // JSON string literal (the few characters paths may need escaped).
@@ -64,6 +67,9 @@ int RunFgd(const SimulateFlags& f) {
   options.random_ties = f.ties == "random";
   options.authors_fgd_score = f.fgd_score == "authors";
   options.typical_pct = f.typical_pct;
+  options.relearn_pct = f.relearn_pct;
+  options.half_life = f.half_life;
+  options.nodes_to_score = f.nodes_to_score;
   auto r = f.driver == "engine" ? simulator::RunFgdProtocolOnEngine(*nodes, *pods, options)
                                 : simulator::RunFgdProtocol(*nodes, *pods, options);
   const double wall =
@@ -84,7 +90,11 @@ int RunFgd(const SimulateFlags& f) {
                              f.driver, topology::SharePolicyName(*policy))
           << "  \"nodes_file\": " << Quote(f.nodes) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
           << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
-          << absl::StrFormat("  \"ties\": \"%s\",\n  \"fgd_score\": \"%s\",\n  \"typical_pct\": %.4g,\n", f.ties, f.fgd_score, f.typical_pct)
+          << (f.driver == "engine"
+                  ? absl::StrFormat("  \"nodes_to_score\": %d,\n  \"half_life\": %d,\n  \"relearn_pct\": %d,\n",
+                                    f.nodes_to_score, f.half_life, f.relearn_pct)
+                  : absl::StrFormat("  \"ties\": \"%s\",\n  \"fgd_score\": \"%s\",\n  \"typical_pct\": %.4g,\n",
+                                    f.ties, f.fgd_score, f.typical_pct))
           << absl::StrFormat("  \"nodes\": %d,\n  \"gpus\": %d,\n  \"pods\": %d,\n  \"failed_pods\": %d,\n",
                              r->nodes, r->capacity_milli / topology::kMilliPerGpu, r->pods, r->failed_pods)
           << absl::StrFormat("  \"gpu_alloc_ratio\": %.4f,\n  \"arrived_ratio\": %.4f,\n  \"frag_pct\": %.4f,\n",
@@ -122,8 +132,9 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--seed", f->seed, "random seed (42)");
   sim->add_option("--out", f->out, "output folder for summary.json and curve.csv")->required();
   sim->add_option("--driver", f->driver,
-                  "direct: score every node with the policy functions (default); engine: one "
-                  "cycle of scheduler::Engine with the gpu-share plugin per pod")
+                  "engine: one cycle of ringmaster's scheduler::Engine with the gpu-share plugin "
+                  "per pod (default); direct: the FGD authors' loop, every node scored with the "
+                  "policy functions (a fidelity replay)")
       ->check(CLI::IsMember({"direct", "engine"}));
   sim->add_option("--ties", f->ties,
                   "direct driver: lowest (lowest node index; default) or random (seeded draw among "
@@ -137,6 +148,16 @@ void RegisterSimulateCommand(CLI::App& app) {
                   "FGD's workload: the most popular task classes covering this % of the pod list "
                   "(100: all, default; the FGD authors' runs: 95)")
       ->check(CLI::Range(1.0, 100.0));
+  sim->add_option("--relearn-pct", f->relearn_pct,
+                  "engine driver: gpu-share rebuilds its workload model once the pods seen since "
+                  "reach this % of those it was built from (0: on every pod; default)")
+      ->check(CLI::Range(0, 100));
+  sim->add_option("--half-life", f->half_life,
+                  "engine driver: gpu-share's halfLife, in pods (1, default; 0: never forget)")
+      ->check(CLI::Range(0, 1000000));
+  sim->add_option("--nodes-to-score", f->nodes_to_score,
+                  "engine driver: the policy's nodesToScore (16, default; 0: every feasible node)")
+      ->check(CLI::Range(0, 1000000));
   sim->callback([f] { ExitCode() = RunFgd(*f); });
 }
 

@@ -45,8 +45,17 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const 
   if (*weight < 0) return args.Error("weight", "must be >= 0");
   auto seed = args.Int("seed", 42);
   if (!seed.ok()) return seed.status();
+  auto half_life = args.Int("halfLife", 1);
+  if (!half_life.ok()) return half_life.status();
+  if (*half_life < 0) return args.Error("halfLife", "must be >= 0 (0: never forget)");
+  auto relearn = args.Int("relearnPct", 0);
+  if (!relearn.ok()) return relearn.status();
+  if (*relearn < 0 || *relearn > 100) return args.Error("relearnPct", "must be in [0, 100]");
   if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<GpuSharePlugin>(*policy, *weight, static_cast<uint64_t>(*seed));
+  auto p = std::make_unique<GpuSharePlugin>(*policy, *weight, static_cast<uint64_t>(*seed));
+  p->relearn_pct_ = static_cast<double>(*relearn);
+  p->decay_ = *half_life == 0 ? 1.0 : std::pow(0.5, 1.0 / static_cast<double>(*half_life));
+  return p;
 }
 
 void GpuSharePlugin::OnSessionOpen(scheduler::Session& s) {
@@ -69,25 +78,41 @@ void GpuSharePlugin::OnSessionOpen(scheduler::Session& s) {
 }
 
 void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<scheduler::JobId>& jobs) {
-  bool changed = false;
   for (scheduler::JobId id : jobs) {
     if (!seen_.insert(id).second) continue;
     const scheduler::Job& job = state.job(id);
     for (const scheduler::Task& t : job.tasks()) {
       const scheduler::GpuRequest& g = job.gpu(t.index);
       const topology::Resources& r = job.request(t.index);
-      topology::TaskClass c{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
-      if (!job.spec().gpu_model.empty()) c.gpu_models = {job.spec().gpu_model};
-      classes_.push_back(std::move(c));
-      changed = true;
+      ClassKey key{r.cpu_milli(), g.count, g.count > 0 ? g.milli : 0, job.spec().gpu_models};
+      std::sort(key.gpu_models.begin(), key.gpu_models.end());
+      if (decay_ < 1) {
+        for (auto& [k, w] : weights_) w *= decay_;
+      }
+      weights_[key] += 1;
+      ++unmodelled_;
     }
   }
-  if (!changed && model_) return;
-  auto m = topology::FragmentationModel::Create(classes_);
+  // Rebuild when the tasks seen since the last model are at least relearn_pct
+  // % of those it was built from (every new task when 0): the distribution
+  // then follows the workload without rebuilding, and forgetting the model's
+  // memo, on every cycle.
+  if (model_ && static_cast<double>(unmodelled_) * 100.0 < relearn_pct_ * static_cast<double>(modelled_)) return;
+  if (model_ && unmodelled_ == 0) return;
+  std::vector<topology::TaskClass> classes;
+  classes.reserve(weights_.size());
+  for (const auto& [k, w] : weights_) {
+    if (w < 1e-9) continue;  // forgotten
+    topology::TaskClass c{k.cpu_milli, 0, k.num_gpu, k.gpu_milli, {}, w};
+    c.gpu_models = k.gpu_models;
+    classes.push_back(std::move(c));
+  }
+  auto m = topology::FragmentationModel::Create(std::move(classes));
   // No jobs yet: a model of one whole-GPU task keeps the scores defined.
   if (!m.ok()) m = topology::FragmentationModel::Create({topology::TaskClass{0, 0, 1, 1000, {}, 1.0}});
   model_ = std::make_unique<topology::FragmentationModel>(*std::move(m));
-  classes_.assign(model_->classes().begin(), model_->classes().end());
+  modelled_ += unmodelled_;
+  unmodelled_ = 0;
 }
 
 std::optional<topology::NodeChoice> GpuSharePlugin::Choose(const scheduler::State& state,
@@ -117,7 +142,7 @@ std::optional<topology::NodeChoice> GpuSharePlugin::Choose(const scheduler::Stat
   const scheduler::GpuRequest& g = task.job->gpu(task.index);
   const topology::Resources& r = task.job->request(task.index);
   topology::TaskClass t{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
-  if (!task.job->spec().gpu_model.empty()) t.gpu_models = {task.job->spec().gpu_model};
+  t.gpu_models = task.job->spec().gpu_models;
   return topology::ScoreNode(policy_, s, t, *model_, rng_);
 }
 

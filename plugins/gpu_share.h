@@ -14,7 +14,10 @@
 //      the node order; the GPUs are the GPU choice (only the first plugin
 //      that registers a GPU choice decides it).
 // Arguments: policy (string), weight (integer >= 0, default 100: FGD's score
-// in milli-GPUs needs the resolution), seed (integer, Random's generator).
+// in milli-GPUs needs the resolution), seed (integer, Random's generator),
+// relearnPct (integer 0..100, default 0): the model of the workload is
+// rebuilt once the tasks seen since it was built reach this share of those
+// it was built from; 0 rebuilds on every new task.
 #ifndef RINGMASTER_PLUGINS_GPU_SHARE_H_
 #define RINGMASTER_PLUGINS_GPU_SHARE_H_
 
@@ -22,6 +25,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -54,8 +58,20 @@ class GpuSharePlugin : public scheduler::Plugin {
   topology::SharePolicy policy_;
   int64_t weight_;
   std::mt19937_64 rng_;
+  // A task class as the measure sees it (memory is not part of it).
+  struct ClassKey {
+    topology::Quantity cpu_milli;
+    int num_gpu;
+    topology::Quantity gpu_milli;
+    std::vector<std::string> gpu_models;  // sorted
+    auto operator<=>(const ClassKey&) const = default;
+  };
+  double relearn_pct_ = 0;
+  double decay_ = 0.5;  // weight kept per new task
   std::set<scheduler::JobId> seen_;
-  std::vector<topology::TaskClass> classes_;
+  std::map<ClassKey, double> weights_;  // decayed task count per class
+  int64_t modelled_ = 0;                // tasks the model was built from
+  int64_t unmodelled_ = 0;              // tasks seen since
   std::unique_ptr<topology::FragmentationModel> model_;
 };
 

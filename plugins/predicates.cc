@@ -49,9 +49,9 @@ Verdict PredicatesPlugin::Check(const scheduler::State& state, const scheduler::
   const scheduler::GpuRequest& g = task.job->gpu(task.index);
   if (g.count > 0) {
     if (static_cast<int>(spec.gpus.size()) < g.count) return Verdict::Unresolvable("too few GPUs on node");
-    if (!js.gpu_model.empty()) {
+    if (!js.gpu_models.empty()) {
       for (const auto& d : spec.gpus) {
-        if (d.model != js.gpu_model) return Verdict::Unresolvable("GPU model mismatch");
+        if (!js.AllowsModel(d.model)) return Verdict::Unresolvable("GPU model mismatch");
       }
     }
     if (g.whole()) {

@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
     tree = *std::move(built);
   }
   e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree));
+  e->nodes_to_score_ = policy.nodes_to_score;
   for (const auto& tier : policy.tiers) {
     std::vector<Plugin*> list;
     for (const PluginConfig& pc : tier) {
@@ -260,6 +261,7 @@ Decisions Engine::RunCycle() {
   Decisions d;
   {
     Session session(*state_, clock_, cycle_, tiers_);
+    session.set_nodes_to_score(nodes_to_score_);
     for (auto& a : actions_) a->Execute(session);
     d = session.Close();
   }

@@ -70,6 +70,14 @@ class Engine {
   int64_t cycles() const { return cycle_; }
   // Invariant check of the whole state (see state.h).
   absl::Status CheckInvariants() const { return state_->CheckInvariants(); }
+  // The first configured plugin with this name (nullptr if none), for
+  // inspection by tools and tests.
+  const Plugin* plugin(std::string_view name) const {
+    for (const auto& p : plugins_) {
+      if (p->name() == name) return p.get();
+    }
+    return nullptr;
+  }
 
  private:
   Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {}
@@ -85,6 +93,7 @@ class Engine {
   std::unique_ptr<State> state_;
   std::vector<std::unique_ptr<Plugin>> plugins_;
   std::vector<std::vector<Plugin*>> tiers_;
+  int nodes_to_score_ = 16;
   std::vector<std::unique_ptr<Action>> actions_;
   int64_t cycle_ = 0;
   // Decisions made between cycles (evictions after a node loss, membership

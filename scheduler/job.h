@@ -88,7 +88,16 @@ struct JobSpec {
   int elastic_max = 0;
   TopologyMode topology_mode = TopologyMode::kNone;
   int highest_tier = 0;  // with kHard: the gang stays inside one domain at tier <= this
-  std::string gpu_model;  // empty: any model
+  // GPU models the job may run on (any of them; every GPU of a chosen node
+  // must be one of them). Empty: any model.
+  std::vector<std::string> gpu_models;
+  bool AllowsModel(std::string_view m) const {
+    if (gpu_models.empty()) return true;
+    for (const std::string& a : gpu_models) {
+      if (a == m) return true;
+    }
+    return false;
+  }
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;
   int64_t walltime_ms = 0;  // 0: unknown

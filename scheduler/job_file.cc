@@ -137,8 +137,22 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
       }
     }
   }
-  if (n["gpu_model"]) {
-    if (auto s = Get(c, n["gpu_model"], field + ".gpu_model", &j.gpu_model, "a string"); !s.ok()) return s;
+  if (const YAML::Node m = n["gpu_model"]; m) {
+    // One model, or a list of models the job accepts.
+    if (m.IsSequence()) {
+      for (size_t k = 0; k < m.size(); ++k) {
+        std::string one;
+        if (auto s = Get(c, m[k], absl::StrCat(field, ".gpu_model[", k, "]"), &one, "a string"); !s.ok()) {
+          return s;
+        }
+        j.gpu_models.push_back(std::move(one));
+      }
+      if (j.gpu_models.empty()) return c.Err(m, field + ".gpu_model", "an empty list allows no GPU model");
+    } else {
+      std::string one;
+      if (auto s = Get(c, m, field + ".gpu_model", &one, "a string or a list of strings"); !s.ok()) return s;
+      j.gpu_models.push_back(std::move(one));
+    }
   }
   if (n["walltime"]) {
     double secs = 0;

@@ -7,7 +7,7 @@
 //     min_member: 8            # default: every replica
 //     elastic: {min: 4, max: 16}
 //     topology: {mode: hard, highest_tier: 1}   # hard | soft
-//     gpu_model: H100
+//     gpu_model: H100          # or a list of accepted models: [H100, A100]
 //     walltime: 3600           # seconds, optional
 //     node_selector: {pool: training}
 //     tolerations: [{key: dedicated, value: ml}]

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -144,11 +145,20 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
     AddError(errors, file, root.Mark(), "", "a policy file is a map with actions, tiers and queues");
     return absl::InvalidArgumentError(errors->back().ToString());
   }
-  static const std::set<std::string> kTop = {"actions", "tiers", "queues"};
+  static const std::set<std::string> kTop = {"actions", "tiers", "queues", "nodesToScore"};
   for (const auto& kv : root) {
     if (!kTop.count(kv.first.Scalar())) {
       AddError(errors, file, kv.first.Mark(), kv.first.Scalar(),
-               "unknown field (known: actions, tiers, queues)");
+               "unknown field (known: actions, tiers, queues, nodesToScore)");
+    }
+  }
+  if (const YAML::Node n = root["nodesToScore"]; n) {
+    int v = -1;
+    if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < 0 || v > 1000000) {
+      AddError(errors, file, n.Mark(), "nodesToScore",
+               "must be an integer in [0, 1000000] (0: score every feasible node)");
+    } else {
+      p.nodes_to_score = v;
     }
   }
   // actions

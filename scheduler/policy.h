@@ -8,6 +8,7 @@
 //   - plugins:
 //     - name: binpack
 //       arguments: {gpu: 3, cpu: 1}
+//   nodesToScore: 16        # optional; 0 scores every feasible node
 //   queues:
 //   - name: research
 //     weight: 2
@@ -41,6 +42,9 @@ struct Policy {
   std::vector<std::string> actions;
   std::vector<std::vector<PluginConfig>> tiers;
   std::vector<queue::QueueSpec> queues;  // empty: a single "default" queue
+  // Feasible candidate nodes scored per task (`nodesToScore`; 0 = all), taken
+  // in best-fit order. Fewer is faster; more follows the scores more closely.
+  int nodes_to_score = 16;
 };
 
 // The built-in policy: enqueue, allocate, backfill with priority + gang in

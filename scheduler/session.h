@@ -92,6 +92,9 @@ class Session {
   // The built-in choice over future free GPUs (for pipelining).
   bool SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   bool has_node_order() const { return !node_order_.empty(); }
+  // Feasible nodes scored per task (the policy's nodesToScore; 0 = all).
+  int nodes_to_score() const { return nodes_to_score_; }
+  void set_nodes_to_score(int n) { nodes_to_score_ = n; }
 
   // --- State ----------------------------------------------------------------
   State& state() { return state_; }
@@ -136,6 +139,7 @@ class Session {
   int current_tier_ = 0;
   std::vector<QueueInfo> queues_;
   std::vector<JobId> jobs_;
+  int nodes_to_score_ = 16;
   std::vector<std::pair<JobId, std::string>> reasons_;
   std::vector<std::pair<JobId, uint32_t>> bound_;
   std::vector<Eviction> evictions_;

@@ -19,6 +19,7 @@ State::State(topology::Cluster cluster, queue::QueueTree queues)
     nodes_[n].gpu_used.assign(spec.gpus.size(), 0);
     nodes_[n].gpu_pipelined.assign(spec.gpus.size(), 0);
     nodes_[n].gpu_releasing.assign(spec.gpus.size(), 0);
+    nodes_[n].max_gpu_free = spec.gpus.empty() ? 0 : topology::kMilliPerGpu;
     nodes_[n].schedulable = cluster_->present(id);
     if (nodes_[n].schedulable) total_ += spec.allocatable;
   }
@@ -75,9 +76,14 @@ void State::UpdateWaiting(const Job& job) {
 }
 
 void State::Refresh(NodeId n) {
-  const NodeState& s = nodes_[n.value()];
+  NodeState& s = nodes_[n.value()];
   int64_t free = 0;
-  for (int16_t u : s.gpu_used) free += (u == 0);
+  int16_t least = topology::kMilliPerGpu;
+  for (int16_t u : s.gpu_used) {
+    free += (u == 0);
+    least = std::min(least, u);
+  }
+  s.max_gpu_free = s.gpu_used.empty() ? 0 : static_cast<int16_t>(topology::kMilliPerGpu - least);
   free_.SetNodeFree(n, free);
 }
 
@@ -177,6 +183,7 @@ absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   ns.gpu_used.assign(s.gpus.size(), 0);
   ns.gpu_pipelined.assign(s.gpus.size(), 0);
   ns.gpu_releasing.assign(s.gpus.size(), 0);
+  ns.max_gpu_free = s.gpus.empty() ? 0 : topology::kMilliPerGpu;
   nodes_.push_back(std::move(ns));
   node_tasks_.emplace_back();
   free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
@@ -249,7 +256,9 @@ absl::Status State::CheckInvariants() const {
                                               used[n].ToString()));
     }
     int64_t free = 0;
+    int max_free = 0;
     for (size_t d = 0; d < gpu[n].size(); ++d) {
+      max_free = std::max(max_free, static_cast<int>(topology::kMilliPerGpu) - gpu[n][d]);
       if (gpu[n][d] != nodes_[n].gpu_used[d]) {
         return absl::InternalError(absl::StrCat("1: node ", name, " gpu ", d, " counter is off"));
       }
@@ -266,6 +275,10 @@ absl::Status State::CheckInvariants() const {
     if (nodes_[n].schedulable && free_.NodeFree(id) != free) {
       return absl::InternalError(absl::StrCat("4: node ", name, " free index says ",
                                               free_.NodeFree(id), " free GPUs, recount ", free));
+    }
+    if (nodes_[n].max_gpu_free != max_free) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " max_gpu_free ", nodes_[n].max_gpu_free,
+                                              " != recount ", max_free));
     }
   }
   for (size_t q = 0; q < queues_.size(); ++q) {

@@ -7,7 +7,8 @@
 //      the node; gpu_used[i] == sum of milli of those tasks on GPU i.
 //   2. 0 <= gpu_used[i] <= 1000 for every GPU: no GPU (or share) given twice.
 //   3. used <= allocatable on every node: every bind fits its node.
-//   4. The free index counts, per node, the GPUs with gpu_used == 0.
+//   4. The free index counts, per node, the GPUs with gpu_used == 0, and
+//      NodeState::max_gpu_free is 1000 - the smallest gpu_used (0 without GPUs).
 //   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
 //      its descendants'.
 //   6. A Running job has ReadyCount() >= min_member().
@@ -38,6 +39,7 @@ struct NodeState {
   std::vector<int16_t> gpu_pipelined;  // milli per GPU, promised
   std::vector<int16_t> gpu_releasing;  // milli per GPU, held by releasing tasks
   int32_t tasks = 0;
+  int16_t max_gpu_free = 0;  // most free milli on any one GPU (held, not future)
   bool schedulable = true;  // false once removed, failed or cordoned
 };
 

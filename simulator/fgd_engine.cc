@@ -21,13 +21,15 @@ absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::Nod
   if (!cluster.ok()) return cluster.status();
 
   const std::string policy_text = absl::StrCat(R"(actions: "enqueue, allocate"
+nodesToScore: )", options.nodes_to_score, R"(
 tiers:
 - plugins:
   - name: gang
 - plugins:
   - name: predicates
   - name: gpu-share
-    arguments: {policy: )", std::string(topology::SharePolicyName(options.policy)), ", seed: ", options.seed, "}\n");
+    arguments: {policy: )", std::string(topology::SharePolicyName(options.policy)), ", seed: ", options.seed,
+                   ", relearnPct: ", options.relearn_pct, ", halfLife: ", options.half_life, "}\n");
   const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
   std::vector<queue::ConfigError> errors;
   auto policy = scheduler::ParsePolicy(policy_text, "fgd-engine-policy", registry, &errors);
@@ -77,7 +79,7 @@ tiers:
     role.request = topology::Resources(pod.cpu_milli, pod.memory, 0);
     role.gpu = {pod.num_gpu, pod.num_gpu > 0 ? pod.gpu_milli : topology::kMilliPerGpu};
     spec.roles.push_back(role);
-    if (pod.gpu_models.size() == 1) spec.gpu_model = pod.gpu_models[0];
+    spec.gpu_models = pod.gpu_models;
     auto id = e.SubmitJob(std::move(spec));
     if (!id.ok()) return id.status();
     clock.Advance(1);

@@ -19,9 +19,12 @@
 // scores one representative per distinct state; memory is checked per node.
 // Deterministic: the same inputs and seed give the same output.
 //
-// RunFgdProtocol calls the policy functions of topology/fragmentation.h
-// directly over every node (the measured driver); RunFgdProtocolOnEngine
-// sends the same pods through scheduler::Engine and the gpu-share plugin.
+// RunFgdProtocolOnEngine sends the pods through scheduler::Engine and the
+// gpu-share plugin: ringmaster itself, the measured driver. RunFgdProtocol
+// replays the FGD authors' scheduler loop instead (every node scored with the
+// policy functions of topology/fragmentation.h, their tie rule and score
+// options): a fidelity check of the measure against the published numbers,
+// not ringmaster's scheduler.
 #ifndef RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 #define RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 
@@ -73,6 +76,13 @@ struct FgdOptions {
   // together cover this share (%) of its pods (the authors' runs: 95, their
   // "typical pods"); 100 = every class.
   double typical_pct = 100;
+  // Engine driver only: gpu-share's relearnPct (how often the plugin
+  // rebuilds its model of the workload; 0 = on every new pod).
+  int relearn_pct = 0;
+  // Engine driver only: gpu-share's halfLife (tasks; 0 = never forget).
+  int half_life = 1;
+  // Engine driver only: the policy's nodesToScore (0 = every feasible node).
+  int nodes_to_score = 16;
 };
 
 // The pod list's task classes, popularity = pod count, most popular first,
@@ -113,15 +123,16 @@ std::vector<uint32_t> SampleArrivals(const std::vector<OpenbPod>& pods, int64_t 
 absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options);
 
-// Runs the same protocol through the engine: every pod is a one-task job
-// submitted to scheduler::Engine with the policy "enqueue, allocate" and the
-// plugins gang, predicates and gpu-share (policy = options.policy); one
-// cycle per pod; a pod the cycle leaves pending is cancelled and counted as
-// failed. The engine's planner scores a bounded number of candidate nodes
-// (scheduler/actions/placement.h) and gpu-share learns the workload from the
-// pods submitted so far, so results differ from RunFgdProtocol's.
-// Limitation: a pod allowed on several GPU models (gpu_spec) is submitted
-// without a model constraint (JobSpec holds one model).
+// Runs the same protocol through the engine (ringmaster's scheduler; the
+// default of `ringmaster simulate`): every pod is a one-task job, with its
+// allowed GPU models, submitted to scheduler::Engine with the policy
+// "enqueue, allocate", nodesToScore = options.nodes_to_score, and the
+// plugins gang, predicates and gpu-share (policy = options.policy, halfLife,
+// relearnPct); one cycle per pod; a pod the cycle leaves pending is
+// cancelled and counted as failed. The planner scores the first
+// nodesToScore feasible nodes in best-fit order and gpu-share learns the
+// workload from the pods submitted so far (it is not told the pod list), so
+// results differ from RunFgdProtocol's.
 absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::NodeSpec>& nodes,
                                                  const std::vector<OpenbPod>& pods,
                                                  const FgdOptions& options);

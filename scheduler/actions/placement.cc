@@ -39,7 +39,7 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   if (!st.node(n).schedulable) return false;
   if (!st.IsReserved(n) || st.reservation()->job == job.id()) return true;
   if (use_ == ReservationUse::kNone) {
-    ++rejections_["reserved for a waiting gang"];
+    Reject("reserved for a waiting gang");
     return false;
   }
   // Backfill: fine if the job ends before the reservation could start, or if
@@ -51,7 +51,7 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   auto it = std::find(r.nodes.begin(), r.nodes.end(), n);
   const int64_t needed = r.gpus_needed[it - r.nodes.begin()];
   if (st.FreeWholeGpus(n) - WholeGpus(job, i) >= needed && WholeGpus(job, i) > 0) return true;
-  ++rejections_["reserved for a waiting gang"];
+  Reject("reserved for a waiting gang");
   return false;
 }
 
@@ -88,31 +88,42 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   const TaskRef ref{&job, i};
   const Resources& req = job.request(i);
   const int64_t whole = WholeGpus(job, i);
-  const int limit = s_.has_node_order() ? kNodesToScore : 1;
+  const int limit = !s_.has_node_order()        ? 1
+                    : s_.nodes_to_score() <= 0 ? std::numeric_limits<int>::max()
+                                               : s_.nodes_to_score();
   NodeId best;
   int64_t best_score = std::numeric_limits<int64_t>::min();
   std::vector<int16_t> best_gpus;
   std::vector<int16_t> cand_gpus;
   int feasible = 0;
 
+  const GpuRequest& share = job.gpu(i);
+  const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   auto consider = [&](NodeId n) -> bool {
-    if (!st.node(n).schedulable) return true;
+    const NodeState& ns = st.node(n);
+    if (!ns.schedulable) return true;
     if (st.FreeWholeGpus(n) < whole) {
-      ++rejections_["insufficient GPU"];
+      Reject("insufficient GPU");
+      return true;
+    }
+    // A GPU share needs one GPU with that much free now (cheaper than the
+    // predicates; the GPU choice below would refuse the node anyway).
+    if (ns.max_gpu_free < share_milli) {
+      Reject("insufficient GPU share");
       return true;
     }
     Verdict v = s_.Predicate(ref, n);
     if (!v.ok()) {
-      ++rejections_[v.reason()];
+      Reject(v.reason());
       return true;
     }
     if (!Usable(job, i, n)) return true;
     if (!st.FitsIdle(n, req)) {
-      ++rejections_["insufficient cpu/memory now (releasing)"];
+      Reject("insufficient cpu/memory now (releasing)");
       return true;
     }
     if (!s_.SelectGpus(ref, n, &cand_gpus)) {
-      ++rejections_["no fitting GPU set"];
+      Reject("no fitting GPU set");
       return true;
     }
     ++feasible;

@@ -13,7 +13,7 @@
 //        none:         the whole cluster.
 //   3. In a scope, place task by task: candidate nodes in best-fit order of
 //      free GPUs, each passing the predicates and the reservation rule, the
-//      best NodeOrder score of the first kNodesToScore feasible ones wins
+//      best NodeOrder score of the first nodesToScore feasible ones wins
 //      (ties to the earlier candidate). All inside one Statement.
 //   4. The job ready (JobReady) -> commit, then place the remaining pending
 //      tasks best-effort. Otherwise discard and try the next scope.
@@ -33,7 +33,7 @@
 namespace ringmaster::scheduler {
 
 inline constexpr int kMaxDomainTries = 4;  // per tier
-inline constexpr int kNodesToScore = 16;
+inline constexpr int kNodesToScore = 16;  // default of the policy's nodesToScore
 
 struct PlaceOutcome {
   enum class Kind { kPlaced, kPipelined, kFailed };
@@ -68,7 +68,19 @@ class GangPlacer {
 
   Session& s_;
   ReservationUse use_;
-  std::map<std::string_view, int> rejections_;
+  // Counts a node check's failure by reason (a handful of distinct reasons:
+  // a list, compared by address first).
+  void Reject(std::string_view reason) {
+    for (auto& [r, n] : rejections_) {
+      if ((r.data() == reason.data() && r.size() == reason.size()) || r == reason) {
+        ++n;
+        return;
+      }
+    }
+    rejections_.emplace_back(reason, 1);
+  }
+
+  std::vector<std::pair<std::string_view, int>> rejections_;
   bool queue_limited_ = false;
 };
 

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+
 #include "tests/support/builders.h"
 
 namespace ringmaster::testing {
@@ -66,6 +69,70 @@ TEST(GpuSharePlugin, SharesNeverOverfillAGpuUnderAnyPolicy) {
   }
 }
 
+// The task classes the plugin has learned, as (GPU milli, popularity).
+std::map<topology::Quantity, double> Learned(EngineHarness& h) {
+  const auto* p = static_cast<const plugins::GpuSharePlugin*>(h.engine().plugin("gpu-share"));
+  std::map<topology::Quantity, double> out;
+  if (p == nullptr || p->model() == nullptr) return out;
+  for (const topology::TaskClass& c : p->model()->classes()) out[c.gpu_milli] += c.popularity;
+  return out;
+}
+
+scheduler::Policy LearningPolicy(const std::string& args) {
+  return PolicyFromYaml(R"(actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: gpu-share
+    arguments: {)" + args + R"(}
+)");
+}
+
+TEST(GpuSharePlugin, LearnsTheWorkloadWithAHalfLife) {
+  // Three 500m shares, then one whole GPU, one per cycle.
+  auto run = [](const std::string& args) {
+    auto h = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(2).Build(), LearningPolicy(args));
+    for (int i = 0; i < 3; ++i) {
+      h->Submit(JobBuilder("s" + std::to_string(i)).GpuShare(500).Build());
+      h->Cycle();
+    }
+    h->Submit(JobBuilder("w").GpusPerTask(1).Build());
+    h->Cycle();
+    return h;
+  };
+  // Never forget: the counts, 3 : 1.
+  auto all = run("halfLife: 0");
+  EXPECT_DOUBLE_EQ(Learned(*all)[500], 0.75);
+  EXPECT_DOUBLE_EQ(Learned(*all)[1000], 0.25);
+  // Half-life of one task: weights 1/8 + 1/4 + 1/2 for the shares, 1 for the
+  // newest, so the newest class weighs 1 / 1.875.
+  auto recent = run("halfLife: 1");
+  EXPECT_NEAR(Learned(*recent)[1000], 1 / 1.875, 1e-12);
+  auto four = run("halfLife: 4");
+  EXPECT_GT(Learned(*four)[1000], 0.25);
+  EXPECT_LT(Learned(*four)[1000], 1 / 1.875);
+}
+
+TEST(GpuSharePlugin, RelearnPctDefersRebuildingTheModel) {
+  // relearnPct 50: rebuilt after tasks 1, 2, 3 (each >= 50 % of those modelled),
+  // not after task 4 (1 < 1.5), again after task 5 (2 >= 1.5).
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(2).Build(), LearningPolicy("halfLife: 0, relearnPct: 50"));
+  for (int i = 0; i < 3; ++i) {
+    h.Submit(JobBuilder("s" + std::to_string(i)).GpuShare(500).Build());
+    h.Cycle();
+  }
+  h.Submit(JobBuilder("w1").GpusPerTask(1).Build());
+  h.Cycle();
+  EXPECT_EQ(Learned(h).count(1000), 0u);
+  EXPECT_DOUBLE_EQ(Learned(h)[500], 1.0);
+  h.Submit(JobBuilder("w2").GpusPerTask(1).Build());
+  h.Cycle();
+  EXPECT_DOUBLE_EQ(Learned(h)[1000], 0.4);
+  EXPECT_DOUBLE_EQ(Learned(h)[500], 0.6);
+}
+
 TEST(GpuSharePlugin, RejectsBadArguments) {
   auto bad = plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"policy", {"worstfit", 4, 14}}}));
   ASSERT_FALSE(bad.ok());
@@ -73,6 +140,10 @@ TEST(GpuSharePlugin, RejectsBadArguments) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("unknown placement policy 'worstfit'"));
   EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"weight", {"-5", 4, 14}}})).ok());
   EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"colour", {"red", 4, 14}}})).ok());
+  EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"halfLife", {"-1", 4, 14}}})).ok());
+  auto pct = plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"relearnPct", {"101", 5, 3}}}));
+  ASSERT_FALSE(pct.ok());
+  EXPECT_THAT(std::string(pct.status().message()), HasSubstr("p.yaml:5:3: plugins[gpu-share].arguments.relearnPct"));
 }
 
 }  // namespace

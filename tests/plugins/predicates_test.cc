@@ -28,6 +28,31 @@ TEST(PredicatesPlugin, SelectorTaintModelAndShares) {
   EXPECT_TRUE(PredicatesPlugin::Check(st, {&h.job("share"), 0}, NodeId(0)).ok());
 }
 
+TEST(PredicatesPlugin, AJobAcceptingSeveralModelsGoesToAnyOfThem) {
+  // Three racks of one node each: models A, B, C.
+  std::vector<topology::NodeSpec> nodes;
+  for (const char* m : {"A", "B", "C"}) {
+    topology::NodeSpec n;
+    n.name = std::string("n") + m;
+    n.allocatable = topology::Resources(8000, int64_t{1} << 34, 0);
+    for (int g = 0; g < 2; ++g) n.gpus.push_back(topology::Gpu{g, m, 0, 0, 0, 0});
+    nodes.push_back(std::move(n));
+  }
+  auto c = topology::Cluster::Build({}, nodes);
+  ASSERT_TRUE(c.ok());
+  EngineHarness h(*std::move(c));
+  scheduler::JobSpec spec = JobBuilder("ab").Gang(4).GpusPerTask(1).Build();
+  spec.gpu_models = {"B", "A"};
+  h.Submit(spec);
+  const auto& st = h.state();
+  EXPECT_TRUE(PredicatesPlugin::Check(st, {&h.job("ab"), 0}, NodeId(0)).ok());
+  EXPECT_TRUE(PredicatesPlugin::Check(st, {&h.job("ab"), 0}, NodeId(1)).ok());
+  EXPECT_EQ(PredicatesPlugin::Check(st, {&h.job("ab"), 0}, NodeId(2)).reason(), "GPU model mismatch");
+  h.Cycle();
+  ASSERT_TRUE(h.Running("ab"));  // 4 GPUs: all of A and B, none of C
+  for (const scheduler::Task& t : h.job("ab").tasks()) EXPECT_NE(t.node, NodeId(2));
+}
+
 TEST(PredicatesPlugin, SharesNeverExceedOneGpu) {
   // One node with one GPU: 600m + 600m cannot both fit; 600m + 400m can.
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(1).Build());

@@ -38,6 +38,31 @@ TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
   EXPECT_TRUE(e->CheckInvariants().ok());
 }
 
+// Node 0 has 1 free GPU and idle CPUs, node 1 two free GPUs and busy CPUs.
+// Best-fit order puts node 0 first; binpack weighted on CPU prefers node 1.
+// nodesToScore 1 takes the first candidate, 0 (all) the best score.
+TEST(Engine, NodesToScoreBoundsTheCandidatesScored) {
+  for (int n : {1, 0}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(2).CpuPerNode(16000).Label(0, "host", "0").Label(1, "host", "1").Build(),
+                    PolicyFromYaml("actions: \"enqueue, allocate\"\nnodesToScore: " + std::to_string(n) + R"(
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: binpack
+    arguments: {cpu: 10, gpu: 1}
+)"));
+    h.Submit(JobBuilder("gpu-filler").GpusPerTask(1).CpuPerTask(1000).Selector("host", "0").Build());
+    h.Submit(JobBuilder("cpu-filler").CpuPerTask(12000).Selector("host", "1").Build());
+    h.Cycle();
+    h.Submit(JobBuilder("t").GpusPerTask(1).CpuPerTask(1000).Build());
+    h.Cycle();
+    ASSERT_TRUE(h.Running("t"));
+    EXPECT_EQ(h.job("t").task(0).node, topology::NodeId(n == 1 ? 0 : 1)) << "nodesToScore " << n;
+  }
+}
+
 TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   auto a = h.Submit(JobBuilder("a").GpusPerTask(8).Build());

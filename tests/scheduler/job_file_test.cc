@@ -16,6 +16,7 @@ TEST(JobFile, ParsesRolesSharesAndTopology) {
   - {name: launcher, cpu: 500m, memory: 1Gi}
   - {name: worker, replicas: 4, gpus: 8}
 - name: b
+  gpu_model: [H100, A100]
   roles:
   - {gpus: 0.25}
 )", "j.yaml");
@@ -29,12 +30,19 @@ TEST(JobFile, ParsesRolesSharesAndTopology) {
   EXPECT_EQ(a.walltime_ms, 1500);
   EXPECT_EQ((*jobs)[1].roles[0].gpu.count, 1);
   EXPECT_EQ((*jobs)[1].roles[0].gpu.milli, 250);
+  EXPECT_TRUE(a.gpu_models.empty());
+  EXPECT_EQ((*jobs)[1].gpu_models, (std::vector<std::string>{"H100", "A100"}));
+  EXPECT_TRUE((*jobs)[1].AllowsModel("A100"));
+  EXPECT_FALSE((*jobs)[1].AllowsModel("T4"));
 }
 
 TEST(JobFile, ErrorsSayWhereAndWhat) {
   auto bad = ParseJobFile("jobs:\n- name: a\n  roles:\n  - {gpus: 1.5}\n", "j.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "j.yaml:4:12: jobs[0].roles[0].gpus: more than one GPU must be a whole number");
+  bad = ParseJobFile("jobs:\n- name: a\n  gpu_model: []\n  roles: []\n", "j.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "j.yaml:3:14: jobs[0].gpu_model: an empty list allows no GPU model");
   bad = ParseJobFile("jobs:\n- name: a\n  colour: red\n  roles: []\n", "j.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "j.yaml:3:3: jobs[0].colour: unknown field");

@@ -67,6 +67,19 @@ TEST(Policy, QueueErrors) {
   EXPECT_NE(all.find("p.yaml:12:3: queues[4].colour: unknown field"), std::string::npos) << all;
 }
 
+TEST(Policy, NodesToScore) {
+  std::vector<queue::ConfigError> errors;
+  auto p = ParsePolicy("nodesToScore: 0\n", "p.yaml", plugins::BuiltinRegistry(), &errors);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->nodes_to_score, 0);
+  EXPECT_EQ(DefaultPolicy().nodes_to_score, 16);
+  for (const char* bad : {"nodesToScore: -1\n", "nodesToScore: lots\n", "nodesToScore: [1]\n"}) {
+    auto e = Errors(bad);
+    ASSERT_EQ(e.size(), 1u) << bad;
+    EXPECT_NE(e[0].find("p.yaml:1:15: nodesToScore: must be an integer in [0, 1000000]"), std::string::npos) << e[0];
+  }
+}
+
 TEST(Policy, NotYaml) {
   auto e = Errors("actions: [\n");
   ASSERT_EQ(e.size(), 1u);

@@ -48,7 +48,7 @@ class JobBuilder {
   JobBuilder& Elastic(int min, int max) { spec_.elastic_min = min; spec_.elastic_max = max; return *this; }
   JobBuilder& Hard(int tier) { spec_.topology_mode = scheduler::TopologyMode::kHard; spec_.highest_tier = tier; return *this; }
   JobBuilder& Soft() { spec_.topology_mode = scheduler::TopologyMode::kSoft; return *this; }
-  JobBuilder& Model(std::string m) { spec_.gpu_model = std::move(m); return *this; }
+  JobBuilder& Model(std::string m) { spec_.gpu_models = {std::move(m)}; return *this; }
   JobBuilder& Selector(std::string k, std::string v) { spec_.node_selector[k] = v; return *this; }
   JobBuilder& Tolerate(std::string k, std::string v) {
     spec_.tolerations.push_back({std::move(k), scheduler::TolerationOp::kEqual, std::move(v), ""});
