@@ -249,8 +249,6 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
                         all.begin() + static_cast<ptrdiff_t>(at + n));
   }
   // 3. Dial first, then accept: no rank waits for a peer that is itself
-  // still waiting.
-  // 3. Dial first, then accept: no rank waits for a peer that is itself
   // still waiting for another. (Each dial waits for a tick of the device
   // loop, up to 10 ms, after closing the pair's listening socket; dialling
   // from a thread a pair measured no faster on 2 cores.)
