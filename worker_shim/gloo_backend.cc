@@ -12,7 +12,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -85,6 +89,31 @@ bool Dials(const std::vector<char>& self_bytes,
 
 }  // namespace
 
+LoopPoker::LoopPoker(std::shared_ptr<gloo::transport::tcp::Device> device)
+    : device_(std::move(device)) {
+  fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd_ < 0) {
+    throw gloo::IoException(absl::StrCat("eventfd: ", strerror(errno)));
+  }
+  device_->registerDescriptor(fd_, EPOLLIN, this);
+}
+
+LoopPoker::~LoopPoker() {
+  device_->unregisterDescriptor(fd_, this);
+  ::close(fd_);
+}
+
+void LoopPoker::Poke() {
+  const uint64_t one = 1;
+  (void)!::write(fd_, &one, sizeof(one));
+}
+
+void LoopPoker::handleEvents(int events) {
+  (void)events;
+  uint64_t count = 0;
+  (void)!::read(fd_, &count, sizeof(count));
+}
+
 ContextReaper::ContextReaper() : thread_([this] { Run(); }) {}
 
 ContextReaper::~ContextReaper() {
@@ -139,8 +168,10 @@ absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    return std::unique_ptr<GlooBackend>(
-        new GlooBackend(std::move(options), std::move(device)));
+    auto poker = std::make_unique<LoopPoker>(
+        std::static_pointer_cast<gloo::transport::tcp::Device>(device));
+    return std::unique_ptr<GlooBackend>(new GlooBackend(
+        std::move(options), std::move(device), std::move(poker)));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("gloo: cannot create TCP device: ", e.what()));
@@ -249,15 +280,29 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
                         all.begin() + static_cast<ptrdiff_t>(at + n));
   }
   // 3. Dial first, then accept: no rank waits for a peer that is itself
-  // still waiting for another. (Each dial waits for a tick of the device
-  // loop, up to 10 ms, after closing the pair's listening socket; dialling
-  // from a thread a pair measured no faster on 2 cores.)
+  // still waiting for another. Each dial closes the pair's listening socket,
+  // which waits for the device loop's next tick (up to 10 ms when the loop
+  // is idle); poking the loop every millisecond meanwhile cut the 16-rank
+  // rendezvous from about 80 to 65-70 ms. (Dialling from a thread a pair
+  // measured no faster on 2 cores.)
+  std::atomic<bool> dialled{false};
+  std::thread poker([&] {
+    while (!dialled.load()) {
+      poker_->Poke();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  absl::Cleanup stop_poking = [&] {
+    dialled = true;
+    if (poker.joinable()) poker.join();
+  };
   for (const bool dial : {true, false}) {
     for (int i = 0; i < size; ++i) {
       if (i != rank && Dials(self_addr[i], peer_addr[i]) == dial) {
         transport->getPair(i)->connect(peer_addr[i]);
       }
     }
+    if (dial) std::move(stop_poking).Invoke();
   }
   if (!SetForming(nullptr)) {
     throw gloo::IoException("interrupted by a newer generation");

@@ -10,7 +10,8 @@
 //      rank) to their addresses, in Gloo's layout;
 //   2. waits for all peers' keys in one store wait (the coordinator's store
 //      returns the values with it: two round trips per rank in all);
-//   3. dials the pairs it is the connecting side of, then waits for the pairs
+//   3. dials the pairs it is the connecting side of (poking the device loop
+//      every millisecond meanwhile, see LoopPoker), then waits for the pairs
 //      its peers dial, so every pair connects in one wave;
 //   4. Interrupt() from another thread abandons steps 2-3 (closing the
 //      pairs), for a rendezvous that a newer generation made pointless.
@@ -27,6 +28,8 @@
 
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/loop.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -75,6 +78,25 @@ class ContextReaper {
   std::thread thread_;
 };
 
+// Wakes the TCP device's event loop on demand: an eventfd registered with
+// the loop, drained by it. Gloo's loop sleeps in epoll_wait for up to 10 ms,
+// and closing a descriptor from another thread waits for its next turn.
+class LoopPoker final : public gloo::transport::tcp::Handler {
+ public:
+  // Throws gloo::IoException when the eventfd cannot be made.
+  explicit LoopPoker(std::shared_ptr<gloo::transport::tcp::Device> device);
+  ~LoopPoker() override;
+  LoopPoker(const LoopPoker&) = delete;
+  LoopPoker& operator=(const LoopPoker&) = delete;
+  // Makes the loop run one more iteration soon; thread-safe.
+  void Poke();
+  void handleEvents(int events) override;
+
+ private:
+  std::shared_ptr<gloo::transport::tcp::Device> device_;
+  int fd_ = -1;
+};
+
 class GlooBackend final : public CollectiveBackend {
  public:
   // All-reduces of at most this many bytes use Gloo's bcube algorithm
@@ -101,9 +123,11 @@ class GlooBackend final : public CollectiveBackend {
 
  private:
   GlooBackend(GlooOptions options,
-              std::shared_ptr<gloo::transport::Device> device)
+              std::shared_ptr<gloo::transport::Device> device,
+              std::unique_ptr<LoopPoker> poker)
       : options_(std::move(options)),
         device_(std::move(device)),
+        poker_(std::move(poker)),
         reaper_(std::make_unique<ContextReaper>()) {}
   absl::Status Fail(const std::exception& e, const char* what);
   // Steps 1-3 of the class comment; throws on failure or interruption.
@@ -116,6 +140,7 @@ class GlooBackend final : public CollectiveBackend {
 
   GlooOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::unique_ptr<LoopPoker> poker_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
   std::unique_ptr<ContextReaper> reaper_;
