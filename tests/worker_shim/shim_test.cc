@@ -54,6 +54,15 @@ TEST_F(ShimTest, StartSyncsStateFromNobodyThenAllReduces) {
       ASSERT_TRUE(s.Start().ok());
       EXPECT_EQ(s.generation(), 1);
       EXPECT_EQ(s.world_size(), 3);
+      // The rendezvous is one KvSet and one KvWait for both peers' keys,
+      // however many peers; and its phases come in order.
+      const ReformRecord& r = s.reforms().back();
+      EXPECT_EQ(r.kv_rpcs, 2);
+      EXPECT_GT(r.received_unix_us, 0);
+      EXPECT_LE(r.published_unix_us, r.received_unix_us);
+      EXPECT_LE(r.boundary_unix_us, r.rendezvous_unix_us);
+      EXPECT_LE(r.rendezvous_unix_us, r.formed_unix_us);
+      EXPECT_LE(r.formed_unix_us, r.synced_unix_us);
       double v = s.rank() + 1;
       ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
       EXPECT_EQ(v, 6);
