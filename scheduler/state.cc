@@ -78,13 +78,16 @@ void State::UpdateWaiting(const Job& job) {
 void State::Refresh(NodeId n) {
   NodeState& s = nodes_[n.value()];
   int64_t free = 0;
+  int64_t milli = 0;
   int16_t least = topology::kMilliPerGpu;
   for (int16_t u : s.gpu_used) {
     free += (u == 0);
+    milli += topology::kMilliPerGpu - u;
     least = std::min(least, u);
   }
   s.max_gpu_free = s.gpu_used.empty() ? 0 : static_cast<int16_t>(topology::kMilliPerGpu - least);
   free_.SetNodeFree(n, free);
+  free_.SetNodeFreeMilli(n, milli);
 }
 
 void State::AddUsage(Job& job, uint32_t i, int sign) {
@@ -256,9 +259,11 @@ absl::Status State::CheckInvariants() const {
                                               used[n].ToString()));
     }
     int64_t free = 0;
+    int64_t milli = 0;
     int max_free = 0;
     for (size_t d = 0; d < gpu[n].size(); ++d) {
       max_free = std::max(max_free, static_cast<int>(topology::kMilliPerGpu) - gpu[n][d]);
+      milli += topology::kMilliPerGpu - gpu[n][d];
       if (gpu[n][d] != nodes_[n].gpu_used[d]) {
         return absl::InternalError(absl::StrCat("1: node ", name, " gpu ", d, " counter is off"));
       }
@@ -275,6 +280,10 @@ absl::Status State::CheckInvariants() const {
     if (nodes_[n].schedulable && free_.NodeFree(id) != free) {
       return absl::InternalError(absl::StrCat("4: node ", name, " free index says ",
                                               free_.NodeFree(id), " free GPUs, recount ", free));
+    }
+    if (nodes_[n].schedulable && free_.NodeFreeMilli(id) != milli) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " free index says ", free_.NodeFreeMilli(id),
+                                              " free GPU milli, recount ", milli));
     }
     if (nodes_[n].max_gpu_free != max_free) {
       return absl::InternalError(absl::StrCat("4: node ", name, " max_gpu_free ", nodes_[n].max_gpu_free,

@@ -7,7 +7,8 @@
 //      the node; gpu_used[i] == sum of milli of those tasks on GPU i.
 //   2. 0 <= gpu_used[i] <= 1000 for every GPU: no GPU (or share) given twice.
 //   3. used <= allocatable on every node: every bind fits its node.
-//   4. The free index counts, per node, the GPUs with gpu_used == 0, and
+//   4. The free index counts, per node, the GPUs with gpu_used == 0 and the
+//      free milli (sum of 1000 - gpu_used), and
 //      NodeState::max_gpu_free is 1000 - the smallest gpu_used (0 without GPUs).
 //   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
 //      its descendants'.

@@ -7,25 +7,41 @@
 namespace ringmaster::topology {
 
 FreeGpuIndex::FreeGpuIndex(const Cluster& cluster) : cluster_(&cluster), tiers_(cluster.num_tiers()) {
-  free_.resize(tiers_ + 1);
-  by_free_.resize(tiers_ + 1);
-  free_[0].assign(cluster.num_nodes(), 0);
+  Init(whole_, cluster);
+  Init(milli_, cluster);
   indexed_.assign(cluster.num_nodes(), false);
-  for (int t = 1; t <= tiers_; ++t) {
-    free_[t].assign(cluster.domains(t).size(), 0);
-    for (uint32_t d = 0; d < cluster.domains(t).size(); ++d) by_free_[t].insert({0, d});
-  }
   for (uint32_t n = 0; n < cluster.num_nodes(); ++n) {
     NodeId id(n);
     if (cluster.present(id)) AddNode(id, static_cast<int64_t>(cluster.node(id).gpus.size()));
   }
 }
 
-void FreeGpuIndex::Move(int tier, uint32_t id, int64_t delta) {
-  int64_t& v = free_[tier][id];
-  by_free_[tier].erase({v, id});
+void FreeGpuIndex::Init(Counter& c, const Cluster& cluster) {
+  c.free.resize(tiers_ + 1);
+  c.by_free.resize(tiers_ + 1);
+  c.free[0].assign(cluster.num_nodes(), 0);
+  for (int t = 1; t <= tiers_; ++t) {
+    c.free[t].assign(cluster.domains(t).size(), 0);
+    for (uint32_t d = 0; d < cluster.domains(t).size(); ++d) c.by_free[t].insert({0, d});
+  }
+}
+
+void FreeGpuIndex::Grow(Counter& c) {
+  // Nodes and domains the cluster gained after construction.
+  if (c.free[0].size() < indexed_.size()) c.free[0].resize(indexed_.size(), 0);
+  for (int t = 1; t <= tiers_; ++t) {
+    while (c.free[t].size() < cluster_->domains(t).size()) {
+      c.by_free[t].insert({0, static_cast<uint32_t>(c.free[t].size())});
+      c.free[t].push_back(0);
+    }
+  }
+}
+
+void FreeGpuIndex::Move(Counter& c, int tier, uint32_t id, int64_t delta) {
+  int64_t& v = c.free[tier][id];
+  c.by_free[tier].erase({v, id});
   v += delta;
-  by_free_[tier].insert({v, id});
+  c.by_free[tier].insert({v, id});
 }
 
 bool FreeGpuIndex::Contains(NodeId node) const {
@@ -34,59 +50,61 @@ bool FreeGpuIndex::Contains(NodeId node) const {
 
 void FreeGpuIndex::AddNode(NodeId node, int64_t free) {
   const uint32_t n = node.value();
-  if (n >= indexed_.size()) {
-    indexed_.resize(n + 1, false);
-    free_[0].resize(n + 1, 0);
-  }
+  if (n >= indexed_.size()) indexed_.resize(n + 1, false);
   if (indexed_[n]) return;
-  // Domains created after construction.
-  for (int t = 1; t <= tiers_; ++t) {
-    while (free_[t].size() < cluster_->domains(t).size()) {
-      by_free_[t].insert({0, static_cast<uint32_t>(free_[t].size())});
-      free_[t].push_back(0);
-    }
-  }
+  Grow(whole_);
+  Grow(milli_);
   indexed_[n] = true;
-  free_[0][n] = free;
-  by_free_[0].insert({free, n});
-  for (int t = 1; t <= tiers_; ++t) Move(t, cluster_->DomainOf(node, t).value(), free);
-  total_free_ += free;
+  for (auto [c, v] : {std::pair<Counter*, int64_t>{&whole_, free}, {&milli_, free * 1000}}) {
+    c->free[0][n] = v;
+    c->by_free[0].insert({v, n});
+    for (int t = 1; t <= tiers_; ++t) Move(*c, t, cluster_->DomainOf(node, t).value(), v);
+    c->total += v;
+  }
 }
 
 void FreeGpuIndex::RemoveNode(NodeId node) {
   const uint32_t n = node.value();
   if (!Contains(node)) return;
-  const int64_t free = free_[0][n];
-  by_free_[0].erase({free, n});
-  for (int t = 1; t <= tiers_; ++t) Move(t, cluster_->DomainOf(node, t).value(), -free);
-  total_free_ -= free;
-  free_[0][n] = 0;
+  for (Counter* c : {&whole_, &milli_}) {
+    const int64_t v = c->free[0][n];
+    c->by_free[0].erase({v, n});
+    for (int t = 1; t <= tiers_; ++t) Move(*c, t, cluster_->DomainOf(node, t).value(), -v);
+    c->total -= v;
+    c->free[0][n] = 0;
+  }
   indexed_[n] = false;
 }
 
-void FreeGpuIndex::SetNodeFree(NodeId node, int64_t free) {
+void FreeGpuIndex::Set(Counter& c, NodeId node, int64_t free) {
   const uint32_t n = node.value();
   if (!Contains(node)) return;
-  const int64_t delta = free - free_[0][n];
+  const int64_t delta = free - c.free[0][n];
   if (delta == 0) return;
-  Move(0, n, delta);
-  for (int t = 1; t <= tiers_; ++t) Move(t, cluster_->DomainOf(node, t).value(), delta);
-  total_free_ += delta;
+  Move(c, 0, n, delta);
+  for (int t = 1; t <= tiers_; ++t) Move(c, t, cluster_->DomainOf(node, t).value(), delta);
+  c.total += delta;
 }
 
 DomainId FreeGpuIndex::SmallestFitting(int tier, int64_t need) const {
-  auto it = by_free_[tier].lower_bound({need, 0});
-  if (it == by_free_[tier].end()) return DomainId();
+  auto it = whole_.by_free[tier].lower_bound({need, 0});
+  if (it == whole_.by_free[tier].end()) return DomainId();
   return DomainId(it->second);
 }
 
 int64_t FreeGpuIndex::LargestFree(int tier) const {
-  if (tier > tiers_) return total_free_;
-  if (by_free_[tier].empty()) return 0;
-  return by_free_[tier].rbegin()->first;
+  if (tier > tiers_) return whole_.total;
+  if (whole_.by_free[tier].empty()) return 0;
+  return whole_.by_free[tier].rbegin()->first;
 }
 
-absl::Status FreeGpuIndex::CheckConsistent(const Cluster& cluster) const {
+int64_t FreeGpuIndex::LargestFreeMilli(int tier) const {
+  if (tier > tiers_) return milli_.total;
+  if (milli_.by_free[tier].empty()) return 0;
+  return milli_.by_free[tier].rbegin()->first;
+}
+
+absl::Status FreeGpuIndex::Check(const Counter& c, const char* what, const Cluster& cluster) const {
   int64_t total = 0;
   std::vector<std::vector<int64_t>> recount(tiers_ + 1);
   for (int t = 1; t <= tiers_; ++t) recount[t].assign(cluster.domains(t).size(), 0);
@@ -96,25 +114,33 @@ absl::Status FreeGpuIndex::CheckConsistent(const Cluster& cluster) const {
     if (!cluster.present(id)) {
       return absl::InternalError(absl::StrCat("free index holds absent node ", cluster.node(id).name));
     }
-    total += free_[0][n];
-    for (int t = 1; t <= tiers_; ++t) recount[t][cluster.DomainOf(id, t).value()] += free_[0][n];
+    if (!c.by_free[0].count({c.free[0][n], n})) {
+      return absl::InternalError(absl::StrCat("free index (", what, ") node ", n, " not ordered"));
+    }
+    total += c.free[0][n];
+    for (int t = 1; t <= tiers_; ++t) recount[t][cluster.DomainOf(id, t).value()] += c.free[0][n];
   }
-  if (total != total_free_) {
-    return absl::InternalError(absl::StrCat("free index total ", total_free_, " != recount ", total));
+  if (total != c.total) {
+    return absl::InternalError(absl::StrCat("free index (", what, ") total ", c.total, " != recount ", total));
   }
   for (int t = 1; t <= tiers_; ++t) {
     for (size_t d = 0; d < recount[t].size(); ++d) {
-      if (recount[t][d] != free_[t][d]) {
-        return absl::InternalError(absl::StrCat("free index tier ", t, " domain ",
-                                                cluster.domains(t)[d].name, ": counter ",
-                                                free_[t][d], " != recount ", recount[t][d]));
+      if (recount[t][d] != c.free[t][d]) {
+        return absl::InternalError(absl::StrCat("free index (", what, ") tier ", t, " domain ",
+                                                cluster.domains(t)[d].name, ": counter ", c.free[t][d],
+                                                " != recount ", recount[t][d]));
       }
-      if (!by_free_[t].count({free_[t][d], static_cast<uint32_t>(d)})) {
-        return absl::InternalError(absl::StrCat("free index tier ", t, " domain ", d, " not ordered"));
+      if (!c.by_free[t].count({c.free[t][d], static_cast<uint32_t>(d)})) {
+        return absl::InternalError(absl::StrCat("free index (", what, ") tier ", t, " domain ", d, " not ordered"));
       }
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status FreeGpuIndex::CheckConsistent(const Cluster& cluster) const {
+  if (auto s = Check(whole_, "GPUs", cluster); !s.ok()) return s;
+  return Check(milli_, "GPU milli", cluster);
 }
 
 }  // namespace ringmaster::topology

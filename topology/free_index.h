@@ -1,11 +1,13 @@
-// Free whole GPUs counted per topology domain at every tier, kept
-// incrementally, so "the smallest domain with N free GPUs" is a lookup of
-// O(tiers x log n) instead of a scan over nodes.
+// Free capacity counted per topology domain at every tier, kept
+// incrementally, so "the smallest domain with N free GPUs" (or with M free
+// milli-GPUs for GPU shares) is a lookup of O(tiers x log n) instead of a
+// scan over nodes. Two counters: free whole GPUs, and free GPU milli (every
+// GPU's unused share, 1000 for a free GPU).
 //
-// Invariants:
+// Invariants (per counter):
 //   1. DomainFree(t, d) == sum of NodeFree(n) over the present nodes n of d.
-//   2. by_free_[t] holds exactly one (free, id) entry per domain at tier t
-//      (per present node at tier 0), matching free_[t].
+//   2. The ordered set of tier t holds exactly one (free, id) entry per
+//      domain at tier t (per present node at tier 0), matching the counter.
 #ifndef RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 #define RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 
@@ -26,17 +28,22 @@ class FreeGpuIndex {
 
   // Sets the number of free whole GPUs on `node` and updates every domain
   // above it. O(tiers x log n).
-  void SetNodeFree(NodeId node, int64_t free);
+  void SetNodeFree(NodeId node, int64_t free) { Set(whole_, node, free); }
+  // Sets the free GPU milli on `node` (sum over its GPUs of 1000 - used).
+  void SetNodeFreeMilli(NodeId node, int64_t milli) { Set(milli_, node, milli); }
   // Adds a node that the cluster gained after construction (free = all GPUs).
   void AddNode(NodeId node, int64_t free);
   // Takes a node out of the index (removed, failed or cordoned).
   void RemoveNode(NodeId node);
   bool Contains(NodeId node) const;
 
-  int64_t NodeFree(NodeId node) const { return free_[0][node.value()]; }
-  // Free GPUs of domain d at tier t (1 <= t <= tiers).
-  int64_t DomainFree(int tier, DomainId d) const { return free_[tier][d.value()]; }
-  int64_t TotalFree() const { return total_free_; }
+  int64_t NodeFree(NodeId node) const { return whole_.free[0][node.value()]; }
+  int64_t NodeFreeMilli(NodeId node) const { return milli_.free[0][node.value()]; }
+  // Free GPUs (milli) of domain d at tier t (1 <= t <= tiers).
+  int64_t DomainFree(int tier, DomainId d) const { return whole_.free[tier][d.value()]; }
+  int64_t DomainFreeMilli(int tier, DomainId d) const { return milli_.free[tier][d.value()]; }
+  int64_t TotalFree() const { return whole_.total; }
+  int64_t TotalFreeMilli() const { return milli_.total; }
 
   // The domain at `tier` (0 = node) with the fewest free GPUs that still has
   // at least `need`; ties go to the lower id. Invalid when none has enough.
@@ -44,24 +51,27 @@ class FreeGpuIndex {
   // The most free GPUs of any single domain at `tier`; tier > tiers means the
   // whole cluster.
   int64_t LargestFree(int tier) const;
+  int64_t LargestFreeMilli(int tier) const;
 
   // Calls f(NodeId) for present nodes with at least `min_free` free GPUs,
   // fewest free first (best fit), ties by id, until f returns false.
   template <typename F>
   void ForEachNodeWithFree(int64_t min_free, F&& f) const {
-    for (auto it = by_free_[0].lower_bound({min_free, 0}); it != by_free_[0].end(); ++it) {
+    for (auto it = whole_.by_free[0].lower_bound({min_free, 0}); it != whole_.by_free[0].end(); ++it) {
       if (!f(NodeId(it->second))) return;
     }
   }
-
   // Calls f(DomainId) for the domains at `tier` (0 = nodes, as DomainId of
   // the node's index) with at least `min_free` free GPUs, fewest free first
   // (best fit), ties by id, until f returns false. O(log n) to the first.
   template <typename F>
   void ForEachDomainWithFree(int tier, int64_t min_free, F&& f) const {
-    for (auto it = by_free_[tier].lower_bound({min_free, 0}); it != by_free_[tier].end(); ++it) {
-      if (!f(DomainId(it->second))) return;
-    }
+    Walk(whole_, tier, min_free, f);
+  }
+  // The same over free GPU milli.
+  template <typename F>
+  void ForEachDomainWithFreeMilli(int tier, int64_t min_milli, F&& f) const {
+    Walk(milli_, tier, min_milli, f);
   }
 
   // Recounts every domain from the node counters and the cluster's shape and
@@ -69,14 +79,28 @@ class FreeGpuIndex {
   absl::Status CheckConsistent(const Cluster& cluster) const;
 
  private:
-  void Move(int tier, uint32_t id, int64_t delta);
+  struct Counter {
+    std::vector<std::vector<int64_t>> free;                       // [tier][id]
+    std::vector<std::set<std::pair<int64_t, uint32_t>>> by_free;  // [tier]
+    int64_t total = 0;
+  };
+  template <typename F>
+  static void Walk(const Counter& c, int tier, int64_t min_free, F& f) {
+    for (auto it = c.by_free[tier].lower_bound({min_free, 0}); it != c.by_free[tier].end(); ++it) {
+      if (!f(DomainId(it->second))) return;
+    }
+  }
+  void Init(Counter& c, const Cluster& cluster);
+  void Grow(Counter& c);
+  void Set(Counter& c, NodeId node, int64_t free);
+  void Move(Counter& c, int tier, uint32_t id, int64_t delta);
+  absl::Status Check(const Counter& c, const char* what, const Cluster& cluster) const;
 
   const Cluster* cluster_ = nullptr;
   int tiers_ = 0;
-  std::vector<std::vector<int64_t>> free_;                          // [tier][id]
-  std::vector<std::set<std::pair<int64_t, uint32_t>>> by_free_;     // [tier]
-  std::vector<bool> indexed_;                                       // [node]
-  int64_t total_free_ = 0;
+  Counter whole_;
+  Counter milli_;
+  std::vector<bool> indexed_;  // [node]
 };
 
 }  // namespace ringmaster::topology

@@ -231,7 +231,12 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   const int need = std::max(0, std::min<int>(job.min_member() - job.ReadyCount(),
                                              static_cast<int>(tasks.size())));
   int64_t gpus_needed = 0;
-  for (int k = 0; k < need; ++k) gpus_needed += WholeGpus(job, tasks[k]);
+  int64_t share_needed = 0;  // milli of the GPU-share tasks of the minimum
+  for (int k = 0; k < need; ++k) {
+    gpus_needed += WholeGpus(job, tasks[k]);
+    const GpuRequest& g = job.gpu(tasks[k]);
+    if (g.count > 0 && !g.whole()) share_needed += g.milli;
+  }
   out.gpus_needed = static_cast<int>(gpus_needed);
 
   const State& st = s_.state();
@@ -249,19 +254,25 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   // index), skipping domains whose nodes cannot hold the tasks by GPU count,
   // at most kMaxDomainTries attempts per tier. Hard mode stops at its tier;
   // soft mode falls back to the whole cluster.
-  const bool constrained = gpus_needed > 0 && spec.topology_mode != TopologyMode::kNone;
+  const bool constrained = (gpus_needed > 0 || share_needed > 0) && spec.topology_mode != TopologyMode::kNone;
   const bool hard_limited = constrained && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers;
   const int hard_tier = hard_limited ? spec.highest_tier : 0;
   const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
   bool ok = false;
   for (int t = 0; t <= top && !ok; ++t) {
     int tries = 0;
-    st.free_index().ForEachDomainWithFree(t, gpus_needed, [&](topology::DomainId d) {
+    auto visit = [&](topology::DomainId d) {
       if (!FitsByCount(job, tasks, need, t, d)) return true;
       ++tries;
       ok = try_scope({t, d});
       return !ok && tries < kMaxDomainTries;
-    });
+    };
+    // Whole GPUs decide the order when the gang has any, else GPU milli.
+    if (gpus_needed > 0) {
+      st.free_index().ForEachDomainWithFree(t, gpus_needed, visit);
+    } else {
+      st.free_index().ForEachDomainWithFreeMilli(t, share_needed, visit);
+    }
   }
   if (!ok && !hard_limited) ok = try_scope({-1, {}});
   if (ok) {
@@ -305,13 +316,18 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   // The reason a user can act on.
   std::string why = absl::StrCat("gang ", job.ReadyCount() + out.tasks_placed, "/",
                                  job.min_member(), ": needs ", Describe(job, tasks, need));
+  // What the largest domain at a tier has free: whole GPUs, or GPU milli for
+  // a gang of shares.
+  auto largest = [&](int t) {
+    return gpus_needed > 0 ? absl::StrCat(st.free_index().LargestFree(t), " GPUs")
+                           : absl::StrCat(topology::FormatGpus(st.free_index().LargestFreeMilli(t)), " GPU free in shares");
+  };
   if (hard_limited) {
     if (hard_tier == 0) {
-      absl::StrAppend(&why, " on one node; the largest free node has ",
-                      st.free_index().LargestFree(0), " GPUs");
+      absl::StrAppend(&why, " on one node; the largest free node has ", largest(0));
     } else {
       absl::StrAppend(&why, " within one tier-", hard_tier, " domain (", c.tier(hard_tier).name,
-                      "); the largest free has ", st.free_index().LargestFree(hard_tier), " GPUs");
+                      "); the largest free has ", largest(hard_tier));
       int64_t biggest = 0;
       for (const auto& d : c.domains(hard_tier)) biggest = std::max(biggest, d.total_gpus);
       if (biggest < gpus_needed) {

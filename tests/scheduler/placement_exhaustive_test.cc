@@ -120,5 +120,34 @@ TEST(PlacementExhaustive, GangSpansTheLowestTierAnExhaustiveSearchFinds) {
   EXPECT_GT(multi_node, 30);
 }
 
+// A gang of GPU shares with a topology constraint is held to it, by the free
+// GPU milli per domain: hard tier 0 = one node.
+TEST(PlacementExhaustive, ShareGangKeepsItsTier) {
+  // Two nodes of one GPU: two 600m shares fit only across nodes.
+  testing::EngineHarness one_gpu(testing::ClusterBuilder().NodesPerRack(2).Gpus(1).Build());
+  one_gpu.Submit(testing::JobBuilder("pair").Gang(2).GpuShare(600).Hard(0).Build());
+  one_gpu.Cycle();
+  EXPECT_FALSE(one_gpu.Running("pair"));
+  EXPECT_NE(one_gpu.job("pair").pending_reason().find("on one node; the largest free node has 1 GPU free in shares"),
+            std::string::npos)
+      << one_gpu.job("pair").pending_reason();
+  // Soft: the whole cluster is allowed, so it runs across the two nodes.
+  one_gpu.Submit(testing::JobBuilder("soft").Gang(2).GpuShare(600).Soft().Build());
+  one_gpu.Cycle();
+  EXPECT_TRUE(one_gpu.Running("soft"));
+  // Two nodes of two GPUs, node 0 with 700m of one GPU used. Best fit by
+  // free milli tries node 0 first (1.3 GPUs free), but after one share its
+  // holes are 300m and 400m, so the gang goes to node 1, both on one node.
+  testing::EngineHarness two_gpu(testing::ClusterBuilder().NodesPerRack(2).Gpus(2).Label(0, "host", "0").Build());
+  two_gpu.Submit(testing::JobBuilder("filler").GpuShare(700).Selector("host", "0").Build());
+  two_gpu.Cycle();
+  two_gpu.Submit(testing::JobBuilder("pair").Gang(2).GpuShare(600).Hard(0).Build());
+  two_gpu.Cycle();
+  ASSERT_TRUE(two_gpu.Running("pair")) << two_gpu.job("pair").pending_reason();
+  const Job& pair = two_gpu.job("pair");
+  EXPECT_EQ(pair.task(0).node, pair.task(1).node);
+  EXPECT_EQ(pair.task(0).node, NodeId(1));
+}
+
 }  // namespace
 }  // namespace ringmaster::scheduler

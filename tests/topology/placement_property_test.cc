@@ -59,7 +59,11 @@ TEST(FreeIndexProperty, CountersEqualARecountAfterRandomChanges) {
     const Cluster c = RandomCluster(rng);
     FreeGpuIndex index(c);
     std::vector<int64_t> free(c.num_nodes());
-    for (uint32_t n = 0; n < c.num_nodes(); ++n) free[n] = static_cast<int64_t>(c.node(NodeId(n)).gpus.size());
+    std::vector<int64_t> milli(c.num_nodes());
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+      free[n] = static_cast<int64_t>(c.node(NodeId(n)).gpus.size());
+      milli[n] = free[n] * 1000;
+    }
     for (int step = 0; step < 60; ++step) {
       const NodeId node(static_cast<uint32_t>(rng() % c.num_nodes()));
       const int64_t gpus = static_cast<int64_t>(c.node(node).gpus.size());
@@ -67,23 +71,36 @@ TEST(FreeIndexProperty, CountersEqualARecountAfterRandomChanges) {
       if (op == 0) {
         index.RemoveNode(node);
         free[node.value()] = -1;
+        milli[node.value()] = -1;
       } else if (op == 1 && free[node.value()] < 0) {
         index.AddNode(node, gpus);
         free[node.value()] = gpus;
+        milli[node.value()] = gpus * 1000;
       } else if (free[node.value()] >= 0) {
+        // f whole GPUs free, the others partly used.
         const int64_t f = Uniform(rng, 0, static_cast<int>(gpus));
+        const int64_t m = f * 1000 + Uniform(rng, 0, static_cast<int>(gpus - f) * 999);
         index.SetNodeFree(node, f);
+        index.SetNodeFreeMilli(node, m);
         free[node.value()] = f;
+        milli[node.value()] = m;
       }
       ASSERT_TRUE(index.CheckConsistent(c).ok()) << index.CheckConsistent(c);
       int64_t total = 0;
       for (int64_t f : free) total += std::max<int64_t>(f, 0);
       ASSERT_EQ(index.TotalFree(), total);
+      int64_t total_milli = 0;
+      for (int64_t m : milli) total_milli += std::max<int64_t>(m, 0);
+      ASSERT_EQ(index.TotalFreeMilli(), total_milli);
       for (int t = 1; t <= c.num_tiers(); ++t) {
         const auto sum = Recount(c, free, t);
         for (uint32_t d = 0; d < c.domains(t).size(); ++d) {
           const auto it = sum.find(d);
           ASSERT_EQ(index.DomainFree(t, DomainId(d)), it == sum.end() ? 0 : it->second)
+              << "trial " << trial << " tier " << t << " domain " << d;
+          const auto sum_milli = Recount(c, milli, t);
+          const auto jt = sum_milli.find(d);
+          ASSERT_EQ(index.DomainFreeMilli(t, DomainId(d)), jt == sum_milli.end() ? 0 : jt->second)
               << "trial " << trial << " tier " << t << " domain " << d;
         }
       }
