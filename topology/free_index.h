@@ -11,6 +11,7 @@
 #ifndef RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 #define RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 
+#include <iterator>
 #include <set>
 #include <utility>
 #include <vector>
@@ -59,6 +60,20 @@ class FreeGpuIndex {
   void ForEachNodeWithFree(int64_t min_free, F&& f) const {
     for (auto it = whole_.by_free[0].lower_bound({min_free, 0}); it != whole_.by_free[0].end(); ++it) {
       if (!f(NodeId(it->second))) return;
+    }
+  }
+  // Calls f(NodeId) for present nodes, most free GPUs first, ties by id,
+  // until f returns false.
+  template <typename F>
+  void ForEachNodeMostFreeFirst(F&& f) const {
+    const auto& set = whole_.by_free[0];
+    auto hi = set.end();
+    while (hi != set.begin()) {
+      const auto lo = set.lower_bound({std::prev(hi)->first, 0});
+      for (auto it = lo; it != hi; ++it) {
+        if (!f(NodeId(it->second))) return;
+      }
+      hi = lo;
     }
   }
   // Calls f(DomainId) for the domains at `tier` (0 = nodes, as DomainId of

@@ -42,8 +42,9 @@ std::optional<Reservation> Reserve(const Session& s, const Job& job) {
   if (per_task == 0 || need <= 0) return std::nullopt;
   std::vector<NodeId> pool;
   const JobSpec& spec = job.spec();
-  if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier >= 1 &&
-      spec.highest_tier <= c.num_tiers()) {
+  const bool in_domain = spec.topology_mode == TopologyMode::kHard && spec.highest_tier >= 1 &&
+                         spec.highest_tier <= c.num_tiers();
+  if (in_domain) {
     // The domain at the allowed tier with the most free GPUs that is big enough.
     const int t = spec.highest_tier;
     int64_t best_free = -1;
@@ -58,25 +59,29 @@ std::optional<Reservation> Reserve(const Session& s, const Job& job) {
     }
     if (!best.valid()) return std::nullopt;
     pool = c.domain(t, best).nodes;
-  } else {
-    for (uint32_t n = 0; n < st.num_nodes(); ++n) {
-      if (st.node(NodeId(n)).schedulable) pool.push_back(NodeId(n));
-    }
+    std::stable_sort(pool.begin(), pool.end(), [&](NodeId a, NodeId b) {
+      return st.FreeWholeGpus(a) > st.FreeWholeGpus(b);
+    });
   }
-  std::stable_sort(pool.begin(), pool.end(), [&](NodeId a, NodeId b) {
-    return st.FreeWholeGpus(a) > st.FreeWholeGpus(b);
-  });
   Reservation r;
   r.job = job.id();
-  for (NodeId n : pool) {
-    if (need <= 0) break;
-    if (!st.node(n).schedulable) continue;
+  auto take = [&](NodeId n) {
+    if (!st.node(n).schedulable) return true;
     const int64_t fits = static_cast<int64_t>(c.node(n).gpus.size()) / per_task;
-    if (fits == 0) continue;
-    const int64_t take = std::min<int64_t>(fits, need);
+    if (fits == 0) return true;
+    const int64_t k = std::min<int64_t>(fits, need);
     r.nodes.push_back(n);
-    r.gpus_needed.push_back(take * per_task);
-    need -= static_cast<int>(take);
+    r.gpus_needed.push_back(k * per_task);
+    need -= static_cast<int>(k);
+    return need > 0;
+  };
+  if (in_domain) {
+    for (NodeId n : pool) {
+      if (!take(n)) break;
+    }
+  } else {
+    // The whole cluster: the free index walks nodes most free first, no sort.
+    st.free_index().ForEachNodeMostFreeFirst(take);
   }
   if (need > 0) return std::nullopt;
   return r;

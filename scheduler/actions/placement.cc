@@ -260,18 +260,21 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
   bool ok = false;
   for (int t = 0; t <= top && !ok; ++t) {
-    int tries = 0;
+    // Collect the domains first: an attempt changes the free index (and
+    // undoes it), which would invalidate a walk in progress.
+    std::vector<topology::DomainId> domains;
     auto visit = [&](topology::DomainId d) {
-      if (!FitsByCount(job, tasks, need, t, d)) return true;
-      ++tries;
-      ok = try_scope({t, d});
-      return !ok && tries < kMaxDomainTries;
+      if (FitsByCount(job, tasks, need, t, d)) domains.push_back(d);
+      return domains.size() < static_cast<size_t>(kMaxDomainTries);
     };
     // Whole GPUs decide the order when the gang has any, else GPU milli.
     if (gpus_needed > 0) {
       st.free_index().ForEachDomainWithFree(t, gpus_needed, visit);
     } else {
       st.free_index().ForEachDomainWithFreeMilli(t, share_needed, visit);
+    }
+    for (topology::DomainId d : domains) {
+      if ((ok = try_scope({t, d}))) break;
     }
   }
   if (!ok && !hard_limited) ok = try_scope({-1, {}});

@@ -3,6 +3,7 @@
 // read from SmallestFitting agrees with an exhaustive search.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "tests/topology/random_cluster.h"
@@ -134,6 +135,35 @@ TEST(FreeIndexProperty, SmallestFittingIsTheBestFitDomain) {
         EXPECT_EQ(got.value(), best->second) << "trial " << trial << " tier " << t;
       }
     }
+  }
+}
+
+TEST(FreeIndexProperty, MostFreeFirstIsASortByFreeThenId) {
+  std::mt19937_64 rng(91);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Cluster c = RandomCluster(rng);
+    FreeGpuIndex index(c);
+    std::vector<std::pair<int64_t, uint32_t>> want;  // (-free, id)
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+      const int64_t f = Uniform(rng, 0, static_cast<int>(c.node(NodeId(n)).gpus.size()));
+      index.SetNodeFree(NodeId(n), f);
+      if (Uniform(rng, 0, 5) == 0) {
+        index.RemoveNode(NodeId(n));
+      } else {
+        want.push_back({-f, n});
+      }
+    }
+    std::sort(want.begin(), want.end());
+    std::vector<std::pair<int64_t, uint32_t>> got;
+    index.ForEachNodeMostFreeFirst([&](NodeId n) {
+      got.push_back({-index.NodeFree(n), n.value()});
+      return true;
+    });
+    ASSERT_EQ(got, want) << "trial " << trial;
+    // Stops when told to.
+    int seen = 0;
+    index.ForEachNodeMostFreeFirst([&](NodeId) { return ++seen < 2; });
+    EXPECT_EQ(seen, std::min<int>(2, static_cast<int>(want.size())));
   }
 }
 
