@@ -58,11 +58,20 @@ ReformPlan PlanReform(const std::vector<std::string>& old_members,
 //     hang past the backend's timeout. After such an error the communicator
 //     is unhealthy until the next Reform().
 //  3. Abort() drops the communicator without talking to peers; idempotent.
-//  4. Not thread-safe: one thread drives a backend; only Interrupt() may be
-//     called from another thread.
+//  4. Not thread-safe: one thread drives a backend; only Interrupt() and
+//     Prepare() (rule 6) may be called from another thread.
 //  5. Interrupt(g) makes a Reform() into a generation older than g return an
 //     error soon instead of waiting out its timeout; it does nothing to a
-//     Reform() into g or newer, or when no Reform() is running.
+//     Reform() into g or newer, or when no Reform() is running. The same
+//     holds for Prepare().
+//  6. Optional (can_prepare()): a planned re-formation overlapped with the
+//     step in progress. Prepare(plan) builds the communicator for `plan`
+//     (plan.failure false) on a thread of its own while the driving thread
+//     goes on using the current one; AdoptPrepared(g) then replaces the
+//     current communicator (dropped as by Reform()) with the one prepared
+//     for generation g, or returns false when there is none (the caller
+//     falls back to Reform()); DropPrepared() discards it. Prepare() never
+//     runs concurrently with Reform(), AdoptPrepared() or another Prepare().
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
@@ -79,6 +88,19 @@ class CollectiveBackend {
   // Thread-safe; see rule 5. The default does nothing (the backend's own
   // timeouts bound its rendezvous and collectives).
   virtual void Interrupt(int64_t newer_generation) { (void)newer_generation; }
+  // Rule 6. The defaults prepare nothing.
+  virtual bool can_prepare() const { return false; }
+  virtual absl::Status Prepare(const ReformPlan& plan,
+                               gloo::rendezvous::Store& store) {
+    (void)plan;
+    (void)store;
+    return absl::UnimplementedError("this backend cannot prepare");
+  }
+  virtual bool AdoptPrepared(int64_t generation) {
+    (void)generation;
+    return false;
+  }
+  virtual void DropPrepared() {}
 };
 
 }  // namespace ringmaster::shim

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -186,31 +187,93 @@ absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
 absl::Status GlooBackend::Reform(const ReformPlan& plan,
                                  gloo::rendezvous::Store& store) {
   reaper_->Add(std::move(context_), /*urgent=*/false);
+  DropPrepared();
   if (plan.rank < 0 || plan.rank >= plan.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: rank ", plan.rank, " not in a world of ", plan.world_size));
   }
   try {
-    auto ctx = std::make_shared<MeshContext>(plan.rank, plan.world_size);
-    ctx->setTimeout(std::chrono::milliseconds(
-        absl::ToInt64Milliseconds(options_.timeout)));
-    {
-      absl::MutexLock lock(&forming_mu_);
-      forming_generation_ = plan.generation;
-      forming_ = nullptr;
-      interrupted_ = false;
-    }
-    absl::Cleanup done = [this] {
-      absl::MutexLock lock(&forming_mu_);
-      forming_generation_ = 0;
-    };
-    ConnectFullMesh(*ctx, plan, store);
-    context_ = std::move(ctx);
+    context_ = Connect(plan, store);
     tag_ = 0;
     return absl::OkStatus();
   } catch (const std::exception& e) {
     return Fail(e, "rendezvous");
   }
+}
+
+absl::Status GlooBackend::Prepare(const ReformPlan& plan,
+                                  gloo::rendezvous::Store& store) {
+  DropPrepared();
+  if (plan.rank < 0 || plan.rank >= plan.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: rank ", plan.rank, " not in a world of ", plan.world_size));
+  }
+  try {
+    // context_ belongs to the training thread: left alone here.
+    auto ctx = Connect(plan, store);
+    absl::MutexLock lock(&prepared_mu_);
+    prepared_ = std::move(ctx);
+    prepared_generation_ = plan.generation;
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("gloo prepared rendezvous: ", e.what()));
+  }
+}
+
+bool GlooBackend::AdoptPrepared(int64_t generation) {
+  std::shared_ptr<gloo::Context> prepared;
+  int64_t prepared_generation = 0;
+  {
+    absl::MutexLock lock(&prepared_mu_);
+    prepared = std::move(prepared_);
+    prepared_generation = prepared_generation_;
+    prepared_generation_ = 0;
+  }
+  if (prepared == nullptr) return false;
+  if (prepared_generation != generation) {
+    reaper_->Add(std::move(prepared), /*urgent=*/true);
+    return false;
+  }
+  reaper_->Add(std::move(context_), /*urgent=*/false);
+  context_ = std::move(prepared);
+  tag_ = 0;
+  return true;
+}
+
+void GlooBackend::DropPrepared() {
+  std::shared_ptr<gloo::Context> prepared;
+  {
+    absl::MutexLock lock(&prepared_mu_);
+    prepared = std::move(prepared_);
+    prepared_generation_ = 0;
+  }
+  // Peers may already use their side of it: urgent, so they learn at once.
+  reaper_->Add(std::move(prepared), /*urgent=*/true);
+}
+
+void GlooBackend::Abort() {
+  reaper_->Add(std::move(context_), /*urgent=*/true);
+  DropPrepared();
+}
+
+std::shared_ptr<gloo::Context> GlooBackend::Connect(
+    const ReformPlan& plan, gloo::rendezvous::Store& store) {
+  auto ctx = std::make_shared<MeshContext>(plan.rank, plan.world_size);
+  ctx->setTimeout(std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(options_.timeout)));
+  {
+    absl::MutexLock lock(&forming_mu_);
+    forming_generation_ = plan.generation;
+    forming_ = nullptr;
+    interrupted_ = newest_interrupt_ > plan.generation;
+  }
+  absl::Cleanup done = [this] {
+    absl::MutexLock lock(&forming_mu_);
+    forming_generation_ = 0;
+  };
+  ConnectFullMesh(*ctx, plan, store);
+  return ctx;
 }
 
 bool GlooBackend::SetForming(gloo::transport::Context* forming) {
@@ -221,6 +284,7 @@ bool GlooBackend::SetForming(gloo::transport::Context* forming) {
 
 void GlooBackend::Interrupt(int64_t newer_generation) {
   absl::MutexLock lock(&forming_mu_);
+  newest_interrupt_ = std::max(newest_interrupt_, newer_generation);
   if (forming_generation_ == 0 || forming_generation_ >= newer_generation) {
     return;
   }

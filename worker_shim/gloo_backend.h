@@ -117,9 +117,16 @@ class GlooBackend final : public CollectiveBackend {
                          ReduceOp op) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
-  void Abort() override { reaper_->Add(std::move(context_), /*urgent=*/true); }
+  void Abort() override;
   bool healthy() const override { return context_ != nullptr; }
   void Interrupt(int64_t newer_generation) override;
+  // The full mesh of a planned change built on the same device while the
+  // current communicator keeps serving the step (collective.h, rule 6).
+  bool can_prepare() const override { return true; }
+  absl::Status Prepare(const ReformPlan& plan,
+                       gloo::rendezvous::Store& store) override;
+  bool AdoptPrepared(int64_t generation) override;
+  void DropPrepared() override;
 
  private:
   GlooBackend(GlooOptions options,
@@ -130,6 +137,10 @@ class GlooBackend final : public CollectiveBackend {
         poker_(std::move(poker)),
         reaper_(std::make_unique<ContextReaper>()) {}
   absl::Status Fail(const std::exception& e, const char* what);
+  // Builds and connects the context of `plan` (registering it for
+  // Interrupt()); throws on failure or interruption.
+  std::shared_ptr<gloo::Context> Connect(const ReformPlan& plan,
+                                         gloo::rendezvous::Store& store);
   // Steps 1-3 of the class comment; throws on failure or interruption.
   void ConnectFullMesh(gloo::Context& ctx, const ReformPlan& plan,
                        gloo::rendezvous::Store& store);
@@ -151,6 +162,14 @@ class GlooBackend final : public CollectiveBackend {
   int64_t forming_generation_ ABSL_GUARDED_BY(forming_mu_) = 0;
   gloo::transport::Context* forming_ ABSL_GUARDED_BY(forming_mu_) = nullptr;
   bool interrupted_ ABSL_GUARDED_BY(forming_mu_) = false;
+  // The newest generation Interrupt() was called with: a rendezvous into an
+  // older one that starts after the call is interrupted from the start.
+  int64_t newest_interrupt_ ABSL_GUARDED_BY(forming_mu_) = 0;
+
+  absl::Mutex prepared_mu_;
+  // What Prepare() built, for AdoptPrepared().
+  std::shared_ptr<gloo::Context> prepared_ ABSL_GUARDED_BY(prepared_mu_);
+  int64_t prepared_generation_ ABSL_GUARDED_BY(prepared_mu_) = 0;
 };
 
 }  // namespace ringmaster::shim

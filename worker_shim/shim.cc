@@ -1,6 +1,9 @@
 // Implementation of the in-process shim; see shim.h.
 #include "worker_shim/shim.h"
 
+#include <gloo/rendezvous/prefix_store.h>
+
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,16 +33,117 @@ Shim::Shim(ShimOptions options, std::unique_ptr<CoordinatorClient> client,
       state_(options_.commit_file) {
   // A rendezvous that a newer generation made pointless ends now rather than
   // at its timeout (a peer that moved on never connects).
+  // A planned one is prepared right away (see shim.h).
   client_->SetGenerationListener(
-      [backend = backend_.get()](const api::MembershipUpdate& update) {
-        backend->Interrupt(update.generation());
+      [this](const api::MembershipUpdate& update) {
+        backend_->Interrupt(update.generation());
+        MaybePrepare(update);
       });
+  if (backend_->can_prepare()) {
+    prep_thread_ = std::thread([this] { PrepareLoop(); });
+  }
 }
 
 Shim::~Shim() {
   client_->SetGenerationListener(nullptr);
+  StopPrepare();
   backend_->Abort();
   client_.reset();
+}
+
+void Shim::MaybePrepare(const api::MembershipUpdate& update) {
+  absl::MutexLock lock(&prep_mu_);
+  // Only while the last re-formation's communicator is held, into a
+  // generation this worker is a member of, with no failure since that
+  // communicator's (a planned change: no rollback), and each generation
+  // once.
+  if (!prep_enabled_ || prep_stop_ || update.rank() < 0 ||
+      update.generation() <= prep_from_generation_ ||
+      update.generation() <= prep_last_queued_ ||
+      update.last_failure_generation() > prep_from_generation_) {
+    return;
+  }
+  prep_last_queued_ = update.generation();
+  prep_queued_ = update;
+}
+
+void Shim::PrepareLoop() {
+  while (true) {
+    api::MembershipUpdate update;
+    std::vector<std::string> from;
+    {
+      absl::MutexLock lock(&prep_mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(prep_mu_) {
+        return prep_stop_ || prep_queued_.has_value();
+      };
+      prep_mu_.Await(absl::Condition(&ready));
+      if (prep_stop_) return;
+      update = *std::move(prep_queued_);
+      prep_queued_.reset();
+      from = prep_from_members_;
+      prep_running_ = update.generation();
+    }
+    std::vector<std::string> new_members;
+    for (const auto& m : update.members()) new_members.push_back(m.worker_id());
+    const ReformPlan plan =
+        PlanReform(from, new_members, options_.client.worker_id,
+                   update.generation(), /*failure=*/false);
+    if (options_.on_reform_start) options_.on_reform_start(update);
+    KvStore store(*client_, update.generation(), options_.rendezvous_timeout);
+    PrepareResult result;
+    result.generation = update.generation();
+    result.started_unix_us = NowMicros();
+    result.status = backend_->Prepare(plan, store);
+    result.done_unix_us = NowMicros();
+    result.kv_rpcs = store.rpcs();
+    result.kv_rpc_us = absl::ToInt64Microseconds(store.rpc_time());
+    absl::MutexLock lock(&prep_mu_);
+    prep_running_ = 0;
+    prep_result_ = std::move(result);
+  }
+}
+
+std::optional<Shim::PrepareResult> Shim::PausePrepare() {
+  absl::MutexLock lock(&prep_mu_);
+  prep_enabled_ = false;
+  // One queued but not begun is left to the synchronous rendezvous, which
+  // its peers' prepared one matches (same store keys).
+  prep_queued_.reset();
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(prep_mu_) {
+    return prep_running_ == 0;
+  };
+  prep_mu_.Await(absl::Condition(&idle));
+  std::optional<PrepareResult> result = std::move(prep_result_);
+  prep_result_.reset();
+  return result;
+}
+
+void Shim::ResumePrepare() {
+  if (!backend_->can_prepare()) return;
+  {
+    absl::MutexLock lock(&prep_mu_);
+    prep_from_generation_ = generation_;
+    prep_from_members_ = members_;
+    prep_result_.reset();
+    prep_enabled_ = true;
+  }
+  // A generation that came during the re-formation was not queued.
+  if (client_->LatestGeneration() > generation_) {
+    auto update =
+        client_->WaitForGeneration(generation_ + 1, absl::ZeroDuration());
+    if (update.ok()) MaybePrepare(*update);
+  }
+}
+
+void Shim::StopPrepare() {
+  {
+    absl::MutexLock lock(&prep_mu_);
+    prep_stop_ = true;
+    prep_enabled_ = false;
+  }
+  // Ends a rendezvous in flight (and any that would begin).
+  backend_->Interrupt(std::numeric_limits<int64_t>::max());
+  if (prep_thread_.joinable()) prep_thread_.join();
 }
 
 absl::Status Shim::Start() {
@@ -66,6 +170,9 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     if (update->last_failure_generation() > generation_ && generation_ > 0) {
       rollback_needed = true;
     }
+    // No preparation while re-forming; the one in flight ends first (a newer
+    // generation interrupted it, or it is the one to adopt).
+    const std::optional<PrepareResult> prepared = PausePrepare();
     if (update->rank() < 0) {
       if (rank_ >= 0) {
         // Shrunk away (or declared failed): this worker is done here.
@@ -87,10 +194,28 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     ReformPlan plan = PlanReform(
         rank_ >= 0 ? members_ : std::vector<std::string>(), new_members,
         options_.client.worker_id, update->generation(), rollback_needed);
-    if (options_.on_reform_start) options_.on_reform_start(*update);
     KvStore store(*client_, update->generation(), options_.rendezvous_timeout);
-    const int64_t rendezvous = NowMicros();
-    absl::Status s = backend_->Reform(plan, store);
+    const bool tried =
+        prepared.has_value() && prepared->generation == update->generation();
+    const bool adopted = tried && prepared->status.ok() && !rollback_needed &&
+                         !plan.failure &&
+                         backend_->AdoptPrepared(update->generation());
+    int64_t rendezvous = 0;
+    absl::Status s;
+    if (adopted) {
+      rendezvous = prepared->started_unix_us;
+    } else {
+      backend_->DropPrepared();
+      if (options_.on_reform_start) options_.on_reform_start(*update);
+      // After a prepared attempt at this generation its store keys are
+      // taken (and may be stale): the peers that also fell back meet under
+      // a prefix of their own.
+      gloo::rendezvous::PrefixStore retry("retry", store);
+      rendezvous = NowMicros();
+      gloo::rendezvous::Store& where =
+          tried ? static_cast<gloo::rendezvous::Store&>(retry) : store;
+      s = backend_->Reform(plan, where);
+    }
     const int64_t formed = NowMicros();
     if (s.ok()) {
       if (rollback_needed && state_.has_commit()) {
@@ -130,9 +255,13 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     record.rendezvous_unix_us = rendezvous;
     record.formed_unix_us = formed;
     record.synced_unix_us = NowMicros();
-    record.kv_rpcs = store.rpcs();
-    record.kv_rpc_us = absl::ToInt64Microseconds(store.rpc_time());
+    record.prepared = adopted;
+    record.prepared_unix_us = adopted ? prepared->done_unix_us : 0;
+    record.kv_rpcs = adopted ? prepared->kv_rpcs : store.rpcs();
+    record.kv_rpc_us = adopted ? prepared->kv_rpc_us
+                               : absl::ToInt64Microseconds(store.rpc_time());
     reforms_.push_back(record);
+    ResumePrepare();
     return Boundary::kReformed;
   }
 }
@@ -176,6 +305,7 @@ absl::StatusOr<Shim::Boundary> Shim::Recover(const std::string& detail) {
 }
 
 absl::Status Shim::Leave(bool finished) {
+  StopPrepare();
   backend_->Abort();
   return client_->Leave(finished);
 }

@@ -12,6 +12,16 @@
 //      planned change the communicator is re-formed without rollback and the
 //      state synced from the lowest rank that held state. kRemoved means this
 //      worker was shrunk away and should exit.
+// Overlap (backends with can_prepare(), i.e. Gloo): when a member whose
+// communicator is healthy hears of a planned generation it is also a member
+// of (no failure published since its own), a thread of the shim starts that
+// generation's rendezvous at once, while the training thread finishes its
+// step on the old communicator; the step boundary then waits for the
+// prepared communicator (if not ready yet) and swaps it in. A newer
+// generation interrupts a prepared rendezvous (and is prepared in its
+// place); a failed one falls back to the synchronous re-form at the
+// boundary, over a store namespace of its own. Departing workers prepare
+// nothing and keep serving the old communicator until the boundary.
 // Rollback rule: a re-form restores the last commit when this rank saw a
 // collective fail or when the coordinator published a failure generation
 // since the one this rank was in (MembershipUpdate.last_failure_generation).
@@ -21,10 +31,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/coordinator.pb.h"
 #include "worker_shim/collective.h"
@@ -40,9 +54,10 @@ struct ShimOptions {
   // Bound on one rendezvous attempt.
   absl::Duration rendezvous_timeout = absl::Seconds(20);
   std::string commit_file;  // optional, see ElasticState
-  // Called on the training thread when a re-formation into a generation this
-  // worker is a member of begins (before the rendezvous); for logs and
-  // tests. May be empty.
+  // Called when a re-formation into a generation this worker is a member of
+  // begins (before the rendezvous): on the training thread, or on the shim's
+  // preparing thread for a prepared one (see the top); for logs and tests.
+  // May be empty.
   std::function<void(const api::MembershipUpdate&)> on_reform_start;
 };
 
@@ -60,6 +75,11 @@ struct ReformRecord {
   int64_t rendezvous_unix_us = 0;  // this rank began its (last) rendezvous
   int64_t formed_unix_us = 0;     // this rank holds a working communicator
   int64_t synced_unix_us = 0;     // state synced
+  bool prepared = false;          // the rendezvous ran ahead of the boundary
+                                  // (then rendezvous_unix_us may precede
+                                  // boundary_unix_us)
+  int64_t prepared_unix_us = 0;   // the prepared communicator was ready
+                                  // (0 unless prepared)
   int64_t kv_rpcs = 0;            // coordinator round trips of the rendezvous
   int64_t kv_rpc_us = 0;          // time spent in them
 };
@@ -109,6 +129,26 @@ class Shim {
   // member of (re-forming as often as needed).
   absl::StatusOr<Boundary> ReformTo(int64_t min_generation, bool local_failure);
 
+  // The background preparation of planned re-formations (see the top).
+  struct PrepareResult {
+    int64_t generation = 0;
+    absl::Status status;
+    int64_t started_unix_us = 0;
+    int64_t done_unix_us = 0;
+    int64_t kv_rpcs = 0;
+    int64_t kv_rpc_us = 0;
+  };
+  // Watcher thread: queues `update` for preparation when it qualifies.
+  void MaybePrepare(const api::MembershipUpdate& update);
+  void PrepareLoop();
+  // Training thread: stops queueing, drops a queued one, waits for the
+  // preparation in flight and returns the last result, if any.
+  std::optional<PrepareResult> PausePrepare();
+  // Training thread, after a re-formation: prepares again from the
+  // communicator now held (and queues a generation that came meanwhile).
+  void ResumePrepare();
+  void StopPrepare();
+
   ShimOptions options_;
   std::unique_ptr<CoordinatorClient> client_;
   std::unique_ptr<CollectiveBackend> backend_;
@@ -117,6 +157,18 @@ class Shim {
   int rank_ = -1;
   std::vector<std::string> members_;
   std::vector<ReformRecord> reforms_;
+
+  absl::Mutex prep_mu_;
+  bool prep_enabled_ ABSL_GUARDED_BY(prep_mu_) = false;
+  bool prep_stop_ ABSL_GUARDED_BY(prep_mu_) = false;
+  // The communicator held while enabled: its generation and members.
+  int64_t prep_from_generation_ ABSL_GUARDED_BY(prep_mu_) = 0;
+  std::vector<std::string> prep_from_members_ ABSL_GUARDED_BY(prep_mu_);
+  std::optional<api::MembershipUpdate> prep_queued_ ABSL_GUARDED_BY(prep_mu_);
+  int64_t prep_last_queued_ ABSL_GUARDED_BY(prep_mu_) = 0;
+  int64_t prep_running_ ABSL_GUARDED_BY(prep_mu_) = 0;  // generation, 0 = none
+  std::optional<PrepareResult> prep_result_ ABSL_GUARDED_BY(prep_mu_);
+  std::thread prep_thread_;
 };
 
 }  // namespace ringmaster::shim

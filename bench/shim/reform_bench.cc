@@ -119,7 +119,10 @@ class Bench {
     double formed = -1;      // reform_ms: the last member holds a communicator
     double received = 0;     // the last member's watcher had the generation
     double boundary = 0;     // the last member began moving to it
-    double rendezvous = 0;   // longest rendezvous (start to communicator)
+    double rendezvous = 0;   // longest rendezvous (start to communicator; a
+                             // prepared one ends when it is ready, which may
+                             // be before the step boundary)
+    double prepared = 0;     // 1 when every member adopted a prepared one
     double kv_rpcs = 0;      // most coordinator round trips of one member
     double kv_ms = 0;        // longest time in them
   };
@@ -144,13 +147,17 @@ class Bench {
           if (published_us) *published_us = published;
           auto after = [&](int64_t us) { return (us - published) / 1e3; };
           Trial t;
+          t.prepared = 1;
           for (const auto& r : records) {
+            const int64_t ready = r.value("prepared_us", int64_t{0}) > 0
+                                      ? r["prepared_us"].get<int64_t>()
+                                      : r["formed_us"].get<int64_t>();
+            if (!r.value("prepared", false)) t.prepared = 0;
             t.formed = std::max(t.formed, after(r["formed_us"]));
             t.received = std::max(t.received, after(r.value("received_us", published)));
             t.boundary = std::max(t.boundary, after(r.value("boundary_us", published)));
             t.rendezvous = std::max(
-                t.rendezvous, (r["formed_us"].get<int64_t>() -
-                               r.value("rendezvous_us", int64_t{0})) / 1e3);
+                t.rendezvous, (ready - r.value("rendezvous_us", int64_t{0})) / 1e3);
             t.kv_rpcs = std::max(t.kv_rpcs, r.value("kv_rpcs", 0.0));
             t.kv_ms = std::max(t.kv_ms, r.value("kv_rpc_us", 0.0) / 1e3);
           }
@@ -235,6 +242,12 @@ class Bench {
                               static_cast<size_t>(p * (v.size() - 1) + 0.5));
     return v[i];
   }
+  static double Mean(const std::vector<double>& v) {
+    if (v.empty()) return -1;
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  }
   void Print(const std::string& kind, const std::vector<Trial>& trials,
              const std::vector<double>& detect) {
     auto col = [&](double Trial::*field) {
@@ -253,6 +266,7 @@ class Bench {
                         {"rendezvous_ms_p50", Pct(col(&Trial::rendezvous), 0.5)},
                         {"kv_rpcs_p50", Pct(col(&Trial::kv_rpcs), 0.5)},
                         {"kv_ms_p50", Pct(col(&Trial::kv_ms), 0.5)},
+                        {"prepared_frac", Mean(col(&Trial::prepared))},
                         {"detect_ms", detect.empty() ? nlohmann::json(nullptr)
                                                      : nlohmann::json(Pct(detect, 0.5))}};
     std::cout << j.dump() << std::endl;

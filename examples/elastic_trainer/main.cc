@@ -223,6 +223,8 @@ void LogReform(const Config& c, const Shim& s) {
                       {"rendezvous_us", r.rendezvous_unix_us},
                       {"formed_us", r.formed_unix_us},
                       {"synced_us", r.synced_unix_us},
+                      {"prepared", r.prepared},
+                      {"prepared_us", r.prepared_unix_us},
                       {"kv_rpcs", r.kv_rpcs},
                       {"kv_rpc_us", r.kv_rpc_us}};
   std::ofstream f(c.reform_log, std::ios::app);

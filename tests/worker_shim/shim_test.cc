@@ -22,8 +22,11 @@ class ShimTest : public ::testing::Test {
                                                 absl::Milliseconds(50));
   }
 
-  std::unique_ptr<Shim> MakeShim(const std::string& worker, int desired) {
+  std::unique_ptr<Shim> MakeShim(
+      const std::string& worker, int desired,
+      std::function<void(const api::MembershipUpdate&)> on_reform_start = {}) {
     ShimOptions o;
+    o.on_reform_start = std::move(on_reform_start);
     o.client.address = server_->address();
     o.client.job = "job";
     o.client.worker_id = worker;
@@ -111,6 +114,74 @@ TEST_F(ShimTest, PlannedShrinkAtStepBoundaryKeepsStateWithoutRollback) {
   }
   testing::RunRanks(fns);
   EXPECT_EQ(removed.load(), 1);
+}
+
+TEST_F(ShimTest, PlannedShrinkRendezvousRunsAheadOfTheStepBoundary) {
+  // The survivors' rendezvous into generation 2 must begin before they reach
+  // the step boundary: each survivor waits, before its boundary, until its
+  // re-formation into generation 2 has begun. Done synchronously at the
+  // boundary, that never happens and the wait fails.
+  constexpr int kWorkers = 3;
+  std::vector<std::unique_ptr<Shim>> shims;
+  std::vector<double> state(kWorkers, 0);
+  std::atomic<int64_t> started_us[kWorkers] = {0, 0, 0};
+  for (int i = 0; i < kWorkers; ++i) {
+    shims.push_back(MakeShim(
+        "w" + std::to_string(i), kWorkers,
+        [&started_us, i](const api::MembershipUpdate& u) {
+          if (u.generation() == 2) {
+            started_us[i] = absl::ToUnixMicros(absl::Now());
+          }
+        }));
+    ASSERT_TRUE(shims[i]->state().Register("x", &state[i], sizeof(double)).ok());
+  }
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < kWorkers; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      ASSERT_TRUE(s.Start().ok());
+      ASSERT_TRUE(s.Commit(0, 0).ok());
+      state[i] = 5 + s.rank();  // progress after the commit
+      ASSERT_TRUE(s.Barrier().ok());
+      if (s.rank() == 0) {
+        ASSERT_TRUE(Resize(2).ok());
+      }
+      const bool leaving = s.rank() == 2;  // a shrink keeps the lowest ranks
+      const absl::Time give_up = absl::Now() + absl::Seconds(20);
+      while (s.client().LatestGeneration() < 2 ||
+             (!leaving && started_us[i].load() == 0)) {
+        ASSERT_LT(absl::Now(), give_up)
+            << "rank " << s.rank() << " did not start re-forming before its "
+            << "step boundary";
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      // The old communicator still serves the step, the leaving rank too.
+      double v = 1;
+      ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 3);
+      auto b = s.StepBoundary();
+      ASSERT_TRUE(b.ok()) << b.status();
+      if (leaving) {
+        EXPECT_EQ(*b, Shim::Boundary::kRemoved);
+        ASSERT_TRUE(s.Leave(false).ok());
+        return;
+      }
+      ASSERT_EQ(*b, Shim::Boundary::kReformed);
+      EXPECT_EQ(s.generation(), 2);
+      EXPECT_EQ(s.world_size(), 2);
+      const ReformRecord& r = s.reforms().back();
+      EXPECT_TRUE(r.prepared);
+      EXPECT_FALSE(r.rolled_back);
+      EXPECT_LE(started_us[i].load(), r.boundary_unix_us);
+      EXPECT_LE(r.rendezvous_unix_us, r.formed_unix_us);
+      EXPECT_EQ(r.kv_rpcs, 2);
+      EXPECT_EQ(state[i], 5);  // synced from rank 0, no rollback
+      v = 1;
+      ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 2);
+    });
+  }
+  testing::RunRanks(fns);
 }
 
 TEST_F(ShimTest, PeerCrashRollsSurvivorsBackToTheirCommit) {
