@@ -13,7 +13,10 @@
 // After each trial a fresh worker is started and the job grows back to N;
 // that re-formation is reported as kind "grow".
 // Prints one JSON line per kind: workers, kind, trials, reform_ms_p50,
-// reform_ms_p99, detect_ms (p50; kill9 only).
+// reform_ms_p99 (the slowest trial up to 51 trials, then not: the second
+// slowest of 60), detect_ms (p50; kill9 only), per-phase p50s, and
+// prepared_frac (the share of trials in which every member swapped in a
+// communicator prepared ahead of the step boundary).
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
