@@ -70,6 +70,33 @@ absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
   present_.push_back(true);
   node_domains_.emplace_back(tiers_.size());
   if (auto s = Attach(id); !s.ok()) return s;
+  // FNV-1a over the fields that make two nodes interchangeable.
+  const NodeSpec& n = nodes_.back();
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t len) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < len; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  };
+  auto num = [&mix](int64_t v) { mix(&v, sizeof(v)); };
+  num(n.allocatable.cpu_milli());
+  num(n.allocatable.memory());
+  for (const auto& [name, v] : n.allocatable.scalars()) {
+    mix(name.data(), name.size());
+    num(v);
+  }
+  for (const Gpu& g : n.gpus) {
+    mix(g.model.data(), g.model.size());
+    num(g.memory);
+    num(g.nvlink_island);
+    num(g.pcie_switch);
+    num(g.numa);
+  }
+  for (double b : {n.link_gbps.nvlink_gbps, n.link_gbps.pcie_switch_gbps, n.link_gbps.socket_gbps,
+                   n.link_gbps.cross_socket_gbps}) {
+    mix(&b, sizeof(b));
+  }
+  for (size_t t = 0; t < tiers_.size(); ++t) num(node_domains_.back()[t].value());
+  shape_hash_.push_back(h);
   return id;
 }
 

@@ -108,6 +108,10 @@ class Cluster {
   int CommonTier(NodeId a, NodeId b) const;
 
   int64_t total_gpus() const { return total_gpus_; }
+  // A hash of the node's hardware as placement sees it (allocatable, GPUs
+  // with their models and links, link bandwidths, the domains it sits in):
+  // equal for interchangeable nodes. Labels and taints are not part of it.
+  uint64_t shape_hash(NodeId id) const { return shape_hash_[id.value()]; }
 
   // Adds a node (its domains may be new). Returns its id.
   absl::StatusOr<NodeId> AddNode(NodeSpec spec);
@@ -126,6 +130,7 @@ class Cluster {
   std::vector<std::map<std::string, DomainId, std::less<>>> domain_by_name_;
   std::map<std::string, NodeId, std::less<>> node_by_name_;
   int64_t total_gpus_ = 0;
+  std::vector<uint64_t> shape_hash_;  // [node]
 };
 
 }  // namespace ringmaster::topology

@@ -32,6 +32,18 @@ Timestamp ReservationStart(const State& state, Timestamp now) {
   return start;
 }
 
+// The node's hardware (Cluster::shape_hash) and what is used on it, per GPU:
+// nodes with equal hashes are interchangeable to the scoring plugins.
+uint64_t StateHash(const State& st, NodeId n) {
+  const NodeState& ns = st.node(n);
+  uint64_t h = st.cluster().shape_hash(n);
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL + (h >> 29); };
+  mix(static_cast<uint64_t>(ns.used.cpu_milli()));
+  mix(static_cast<uint64_t>(ns.used.memory()));
+  for (int16_t u : ns.gpu_used) mix(static_cast<uint64_t>(u));
+  return h;
+}
+
 }  // namespace
 
 bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
@@ -96,12 +108,21 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   std::vector<int16_t> best_gpus;
   std::vector<int16_t> cand_gpus;
   int feasible = 0;
+  std::vector<uint64_t> scored;  // StateHash of the nodes scored so far
 
   const GpuRequest& share = job.gpu(i);
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
+  const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
     if (!ns.schedulable) return true;
+    // A node in the same state as one already scored would score the same
+    // and lose the tie: it does not take a place in the window.
+    uint64_t state = 0;
+    if (window) {
+      state = StateHash(st, n);
+      if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
+    }
     if (st.FreeWholeGpus(n) < whole) {
       Reject("insufficient GPU");
       return true;
@@ -127,6 +148,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       return true;
     }
     ++feasible;
+    if (window) scored.push_back(state);
     const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;
     if (!best.valid() || score > best_score) {
       best = n;

@@ -63,6 +63,30 @@ tiers:
   }
 }
 
+// Ten empty nodes in the same state, then node 10 with busy CPUs. All have
+// two free GPUs, so best-fit order is by id. With nodesToScore 2 the window
+// holds one node per state: node 0 and node 10, and binpack (CPU) picks 10.
+TEST(Engine, NodesInTheSameStateTakeOnePlaceInTheWindow) {
+  ClusterBuilder cb;
+  cb.NodesPerRack(11).Gpus(2).CpuPerNode(16000).Label(10, "host", "10");
+  EngineHarness h(cb.Build(), PolicyFromYaml(R"(actions: "enqueue, allocate"
+nodesToScore: 2
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: binpack
+    arguments: {cpu: 10, gpu: 1}
+)"));
+  h.Submit(JobBuilder("cpu-filler").CpuPerTask(12000).Selector("host", "10").Build());
+  h.Cycle();
+  h.Submit(JobBuilder("t").GpusPerTask(1).CpuPerTask(1000).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("t"));
+  EXPECT_EQ(h.job("t").task(0).node, topology::NodeId(10));
+}
+
 TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   auto a = h.Submit(JobBuilder("a").GpusPerTask(8).Build());

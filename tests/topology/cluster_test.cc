@@ -7,6 +7,31 @@
 namespace ringmaster::topology {
 namespace {
 
+TEST(Cluster, ShapeHashIsEqualForInterchangeableNodes) {
+  auto node = [](std::string name, std::string model, int island, std::string rack) {
+    NodeSpec n;
+    n.name = std::move(name);
+    n.allocatable = Resources(32000, int64_t{1} << 36, 0);
+    for (int g = 0; g < 4; ++g) {
+      Gpu gpu;
+      gpu.index = g;
+      gpu.model = model;
+      gpu.nvlink_island = g < 2 ? 0 : island;  // island 0: all four GPUs on one
+      n.gpus.push_back(gpu);
+    }
+    n.domains = {std::move(rack)};
+    return n;
+  };
+  auto c = Cluster::Build({{"leaf", 100}}, {node("a", "H100", 1, "r0"), node("b", "H100", 1, "r0"),
+                                            node("c", "A100", 1, "r0"), node("d", "H100", 0, "r0"),
+                                            node("e", "H100", 1, "r1")});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shape_hash(NodeId(0)), c->shape_hash(NodeId(1)));  // same hardware and rack
+  EXPECT_NE(c->shape_hash(NodeId(0)), c->shape_hash(NodeId(2)));  // GPU model
+  EXPECT_NE(c->shape_hash(NodeId(0)), c->shape_hash(NodeId(3)));  // NVLink islands
+  EXPECT_NE(c->shape_hash(NodeId(0)), c->shape_hash(NodeId(4)));  // rack
+}
+
 TEST(Cluster, UniformShapeHasRacksAndSpines) {
   auto c = MakeUniformCluster({.nodes = 8, .gpus_per_node = 8, .nodes_per_rack = 2, .racks_per_spine = 2});
   ASSERT_TRUE(c.ok());
