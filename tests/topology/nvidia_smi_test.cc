@@ -159,6 +159,10 @@ struct BadMatrix {
   const char* what;
 };
 
+// gtest would otherwise print the struct's raw bytes (a std::string's unused
+// buffer is uninitialized: valgrind reports it).
+void PrintTo(const BadMatrix& m, std::ostream* os) { *os << m.name; }
+
 class NvidiaSmiErrors : public ::testing::TestWithParam<BadMatrix> {};
 
 TEST_P(NvidiaSmiErrors, NameLineColumnAndCell) {
