@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
@@ -158,7 +159,19 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--nodes-to-score", f->nodes_to_score,
                   "engine driver: the policy's nodesToScore (16, default; 0: every feasible node)")
       ->check(CLI::Range(0, 1000000));
-  sim->callback([f] { ExitCode() = RunFgd(*f); });
+  sim->callback([f, sim] {
+    // An option of one driver given to the other would be silently ignored.
+    const bool engine = f->driver == "engine";
+    for (const char* opt : engine ? std::vector<const char*>{"--ties", "--fgd-score", "--typical-pct"}
+                                  : std::vector<const char*>{"--relearn-pct", "--half-life", "--nodes-to-score"}) {
+      if (sim->count(opt) > 0) {
+        std::cerr << opt << ": applies to --driver " << (engine ? "direct" : "engine") << " only\n";
+        ExitCode() = 2;
+        return;
+      }
+    }
+    ExitCode() = RunFgd(*f);
+  });
 }
 
 }  // namespace ringmaster::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace ringmaster::plugins {
 namespace {
@@ -87,7 +88,10 @@ void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<sche
       ClassKey key{r.cpu_milli(), g.count, g.count > 0 ? g.milli : 0, job.spec().gpu_models};
       std::sort(key.gpu_models.begin(), key.gpu_models.end());
       if (decay_ < 1) {
-        for (auto& [k, w] : weights_) w *= decay_;
+        for (auto it = weights_.begin(); it != weights_.end();) {
+          it->second *= decay_;
+          it = it->second < 1e-9 ? weights_.erase(it) : std::next(it);  // forgotten
+        }
       }
       weights_[key] += 1;
       ++unmodelled_;
@@ -102,7 +106,6 @@ void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<sche
   std::vector<topology::TaskClass> classes;
   classes.reserve(weights_.size());
   for (const auto& [k, w] : weights_) {
-    if (w < 1e-9) continue;  // forgotten
     topology::TaskClass c{k.cpu_milli, 0, k.num_gpu, k.gpu_milli, {}, w};
     c.gpu_models = k.gpu_models;
     classes.push_back(std::move(c));

@@ -221,14 +221,7 @@ absl::StatusOr<std::optional<std::string>> CoordinatorClient::KvGet(
 absl::Status CoordinatorClient::KvWait(int64_t generation,
                                        const std::vector<std::string>& keys,
                                        absl::Duration timeout) {
-  api::KvWaitRequest req;
-  req.set_job(options_.job);
-  req.set_generation(generation);
-  for (const auto& k : keys) req.add_keys(k);
-  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-  api::KvWaitReply reply;
-  auto ctx = MakeContext(timeout + options_.rpc_timeout);
-  return FromGrpc(Stub()->KvWait(ctx.get(), req, &reply));
+  return KvWaitGet(generation, keys, timeout).status();
 }
 
 absl::StatusOr<std::string> CoordinatorClient::KvWaitGet(

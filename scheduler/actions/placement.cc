@@ -116,13 +116,6 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
     if (!ns.schedulable) return true;
-    // A node in the same state as one already scored would score the same
-    // and lose the tie: it does not take a place in the window.
-    uint64_t state = 0;
-    if (window) {
-      state = StateHash(st, n);
-      if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
-    }
     if (st.FreeWholeGpus(n) < whole) {
       Reject("insufficient GPU");
       return true;
@@ -132,6 +125,13 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     if (ns.max_gpu_free < share_milli) {
       Reject("insufficient GPU share");
       return true;
+    }
+    // A node in the same state as one already scored would score the same
+    // and lose the tie: it does not take a place in the window.
+    uint64_t state = 0;
+    if (window) {
+      state = StateHash(st, n);
+      if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
     }
     Verdict v = s_.Predicate(ref, n);
     if (!v.ok()) {

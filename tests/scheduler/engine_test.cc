@@ -38,13 +38,9 @@ TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
   EXPECT_TRUE(e->CheckInvariants().ok());
 }
 
-// Node 0 has 1 free GPU and idle CPUs, node 1 two free GPUs and busy CPUs.
-// Best-fit order puts node 0 first; binpack weighted on CPU prefers node 1.
-// nodesToScore 1 takes the first candidate, 0 (all) the best score.
-TEST(Engine, NodesToScoreBoundsTheCandidatesScored) {
-  for (int n : {1, 0}) {
-    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(2).CpuPerNode(16000).Label(0, "host", "0").Label(1, "host", "1").Build(),
-                    PolicyFromYaml("actions: \"enqueue, allocate\"\nnodesToScore: " + std::to_string(n) + R"(
+// enqueue + allocate; binpack weighted on CPU; nodesToScore n.
+scheduler::Policy CpuBinpackPolicy(int nodes_to_score) {
+  return PolicyFromYaml("actions: \"enqueue, allocate\"\nnodesToScore: " + std::to_string(nodes_to_score) + R"(
 tiers:
 - plugins:
   - name: gang
@@ -52,7 +48,16 @@ tiers:
   - name: predicates
   - name: binpack
     arguments: {cpu: 10, gpu: 1}
-)"));
+)");
+}
+
+// Node 0 has 1 free GPU and idle CPUs, node 1 two free GPUs and busy CPUs.
+// Best-fit order puts node 0 first; binpack weighted on CPU prefers node 1.
+// nodesToScore 1 takes the first candidate, 0 (all) the best score.
+TEST(Engine, NodesToScoreBoundsTheCandidatesScored) {
+  for (int n : {1, 0}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(2).CpuPerNode(16000).Label(0, "host", "0").Label(1, "host", "1").Build(),
+                    CpuBinpackPolicy(n));
     h.Submit(JobBuilder("gpu-filler").GpusPerTask(1).CpuPerTask(1000).Selector("host", "0").Build());
     h.Submit(JobBuilder("cpu-filler").CpuPerTask(12000).Selector("host", "1").Build());
     h.Cycle();
@@ -69,16 +74,7 @@ tiers:
 TEST(Engine, NodesInTheSameStateTakeOnePlaceInTheWindow) {
   ClusterBuilder cb;
   cb.NodesPerRack(11).Gpus(2).CpuPerNode(16000).Label(10, "host", "10");
-  EngineHarness h(cb.Build(), PolicyFromYaml(R"(actions: "enqueue, allocate"
-nodesToScore: 2
-tiers:
-- plugins:
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: binpack
-    arguments: {cpu: 10, gpu: 1}
-)"));
+  EngineHarness h(cb.Build(), CpuBinpackPolicy(2));
   h.Submit(JobBuilder("cpu-filler").CpuPerTask(12000).Selector("host", "10").Build());
   h.Cycle();
   h.Submit(JobBuilder("t").GpusPerTask(1).CpuPerTask(1000).Build());

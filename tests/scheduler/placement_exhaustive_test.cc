@@ -19,27 +19,9 @@ namespace {
 
 using topology::Cluster;
 using topology::NodeId;
+using topology::testing::LowestTierBySubsets;
 using topology::testing::RandomCluster;
 using topology::testing::Uniform;
-
-// Lowest tier spanned by a node subset holding k tasks of g GPUs
-// (sum over its nodes of floor(free / g) >= k), by walking all 2^n subsets:
-// 0 = one node, T + 1 = the whole cluster, T + 2 = nowhere.
-int LowestTierBySubsets(const Cluster& c, const std::vector<int64_t>& free, int64_t g, int64_t k) {
-  const int n = static_cast<int>(c.num_nodes());
-  std::vector<int64_t> holds(1u << n, 0);
-  std::vector<int> span(1u << n, 0);
-  int best = c.num_tiers() + 2;
-  for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-    const int low = __builtin_ctz(mask);
-    const uint32_t rest = mask & (mask - 1);
-    holds[mask] = holds[rest] + free[low] / g;
-    // A set spans the highest tier between any member and one fixed member.
-    span[mask] = rest == 0 ? 0 : std::max(span[rest], c.CommonTier(NodeId(low), NodeId(__builtin_ctz(rest))));
-    if (holds[mask] >= k) best = std::min(best, span[mask]);
-  }
-  return best;
-}
 
 // Tier spanned by the nodes a job holds.
 int SpannedTier(const Cluster& c, const Job& job) {
@@ -88,7 +70,10 @@ TEST(PlacementExhaustive, GangSpansTheLowestTierAnExhaustiveSearchFinds) {
     for (uint32_t n = 0; n < c.num_nodes(); ++n) {
       ASSERT_EQ(h.state().FreeWholeGpus(NodeId(n)), free[n]) << "trial " << trial << ": filler not placed";
     }
-    const int want = LowestTierBySubsets(c, free, g, k);
+    // k tasks of g GPUs fit a set of nodes iff the sum of free / g reaches k.
+    std::vector<int64_t> holds(free.size());
+    for (size_t n = 0; n < free.size(); ++n) holds[n] = free[n] / g;
+    const int want = LowestTierBySubsets(c, holds, k);
     testing::JobBuilder gang("gang");
     gang.Gang(static_cast<int>(k)).GpusPerTask(static_cast<int>(g));
     if (soft) {

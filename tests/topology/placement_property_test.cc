@@ -12,6 +12,7 @@
 namespace ringmaster::topology {
 namespace {
 
+using testing::LowestTierBySubsets;
 using testing::RandomCluster;
 using testing::Uniform;
 
@@ -23,27 +24,6 @@ std::map<uint32_t, int64_t> Recount(const Cluster& c, const std::vector<int64_t>
     sum[t == 0 ? n : c.DomainOf(NodeId(n), t).value()] += free[n];
   }
   return sum;
-}
-
-// Lowest tier whose domain holds `need` free GPUs, by trying every subset of
-// nodes and taking the lowest tier spanned by a subset with enough GPUs
-// (num_tiers + 1 = the whole cluster, num_tiers + 2 = nowhere).
-int LowestTierBySubsets(const Cluster& c, const std::vector<int64_t>& free, int64_t need) {
-  // Over all 2^n subsets, built from the subset without its lowest node:
-  // the GPUs it holds and the tier it spans (the highest tier between any
-  // member and one fixed member).
-  const int n = static_cast<int>(c.num_nodes());
-  std::vector<int64_t> sum(1u << n, 0);
-  std::vector<int> span(1u << n, 0);
-  int best = c.num_tiers() + 2;
-  for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-    const int low = __builtin_ctz(mask);
-    const uint32_t rest = mask & (mask - 1);
-    sum[mask] = sum[rest] + std::max<int64_t>(free[low], 0);
-    span[mask] = rest == 0 ? 0 : std::max(span[rest], c.CommonTier(NodeId(low), NodeId(__builtin_ctz(rest))));
-    if (free[low] >= 0 && sum[mask] >= need) best = std::min(best, span[mask]);
-  }
-  return best;
 }
 
 // The same question asked of the index: the lowest tier with a fitting domain.

@@ -5,6 +5,7 @@
 #ifndef RINGMASTER_TESTS_TOPOLOGY_RANDOM_CLUSTER_H_
 #define RINGMASTER_TESTS_TOPOLOGY_RANDOM_CLUSTER_H_
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +69,26 @@ inline Cluster RandomCluster(std::mt19937_64& rng, int max_nodes = 16, int max_t
   auto c = Cluster::Build(std::move(specs), std::move(specs_n));
   if (!c.ok()) abort();
   return *std::move(c);
+}
+
+// The lowest tier spanned by a subset of nodes whose `holds` sum to at least
+// `need`, by walking all 2^n subsets, each built from the subset without its
+// lowest node (the tier a set spans is the highest tier between any member
+// and one fixed member): 0 = one node, T + 1 = the whole cluster, T + 2 =
+// nowhere. holds[i] < 0: node i is absent.
+inline int LowestTierBySubsets(const Cluster& c, const std::vector<int64_t>& holds, int64_t need) {
+  const int n = static_cast<int>(c.num_nodes());
+  std::vector<int64_t> sum(1u << n, 0);
+  std::vector<int> span(1u << n, 0);
+  int best = c.num_tiers() + 2;
+  for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+    const int low = __builtin_ctz(mask);
+    const uint32_t rest = mask & (mask - 1);
+    sum[mask] = sum[rest] + std::max<int64_t>(holds[low], 0);
+    span[mask] = rest == 0 ? 0 : std::max(span[rest], c.CommonTier(NodeId(low), NodeId(__builtin_ctz(rest))));
+    if (holds[low] >= 0 && sum[mask] >= need) best = std::min(best, span[mask]);
+  }
+  return best;
 }
 
 }  // namespace ringmaster::topology::testing
