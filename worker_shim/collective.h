@@ -58,8 +58,9 @@ ReformPlan PlanReform(const std::vector<std::string>& old_members,
 //     hang past the backend's timeout. After such an error the communicator
 //     is unhealthy until the next Reform().
 //  3. Abort() drops the communicator without talking to peers; idempotent.
-//  4. Not thread-safe: one thread drives a backend; only Interrupt() and
-//     Prepare() (rule 6) may be called from another thread.
+//  4. Not thread-safe: one thread drives a backend; only Interrupt(),
+//     Prepare() (rule 6) and Revoke() (rule 7) may be called from another
+//     thread.
 //  5. Interrupt(g) makes a Reform() into a generation older than g return an
 //     error soon instead of waiting out its timeout; it does nothing to a
 //     Reform() into g or newer, or when no Reform() is running. The same
@@ -72,6 +73,12 @@ ReformPlan PlanReform(const std::vector<std::string>& old_members,
 //     for generation g, or returns false when there is none (the caller
 //     falls back to Reform()); DropPrepared() discards it. Prepare() never
 //     runs concurrently with Reform(), AdoptPrepared() or another Prepare().
+//  7. Revoke(f), from any thread: generation f was published after a peer
+//     failed. If the communicator in use belongs to an older generation, a
+//     collective running on it (blocked on a dead or on a live peer) and
+//     every later one returns UNAVAILABLE soon instead of waiting out the
+//     timeout; the communicator is then unhealthy. A communicator of
+//     generation f or newer, and a rendezvous, are left alone.
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
@@ -88,6 +95,9 @@ class CollectiveBackend {
   // Thread-safe; see rule 5. The default does nothing (the backend's own
   // timeouts bound its rendezvous and collectives).
   virtual void Interrupt(int64_t newer_generation) { (void)newer_generation; }
+  // Thread-safe; see rule 7. Every backend must keep it: a survivor must not
+  // sit in a collective with a dead peer once the failure is known.
+  virtual void Revoke(int64_t failure_generation) = 0;
   // Rule 6. The defaults prepare nothing.
   virtual bool can_prepare() const { return false; }
   virtual absl::Status Prepare(const ReformPlan& plan,

@@ -56,11 +56,25 @@ class MeshContext final : public gloo::Context {
  public:
   MeshContext(int rank, int size) : gloo::Context(rank, size) {}
   void Adopt(std::shared_ptr<gloo::transport::Device> device,
-             std::shared_ptr<gloo::transport::Context> transport) {
+             std::shared_ptr<RevocableContext> transport) {
     device_ = std::move(device);
-    transportContext_ = std::move(transport);
+    transportContext_ = transport;
+    revocable_ = std::move(transport);
   }
+  const std::shared_ptr<RevocableContext>& revocable() const {
+    return revocable_;
+  }
+
+ private:
+  std::shared_ptr<RevocableContext> revocable_;
 };
+
+RevocableContext& TransportOf(const std::shared_ptr<gloo::Context>& ctx) {
+  return *static_cast<MeshContext&>(*ctx).revocable();
+}
+
+constexpr char kRevokedMessage[] =
+    "gloo: communicator revoked after a peer failed";
 
 // True when this side dials the pair (self's address greater than the
 // peer's), by the rule tcp::Pair::connect applies; only orders the connects,
@@ -113,6 +127,115 @@ void LoopPoker::handleEvents(int events) {
   (void)events;
   uint64_t count = 0;
   (void)!::read(fd_, &count, sizeof(count));
+}
+
+class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
+ public:
+  Buffer(RevocableContext* owner,
+         std::unique_ptr<gloo::transport::UnboundBuffer> inner)
+      : UnboundBuffer(inner->ptr, inner->size),
+        owner_(owner),
+        inner_(std::move(inner)) {}
+  ~Buffer() override { owner_->Forget(this); }
+
+  // A wait that Revoke() aborted throws the revocation.
+  bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
+    if (inner_->waitRecv(rank, timeout)) return true;
+    owner_->ThrowIfRevoked();
+    return false;
+  }
+  bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
+    if (inner_->waitSend(rank, timeout)) return true;
+    owner_->ThrowIfRevoked();
+    return false;
+  }
+  void abortWaitRecv() override { inner_->abortWaitRecv(); }
+  void abortWaitSend() override { inner_->abortWaitSend(); }
+  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->send(dst, slot, offset, nbytes);
+  }
+  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(src, slot, offset, nbytes);
+  }
+  void recv(std::vector<int> srcs, uint64_t slot, size_t offset,
+            size_t nbytes) override {
+    inner_->recv(std::move(srcs), slot, offset, nbytes);
+  }
+  // Ends the current (or next) waits; they throw (see above).
+  void Abort() {
+    inner_->abortWaitRecv();
+    inner_->abortWaitSend();
+  }
+
+ private:
+  RevocableContext* owner_;  // outlives the buffer: gloo::Context holds both
+  std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
+};
+
+RevocableContext::RevocableContext(
+    std::shared_ptr<gloo::transport::Context> inner)
+    : gloo::transport::Context(inner->rank, inner->size),
+      inner_(std::move(inner)) {}
+
+RevocableContext::~RevocableContext() = default;
+
+std::unique_ptr<gloo::transport::Pair>& RevocableContext::getPair(int rank) {
+  return inner_->getPair(rank);
+}
+
+std::unique_ptr<gloo::transport::Pair>& RevocableContext::createPair(
+    int rank) {
+  return inner_->createPair(rank);
+}
+
+std::unique_ptr<gloo::transport::UnboundBuffer>
+RevocableContext::createUnboundBuffer(void* ptr, size_t size) {
+  auto buffer =
+      std::make_unique<Buffer>(this, inner_->createUnboundBuffer(ptr, size));
+  absl::MutexLock lock(&mu_);
+  if (revoked_) buffer->Abort();
+  live_.push_back(buffer.get());
+  return buffer;
+}
+
+void RevocableContext::Forget(Buffer* buffer) {
+  absl::MutexLock lock(&mu_);
+  live_.erase(std::remove(live_.begin(), live_.end(), buffer), live_.end());
+}
+
+bool RevocableContext::revoked() const {
+  absl::MutexLock lock(&mu_);
+  return revoked_;
+}
+
+void RevocableContext::ThrowIfRevoked() const {
+  std::string why;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!revoked_) return;
+    why = why_;
+  }
+  throw gloo::IoException(why);
+}
+
+void RevocableContext::Revoke(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_) return;
+    revoked_ = true;
+    why_ = why;
+  }
+  // Each close waits for a tick of the device loop: from a thread a pair,
+  // one tick serves them all.
+  std::vector<std::thread> closers;
+  for (int i = 0; i < size; ++i) {
+    if (i == rank) continue;
+    gloo::transport::Pair* pair = inner_->getPair(i).get();
+    if (pair != nullptr) closers.emplace_back([pair] { pair->close(); });
+  }
+  for (auto& t : closers) t.join();
+  absl::MutexLock lock(&mu_);
+  for (Buffer* b : live_) b->Abort();
 }
 
 ContextReaper::ContextReaper() : thread_([this] { Run(); }) {}
@@ -179,22 +302,45 @@ absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
   }
 }
 
+void GlooBackend::Install(std::shared_ptr<gloo::Context> context,
+                          int64_t generation, bool urgent_drop) {
+  {
+    absl::MutexLock lock(&active_mu_);
+    active_ = context ? static_cast<MeshContext&>(*context).revocable()
+                      : nullptr;
+    active_generation_ = context ? generation : 0;
+  }
+  reaper_->Add(std::move(context_), urgent_drop);
+  context_ = std::move(context);
+  tag_ = 0;
+}
+
+void GlooBackend::Revoke(int64_t failure_generation) {
+  std::shared_ptr<RevocableContext> target;
+  {
+    absl::MutexLock lock(&active_mu_);
+    if (active_ == nullptr || active_generation_ >= failure_generation) return;
+    target = active_;
+  }
+  target->Revoke(absl::StrCat("gloo: revoked: generation ", failure_generation,
+                              " was published after a peer failed"));
+}
+
 absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
-  reaper_->Add(std::move(context_), /*urgent=*/true);
+  Install(nullptr, 0, /*urgent_drop=*/true);
   return absl::UnavailableError(absl::StrCat("gloo ", what, ": ", e.what()));
 }
 
 absl::Status GlooBackend::Reform(const ReformPlan& plan,
                                  gloo::rendezvous::Store& store) {
-  reaper_->Add(std::move(context_), /*urgent=*/false);
+  Install(nullptr, 0, /*urgent_drop=*/false);
   DropPrepared();
   if (plan.rank < 0 || plan.rank >= plan.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: rank ", plan.rank, " not in a world of ", plan.world_size));
   }
   try {
-    context_ = Connect(plan, store);
-    tag_ = 0;
+    Install(Connect(plan, store), plan.generation, /*urgent_drop=*/false);
     return absl::OkStatus();
   } catch (const std::exception& e) {
     return Fail(e, "rendezvous");
@@ -235,9 +381,7 @@ bool GlooBackend::AdoptPrepared(int64_t generation) {
     reaper_->Add(std::move(prepared), /*urgent=*/true);
     return false;
   }
-  reaper_->Add(std::move(context_), /*urgent=*/false);
-  context_ = std::move(prepared);
-  tag_ = 0;
+  Install(std::move(prepared), generation, /*urgent_drop=*/false);
   return true;
 }
 
@@ -253,7 +397,7 @@ void GlooBackend::DropPrepared() {
 }
 
 void GlooBackend::Abort() {
-  reaper_->Add(std::move(context_), /*urgent=*/true);
+  Install(nullptr, 0, /*urgent_drop=*/true);
   DropPrepared();
 }
 
@@ -304,8 +448,10 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
   auto& ctx = static_cast<MeshContext&>(ctx_base);
   const int rank = plan.rank;
   const int size = plan.world_size;
-  std::shared_ptr<gloo::transport::Context> transport =
+  std::shared_ptr<gloo::transport::Context> inner =
       device_->createContext(rank, size);
+  inner->setTimeout(ctx.getTimeout());  // the pairs take it from here
+  auto transport = std::make_shared<RevocableContext>(std::move(inner));
   transport->setTimeout(ctx.getTimeout());
   // 1. A pair per peer; the key holds their addresses in peer order.
   std::vector<char> mine;
@@ -377,6 +523,10 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
 absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
                                     ReduceOp op) {
   if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
+  if (TransportOf(context_).revoked()) {
+    Install(nullptr, 0, /*urgent_drop=*/true);
+    return absl::UnavailableError(kRevokedMessage);
+  }
   if (count == 0) return absl::OkStatus();
   try {
     switch (type) {
@@ -398,6 +548,10 @@ absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
 
 absl::Status GlooBackend::Broadcast(void* data, size_t bytes, int root) {
   if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
+  if (TransportOf(context_).revoked()) {
+    Install(nullptr, 0, /*urgent_drop=*/true);
+    return absl::UnavailableError(kRevokedMessage);
+  }
   if (root < 0 || root >= context_->size) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: bad root ", root));
   }
@@ -416,6 +570,10 @@ absl::Status GlooBackend::Broadcast(void* data, size_t bytes, int root) {
 
 absl::Status GlooBackend::Barrier() {
   if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
+  if (TransportOf(context_).revoked()) {
+    Install(nullptr, 0, /*urgent_drop=*/true);
+    return absl::UnavailableError(kRevokedMessage);
+  }
   try {
     gloo::BarrierOptions opts(context_);
     opts.setTag(++tag_);

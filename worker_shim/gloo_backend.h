@@ -15,12 +15,19 @@
 //      its peers dial, so every pair connects in one wave;
 //   4. Interrupt() from another thread abandons steps 2-3 (closing the
 //      pairs), for a rendezvous that a newer generation made pointless.
-//      (A communicator in use cannot be broken the same way: closing a pair
-//      does not wake a collective waiting on it, which then runs into the
-//      timeout.)
+// A communicator in use cannot be broken the same way: closing a pair does
+// not wake a collective waiting on it. Worse, this Gloo (2022-05) leaves some
+// waits unwoken even when a peer dies: a pair that fails signals the receives
+// still queued on it, but not the one whose payload it was reading, nor sends
+// still in its transmit queue, so a survivor of a kill -9 could wait out the
+// whole timeout (seen in about 1 of 140 trials). Revoke() is the cure: the
+// transport context (RevocableContext) tracks every unbound buffer the
+// collectives create, and revoking closes the pairs and then ends every live
+// buffer's wait, so the collective throws at once.
 #ifndef RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 #define RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
@@ -97,6 +104,38 @@ class LoopPoker final : public gloo::transport::tcp::Handler {
   int fd_ = -1;
 };
 
+// A transport context whose collectives can be failed from another thread
+// (see the top). It wraps Gloo's TCP context: pairs are the inner context's;
+// every unbound buffer the collectives create is wrapped and tracked, so that
+// Revoke() can end its waits. Thread-safe.
+class RevocableContext final : public gloo::transport::Context {
+ public:
+  explicit RevocableContext(std::shared_ptr<gloo::transport::Context> inner);
+  ~RevocableContext() override;
+  std::unique_ptr<gloo::transport::Pair>& getPair(int rank) override;
+  std::unique_ptr<gloo::transport::Pair>& createPair(int rank) override;
+  std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(
+      void* ptr, size_t size) override;
+  // Closes every pair (under its lock: no transfer into a buffer is in
+  // progress afterwards, as on Gloo's own timeout path), then ends the waits
+  // of every live buffer, and of every one created later, with an
+  // IoException saying `why`. Idempotent.
+  void Revoke(const std::string& why);
+  bool revoked() const;
+
+ private:
+  class Buffer;
+  void Forget(Buffer* buffer);
+  // Throws the revocation if there was one.
+  void ThrowIfRevoked() const;
+
+  std::shared_ptr<gloo::transport::Context> inner_;
+  mutable absl::Mutex mu_;
+  bool revoked_ ABSL_GUARDED_BY(mu_) = false;
+  std::string why_ ABSL_GUARDED_BY(mu_);
+  std::vector<Buffer*> live_ ABSL_GUARDED_BY(mu_);
+};
+
 class GlooBackend final : public CollectiveBackend {
  public:
   // All-reduces of at most this many bytes use Gloo's bcube algorithm
@@ -120,6 +159,7 @@ class GlooBackend final : public CollectiveBackend {
   void Abort() override;
   bool healthy() const override { return context_ != nullptr; }
   void Interrupt(int64_t newer_generation) override;
+  void Revoke(int64_t failure_generation) override;
   // The full mesh of a planned change built on the same device while the
   // current communicator keeps serving the step (collective.h, rule 6).
   bool can_prepare() const override { return true; }
@@ -148,6 +188,10 @@ class GlooBackend final : public CollectiveBackend {
   // connected, for Interrupt(). False when Interrupt() was called since
   // Reform() began.
   bool SetForming(gloo::transport::Context* forming);
+  // Replaces the communicator in use (nullptr drops it; to the reaper, urgent
+  // or not) and records it for Revoke().
+  void Install(std::shared_ptr<gloo::Context> context, int64_t generation,
+               bool urgent_drop);
 
   GlooOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
@@ -165,6 +209,11 @@ class GlooBackend final : public CollectiveBackend {
   // The newest generation Interrupt() was called with: a rendezvous into an
   // older one that starts after the call is interrupted from the start.
   int64_t newest_interrupt_ ABSL_GUARDED_BY(forming_mu_) = 0;
+
+  absl::Mutex active_mu_;
+  // The transport of context_ and its generation, for Revoke().
+  std::shared_ptr<RevocableContext> active_ ABSL_GUARDED_BY(active_mu_);
+  int64_t active_generation_ ABSL_GUARDED_BY(active_mu_) = 0;
 
   absl::Mutex prepared_mu_;
   // What Prepare() built, for AdoptPrepared().

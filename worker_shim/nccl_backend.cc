@@ -49,10 +49,28 @@ absl::Status NcclBackend::Check(ncclResult_t r, const char* what) {
       absl::StrCat("nccl ", what, ": ", api_.error_string(r)));
 }
 
+bool NcclBackend::Revoked() const {
+  return revoke_generation_.load() > generation_;
+}
+
+absl::Status NcclBackend::RevokedError() const {
+  return absl::UnavailableError(absl::StrCat(
+      "nccl: revoked: generation ", revoke_generation_.load(),
+      " was published after a peer failed"));
+}
+
+void NcclBackend::Revoke(int64_t failure_generation) {
+  int64_t seen = revoke_generation_.load();
+  while (seen < failure_generation &&
+         !revoke_generation_.compare_exchange_weak(seen, failure_generation)) {
+  }
+}
+
 absl::Status NcclBackend::Await(ncclComm_t comm, cudaStream_t stream,
-                                const char* what) {
+                                const char* what, bool revocable) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
+    if (revocable && Revoked()) return RevokedError();
     ncclResult_t async = ncclSuccess;
     ncclResult_t r = api_.comm_get_async_error(comm, &async);
     if (r != ncclSuccess) return Check(r == ncclInProgress ? ncclSystemError : r, what);
@@ -87,6 +105,7 @@ absl::Status NcclBackend::Reform(const ReformPlan& plan,
   }
   if (comm_ != nullptr && plan.only_removals) {
     if (plan.excluded.empty() && !plan.failure && healthy_) {
+      generation_ = plan.generation;
       return absl::OkStatus();  // same members: keep the communicator
     }
     if (!plan.excluded.empty()) {
@@ -122,6 +141,7 @@ absl::Status NcclBackend::Shrink(const ReformPlan& plan) {
   comm_ = child;
   healthy_ = true;
   world_size_ = plan.world_size;
+  generation_ = plan.generation;
   return absl::OkStatus();
 }
 
@@ -162,17 +182,22 @@ absl::Status NcclBackend::Fresh(const ReformPlan& plan,
   comm_ = comm;
   healthy_ = true;
   world_size_ = plan.world_size;
+  generation_ = plan.generation;
   return absl::OkStatus();
 }
 
 absl::Status NcclBackend::AllReduce(void* data, size_t count, DataType type,
                                     ReduceOp op) {
   if (!healthy()) return absl::FailedPreconditionError("nccl: no communicator");
+  if (Revoked()) {
+    healthy_ = false;  // kept for revoke + shrink
+    return RevokedError();
+  }
   absl::Status s = Check(
       api_.all_reduce(data, data, count, ToNccl(type),
                       op == ReduceOp::kSum ? ncclSum : ncclMax, comm_, stream_),
       "allreduce");
-  if (s.ok()) s = Await(comm_, stream_, "allreduce");
+  if (s.ok()) s = Await(comm_, stream_, "allreduce", /*revocable=*/true);
   if (!s.ok()) healthy_ = false;  // keep comm_ for revoke + shrink
   return s;
 }
@@ -182,10 +207,14 @@ absl::Status NcclBackend::Broadcast(void* data, size_t bytes, int root) {
   if (root < 0 || root >= world_size_) {
     return absl::InvalidArgumentError(absl::StrCat("nccl: bad root ", root));
   }
+  if (Revoked()) {
+    healthy_ = false;
+    return RevokedError();
+  }
   absl::Status s = Check(api_.broadcast(data, data, bytes, ncclUint8, root,
                                         comm_, stream_),
                          "broadcast");
-  if (s.ok()) s = Await(comm_, stream_, "broadcast");
+  if (s.ok()) s = Await(comm_, stream_, "broadcast", /*revocable=*/true);
   if (!s.ok()) healthy_ = false;
   return s;
 }

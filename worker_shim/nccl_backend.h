@@ -14,11 +14,17 @@
 //     and publishes it in the generation's store, everyone
 //     ncclCommInitRankConfig.
 //  4. Same members, no failure (e.g. a coordinator restart): keep it.
+// Revoke() (another thread, when a failure generation is published) only
+// raises a flag: NCCL calls must not race with the thread inside one, so the
+// training thread's poll of the collective sees the flag and returns
+// UNAVAILABLE; the re-formation that follows then revokes and shrinks the
+// communicator (2) on the training thread.
 // Abort, never Destroy: after a peer died Destroy is an intra-node
 // collective that could hang.
 #ifndef RINGMASTER_WORKER_SHIM_NCCL_BACKEND_H_
 #define RINGMASTER_WORKER_SHIM_NCCL_BACKEND_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -48,11 +54,17 @@ class NcclBackend final : public CollectiveBackend {
   absl::Status Barrier() override;
   void Abort() override;
   bool healthy() const override { return comm_ != nullptr && healthy_; }
+  void Revoke(int64_t failure_generation) override;
 
  private:
   // Polls until `comm` leaves ncclInProgress (and `stream`, when given, is
   // done). On error or timeout returns non-OK; the caller decides to abort.
-  absl::Status Await(ncclComm_t comm, cudaStream_t stream, const char* what);
+  // `revocable`: a collective, which Revoke() ends.
+  absl::Status Await(ncclComm_t comm, cudaStream_t stream, const char* what,
+                     bool revocable = false);
+  // Revoke() was called with a generation newer than the communicator's.
+  bool Revoked() const;
+  absl::Status RevokedError() const;
   absl::Status Check(ncclResult_t r, const char* what);
   absl::Status Fresh(const ReformPlan& plan, gloo::rendezvous::Store& store);
   absl::Status Shrink(const ReformPlan& plan);
@@ -63,6 +75,8 @@ class NcclBackend final : public CollectiveBackend {
   ncclComm_t comm_ = nullptr;
   bool healthy_ = false;
   int world_size_ = 0;
+  int64_t generation_ = 0;  // of comm_
+  std::atomic<int64_t> revoke_generation_{0};
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;  // one float on the device, for Barrier()
 };

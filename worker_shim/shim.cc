@@ -34,9 +34,15 @@ Shim::Shim(ShimOptions options, std::unique_ptr<CoordinatorClient> client,
   // A rendezvous that a newer generation made pointless ends now rather than
   // at its timeout (a peer that moved on never connects).
   // A planned one is prepared right away (see shim.h).
+  // A failure published since our communicator's generation revokes it: a
+  // collective waiting on a dead (or on a live but stuck) peer fails now,
+  // not at its timeout.
   client_->SetGenerationListener(
       [this](const api::MembershipUpdate& update) {
         backend_->Interrupt(update.generation());
+        if (update.last_failure_generation() > 0) {
+          backend_->Revoke(update.last_failure_generation());
+        }
         MaybePrepare(update);
       });
   if (backend_->can_prepare()) {

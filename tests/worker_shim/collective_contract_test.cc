@@ -6,6 +6,8 @@
 
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <thread>
 
 #include "tests/worker_shim/test_world.h"
 
@@ -153,6 +155,48 @@ TYPED_TEST(CollectiveContract, DeadPeerIsAnErrorNotAHangAndSurvivorsReform) {
   for (const auto& [n, s] : this->Reform(2, g1, g2, /*failure=*/true)) {
     ASSERT_TRUE(s.ok()) << n << ": " << s;
   }
+  EXPECT_EQ(this->SumRanks(g2)["a"], (std::vector<double>{3, 30}));
+}
+
+// Rule 7: a survivor must not sit in a collective once a failure generation
+// is published, even when the peer it waits for is alive (here: silent).
+TYPED_TEST(CollectiveContract, RevokeEndsACollectiveBlockedOnASilentPeer) {
+  std::vector<std::string> g1 = {"a", "b", "c"};
+  for (const auto& [n, s] : this->Reform(1, {}, g1, false)) ASSERT_TRUE(s.ok());
+  // A failure generation not newer than the communicator leaves it alone.
+  for (const auto& m : g1) this->Backend(m).Revoke(1);
+  ASSERT_EQ(this->SumRanks(g1)["c"], (std::vector<double>{6, 60}));
+
+  TypeParam::Silence(this->world_, true);
+  std::vector<std::function<void()>> fns;
+  for (const char* name : {"a", "b"}) {
+    CollectiveBackend& b = this->Backend(name);
+    fns.push_back([&b] {
+      double v[2] = {1, 2};
+      absl::Status s = b.AllReduce(v, 2, DataType::kFloat64, ReduceOp::kSum);
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      EXPECT_NE(s.message().find("revoked"), std::string_view::npos) << s;
+      EXPECT_FALSE(b.healthy());
+    });
+  }
+  // c never calls; generation 2 is published after its failure.
+  fns.push_back([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    this->Backend("a").Revoke(2);
+    this->Backend("b").Revoke(2);
+  });
+  RunRanks(fns);
+  TypeParam::Silence(this->world_, false);
+  this->Backend("c").Abort();
+
+  std::vector<std::string> g2 = {"a", "b"};
+  for (const auto& [n, s] : this->Reform(2, g1, g2, /*failure=*/true)) {
+    ASSERT_TRUE(s.ok()) << n << ": " << s;
+  }
+  EXPECT_EQ(this->SumRanks(g2)["b"], (std::vector<double>{3, 30}));
+  // The new communicator is of generation 2: a late Revoke(2) spares it.
+  this->Backend("a").Revoke(2);
+  this->Backend("b").Revoke(2);
   EXPECT_EQ(this->SumRanks(g2)["a"], (std::vector<double>{3, 30}));
 }
 

@@ -232,6 +232,7 @@ NcclApi FakeNccl::Api(const std::string& me) {
     std::lock_guard<std::mutex> lock(mu_);
     if (AsComm(c)->revoked || AsComm(c)->aborted) return ncclInvalidArgument;
     AsComm(c)->revoked = true;
+    AsComm(c)->never_completes = false;  // in-flight work is stopped
     AsComm(c)->async = ncclSuccess;
     cv_.notify_all();
     return ncclSuccess;
@@ -263,6 +264,11 @@ NcclApi FakeNccl::Api(const std::string& me) {
                           cudaStream_t) {
     Comm* comm = AsComm(c);
     if (comm->revoked || comm->aborted) return ncclInvalidUsage;
+    if (faults_.collectives_hang) {
+      std::lock_guard<std::mutex> lock(mu_);
+      comm->never_completes = true;
+      return ncclSuccess;
+    }
     std::vector<std::vector<char>> all;
     ncclResult_t r = Exchange(comm, send, count * ElemSize(type), &all);
     if (r != ncclSuccess) {
@@ -290,6 +296,11 @@ NcclApi FakeNccl::Api(const std::string& me) {
                          cudaStream_t) {
     Comm* comm = AsComm(c);
     if (comm->revoked || comm->aborted) return ncclInvalidUsage;
+    if (faults_.collectives_hang) {
+      std::lock_guard<std::mutex> lock(mu_);
+      comm->never_completes = true;
+      return ncclSuccess;
+    }
     std::vector<std::vector<char>> all;
     ncclResult_t r = Exchange(comm, send, count * ElemSize(type), &all);
     if (r != ncclSuccess) {

@@ -30,6 +30,9 @@ class FakeNccl {
     bool fail_shrink = false;    // ncclCommShrink returns ncclInternalError
     bool init_never_completes = false;  // stays ncclInProgress forever
     int in_progress_polls = 1;   // GetAsyncError says InProgress this often
+    // Collectives are enqueued but never complete (a peer that never joins,
+    // on a non-blocking communicator) until the communicator is revoked.
+    bool collectives_hang = false;
   };
 
   FakeNccl();

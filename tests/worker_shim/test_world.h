@@ -41,6 +41,8 @@ struct GlooTraits {
   static void Kill(World&, const std::string&, CollectiveBackend& b) {
     b.Abort();
   }
+  // Collectives wait for every rank: a rank that does not call is enough.
+  static void Silence(World&, bool) {}
 };
 
 #if RINGMASTER_HAVE_NCCL
@@ -57,6 +59,10 @@ struct FakeNcclTraits {
   }
   static void Kill(World& w, const std::string& name, CollectiveBackend&) {
     w.nccl.Kill(name);
+  }
+  // The fake's collectives complete in the call: make them hang instead.
+  static void Silence(World& w, bool on) {
+    w.nccl.faults().collectives_hang = on;
   }
 };
 #endif
