@@ -1,9 +1,25 @@
 // allreduce_bench: all-reduce bus bandwidth of the worker shim (Gloo backend)
-// against raw Gloo and Open MPI's MPI_Allreduce, same processes, same run.
-// Launched by bench/allreduce.sh under mpirun: MPI provides the process set
-// and the barriers between timings; the three variants run one after the
-// other at each size, float32 sum, in place.
+// against raw Gloo (and, under mpirun, Open MPI's MPI_Allreduce), same
+// processes, same run. Two ways to start it (bench/allreduce.sh picks one):
 //
+//  - MPI mode (only in a build that found MPI; RINGMASTER_BENCH_WITH_MPI):
+//      mpirun -np N allreduce_bench [MAX_BYTES] [ROUNDS] [TARGET_MS]
+//    MPI provides the process set, the barriers between timings, the
+//    broadcasts (store directory, coordinator address) and the slowest
+//    rank's time (MPI_MAX); the variants are mpi, gloo, shim and gloo2.
+//  - Launcher-free mode (any build, no MPI needed):
+//      allreduce_bench --np N [--pin] [MAX_BYTES] [ROUNDS] [TARGET_MS]
+//    The process forks N ranks and waits for them. The same control
+//    operations run over a separate Gloo context (its own TCP device, a
+//    FileStore in a fresh temp directory that the parent removes at the
+//    end): gloo::barrier, gloo::broadcast, gloo::allreduce with max. The
+//    variants are gloo, shim and gloo2 (no mpi fields in the output; instead
+//    "pinned"). --pin binds rank r to the r-th CPU this process may run on
+//    (CPU r on an unrestricted machine), all its threads included, when
+//    there are at least N such CPUs. If a rank fails, the parent kills the
+//    others, says which rank failed and how, and exits 1.
+//
+// The variants, float32 sum, in place:
 //  - mpi:  MPI_Allreduce(MPI_IN_PLACE, ..., MPI_FLOAT, MPI_SUM).
 //  - gloo: a gloo::rendezvous::Context over a FileStore, TCP on 127.0.0.1,
 //          gloo::allreduce with the algorithm the shim picks (bcube up to
@@ -16,8 +32,8 @@
 // Resolving a 2 % difference on a shared machine: at each size the
 // iterations per sample are scaled so that one sample takes about
 // `target_ms`, and `rounds` rounds each time every variant once, in an order
-// that rotates from round to round (so drift hits all alike). Besides mpi,
-// gloo and shim, a second raw-Gloo sample per round ("gloo2", the same code
+// that rotates from round to round (so drift hits all alike). Besides the
+// other variants, a second raw-Gloo sample per round ("gloo2", the same code
 // as "gloo") measures the noise floor: the spread of gloo2/gloo is what any
 // shim/gloo difference must exceed to mean anything. Reported per variant:
 // the minimum and the median sample; per comparison: the median of the
@@ -27,11 +43,23 @@
 // all-reduce in a one-rank world (no transfer) through GlooBackend and
 // through gloo::allreduce, interleaved; the difference per call is what the
 // shim adds to every all-reduce, whatever its size.
-// Usage: allreduce_bench [MAX_BYTES] [ROUNDS] [TARGET_MS]
-// Prints one JSON line for the per-call cost, then one per size.
+// Prints one JSON line for the per-call cost, then one per size (rank 0).
+// `allreduce_bench --has-mpi` exits 0 when MPI mode is available.
+#ifdef RINGMASTER_BENCH_WITH_MPI
 #include <mpi.h>
+#endif
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -41,9 +69,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,17 +87,118 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What the ranks need from each other besides the timed all-reduces: MPI in
+// MPI mode, a control Gloo context in the launcher-free mode.
+class Control {
+ public:
+  Control(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~Control() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual void Barrier() = 0;
+  // The maximum of `v` over all ranks.
+  virtual double Max(double v) = 0;
+  // Rank 0's `s` (at most 511 bytes) on every rank.
+  virtual std::string Broadcast(const std::string& s) = 0;
+  // Ends every rank (MPI) or this one (the parent ends the others).
+  [[noreturn]] virtual void Abort(const std::string& why, int code) = 0;
+
+ private:
+  const int rank_;
+  const int size_;
+};
+
+constexpr size_t kBroadcastBytes = 512;
+
+#ifdef RINGMASTER_BENCH_WITH_MPI
+class MpiControl final : public Control {
+ public:
+  MpiControl(int rank, int size) : Control(rank, size) {}
+  void Barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  double Max(double v) override {
+    double max = 0;
+    MPI_Allreduce(&v, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return max;
+  }
+  std::string Broadcast(const std::string& s) override {
+    char buf[kBroadcastBytes] = {};
+    std::snprintf(buf, sizeof(buf), "%s", s.c_str());
+    MPI_Bcast(buf, sizeof(buf), MPI_CHAR, 0, MPI_COMM_WORLD);
+    return buf;
+  }
+  [[noreturn]] void Abort(const std::string& why, int code) override {
+    std::cerr << "allreduce_bench: rank " << rank() << ": " << why
+              << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+};
+#endif
+
+// A Gloo context of its own (TCP on 127.0.0.1, FileStore in `dir`) for the
+// barriers, broadcasts and maxima of the launcher-free mode.
+class GlooControl final : public Control {
+ public:
+  GlooControl(int rank, int size, const std::string& dir)
+      : Control(rank, size), store_(dir) {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    ctx_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    // Ranks wait here while rank 0 measures the per-call cost, and a dead
+    // rank is the parent's to notice: no need for Gloo's 30 s default.
+    ctx_->setTimeout(std::chrono::minutes(10));
+    ctx_->connectFullMesh(store_, device_);
+  }
+  void Barrier() override {
+    gloo::BarrierOptions opts(ctx_);
+    opts.setTag(++tag_);
+    gloo::barrier(opts);
+  }
+  double Max(double v) override {
+    gloo::AllreduceOptions opts(ctx_);
+    opts.setOutput(&v, 1);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(
+            &gloo::max<double>));
+    opts.setTag(++tag_);
+    gloo::allreduce(opts);
+    return v;
+  }
+  std::string Broadcast(const std::string& s) override {
+    char buf[kBroadcastBytes] = {};
+    if (rank() == 0) std::snprintf(buf, sizeof(buf), "%s", s.c_str());
+    gloo::BroadcastOptions opts(ctx_);
+    opts.setOutput(buf, sizeof(buf));
+    opts.setRoot(0);
+    opts.setTag(++tag_);
+    gloo::broadcast(opts);
+    buf[sizeof(buf) - 1] = '\0';
+    return buf;
+  }
+  [[noreturn]] void Abort(const std::string& why, int code) override {
+    std::cerr << "allreduce_bench: rank " << rank() << ": " << why
+              << std::endl;
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+
+ private:
+  gloo::rendezvous::FileStore store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  uint32_t tag_ = 0;
+};
+
 // Seconds per all-reduce of `fn`, averaged over `iters` (ranks start together
 // after a barrier; the slowest rank's time).
 template <typename Fn>
-double Time(int iters, Fn fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
+double Time(Control& ctl, int iters, Fn fn) {
+  ctl.Barrier();
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) fn();
   double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
-  double slowest = 0;
-  MPI_Allreduce(&s, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
+  return ctl.Max(s);
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -159,31 +290,29 @@ void PerCallCost(int rounds) {
   std::cout << j.dump() << std::endl;
 }
 
-}  // namespace
+struct Args {
+  size_t max_bytes = 64u << 20;
+  int rounds = 31;
+  double target_ms = 20;
+  int np = 0;  // > 0: launcher-free mode with this many ranks
+  bool pin = false;
+};
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const size_t max_bytes = argc > 1 ? std::stoull(argv[1]) : (64u << 20);
-  const int rounds = argc > 2 ? std::stoi(argv[2]) : 31;
-  const double target_ms = argc > 3 ? std::stod(argv[3]) : 20;
-  if (rank == 0) PerCallCost(rounds);
-  MPI_Barrier(MPI_COMM_WORLD);
+// No MPI_Allreduce variant (the launcher-free mode).
+struct NoMpi {};
 
-  // Raw Gloo: rendezvous through a FileStore in a shared temp directory.
-  std::string store_dir;
-  if (rank == 0) {
-    store_dir = (std::filesystem::temp_directory_path() /
-                 ("rm_allreduce_" + std::to_string(::getpid())))
-                    .string();
-    std::filesystem::create_directories(store_dir);
-  }
-  char buf[512] = {};
-  std::snprintf(buf, sizeof(buf), "%s", store_dir.c_str());
-  MPI_Bcast(buf, sizeof(buf), MPI_CHAR, 0, MPI_COMM_WORLD);
-  store_dir = buf;
+// The measurement proper, on every rank. `store_dir` (existing, shared) holds
+// the raw Gloo context's FileStore. `mpi_allreduce(float*, int)` is the mpi
+// variant, or NoMpi. `extra` goes into every per-size line.
+template <typename MpiAllReduce>
+void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
+              MpiAllReduce mpi_allreduce, const nlohmann::json& extra) {
+  constexpr bool kWithMpi = !std::is_same_v<MpiAllReduce, NoMpi>;
+  const int rank = ctl.rank();
+  const int size = ctl.size();
+  if (rank == 0) PerCallCost(a.rounds);
+  ctl.Barrier();
+
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -193,32 +322,41 @@ int main(int argc, char** argv) {
 
   // The shim: rank 0 hosts the coordinator.
   std::unique_ptr<ringmaster::server::CoordinatorServer> server;
-  char addr[128] = {};
+  std::string addr;
   if (rank == 0) {
-    server = *ringmaster::server::CoordinatorServer::Start(
+    auto started = ringmaster::server::CoordinatorServer::Start(
         "127.0.0.1:0", ringmaster::server::CoordinatorOptions());
-    std::snprintf(addr, sizeof(addr), "%s", server->address().c_str());
+    if (!started.ok()) {
+      ctl.Abort("coordinator start: " + started.status().ToString(), 1);
+    }
+    server = *std::move(started);
+    addr = server->address();
   }
-  MPI_Bcast(addr, sizeof(addr), MPI_CHAR, 0, MPI_COMM_WORLD);
+  addr = ctl.Broadcast(addr);
   ringmaster::shim::ShimOptions so;
   so.client.address = addr;
   so.client.job = "allreduce";
   so.client.worker_id = "r" + std::to_string(rank);
   so.client.desired_workers = size;
-  auto shim = *ringmaster::shim::Shim::Create(
-      so, *ringmaster::shim::MakeBackend("gloo", absl::Seconds(60)));
+  auto backend = ringmaster::shim::MakeBackend("gloo", absl::Seconds(60));
+  if (!backend.ok()) ctl.Abort("backend: " + backend.status().ToString(), 1);
+  auto created = ringmaster::shim::Shim::Create(so, *std::move(backend));
+  if (!created.ok()) {
+    ctl.Abort("shim create: " + created.status().ToString(), 1);
+  }
+  auto shim = *std::move(created);
   if (auto s = shim->Start(); !s.ok()) {
-    std::cerr << "shim start: " << s << "\n";
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    ctl.Abort("shim start: " + s.ToString(), 1);
   }
 
   uint32_t tag = 0;
-  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+  for (size_t bytes = 1024; bytes <= a.max_bytes; bytes *= 4) {
     const size_t n = bytes / sizeof(float);
     std::vector<float> data(n, 1.0f);
     auto mpi = [&] {
-      MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(n), MPI_FLOAT,
-                    MPI_SUM, MPI_COMM_WORLD);
+      if constexpr (kWithMpi) {
+        mpi_allreduce(data.data(), static_cast<int>(n));
+      }
     };
     auto gloo = [&] {
       gloo::AllreduceOptions opts(gloo_ctx);
@@ -233,31 +371,35 @@ int main(int argc, char** argv) {
       gloo::allreduce(opts);
     };
     auto shim_fn = [&] {
-      if (!shim->AllReduce(data.data(), n, ringmaster::shim::DataType::kFloat32,
-                           ringmaster::shim::ReduceOp::kSum)
-               .ok()) {
-        MPI_Abort(MPI_COMM_WORLD, 2);
+      if (auto s = shim->AllReduce(data.data(), n,
+                                   ringmaster::shim::DataType::kFloat32,
+                                   ringmaster::shim::ReduceOp::kSum);
+          !s.ok()) {
+        ctl.Abort("shim all-reduce: " + s.ToString(), 2);
       }
     };
     // Warm up every variant, then size a sample to about target_ms (the
     // same count on every rank: Time() returns the slowest rank's time).
     for (int i = 0; i < 3; ++i) {
-      mpi();
+      if constexpr (kWithMpi) mpi();
       gloo();
       shim_fn();
     }
-    const double one = Time(3, gloo);
+    const double one = Time(ctl, 3, gloo);
     const int iters = std::clamp(
-        static_cast<int>(target_ms / 1e3 / std::max(one, 1e-9)), 1, 100000);
-    // 0 mpi, 1 gloo, 2 shim, 3 gloo2; round r runs them from r % 4 on.
+        static_cast<int>(a.target_ms / 1e3 / std::max(one, 1e-9)), 1, 100000);
+    // 0 mpi, 1 gloo, 2 shim, 3 gloo2; round r runs them from the r-th on
+    // (mod 4 with mpi, mod 3 over 1..3 without).
     std::vector<std::vector<double>> t(4);
-    for (int round = 0; round < rounds; ++round) {
-      for (int k = 0; k < 4; ++k) {
-        const int v = (round + k) % 4;
-        if (v == 0) t[0].push_back(Time(iters, mpi));
-        if (v == 1) t[1].push_back(Time(iters, gloo));
-        if (v == 2) t[2].push_back(Time(iters, shim_fn));
-        if (v == 3) t[3].push_back(Time(iters, gloo));
+    constexpr int kVariants = kWithMpi ? 4 : 3;
+    constexpr int kFirst = kWithMpi ? 0 : 1;
+    for (int round = 0; round < a.rounds; ++round) {
+      for (int k = 0; k < kVariants; ++k) {
+        const int v = kFirst + (round + k) % kVariants;
+        if (v == 0) t[0].push_back(Time(ctl, iters, mpi));
+        if (v == 1) t[1].push_back(Time(ctl, iters, gloo));
+        if (v == 2) t[2].push_back(Time(ctl, iters, shim_fn));
+        if (v == 3) t[3].push_back(Time(ctl, iters, gloo));
       }
     }
     if (rank == 0) {
@@ -273,25 +415,312 @@ int main(int argc, char** argv) {
       nlohmann::json j = {{"processes", size},
                           {"bytes", bytes},
                           {"iters_per_sample", iters},
-                          {"rounds", rounds},
-                          {"mpi", stats(t[0])},
-                          {"gloo", stats(t[1])},
-                          {"shim", stats(t[2])},
-                          {"shim_vs_gloo", Compare(t[1], t[2])},
-                          {"noise_gloo2_vs_gloo", Compare(t[1], t[3])},
-                          {"mpi_vs_gloo", Compare(t[1], t[0])}};
+                          {"rounds", a.rounds}};
+      if constexpr (kWithMpi) j["mpi"] = stats(t[0]);
+      j["gloo"] = stats(t[1]);
+      j["shim"] = stats(t[2]);
+      j["shim_vs_gloo"] = Compare(t[1], t[2]);
+      j["noise_gloo2_vs_gloo"] = Compare(t[1], t[3]);
+      if constexpr (kWithMpi) j["mpi_vs_gloo"] = Compare(t[1], t[0]);
+      j.update(extra);
       std::cout << j.dump() << std::endl;
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  ctl.Barrier();
   (void)shim->Leave(/*finished=*/true);
   shim.reset();
   gloo_ctx.reset();
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) {
-    server->Stop();
-    std::filesystem::remove_all(store_dir);
+  ctl.Barrier();
+  if (rank == 0) server->Stop();
+}
+
+constexpr char kUsage[] =
+    "usage: mpirun -np N allreduce_bench [MAX_BYTES] [ROUNDS] [TARGET_MS]\n"
+    "       allreduce_bench --np N [--pin] [MAX_BYTES] [ROUNDS] [TARGET_MS]\n"
+    "       allreduce_bench --has-mpi  (exit 0 when built with MPI)\n"
+    "defaults: MAX_BYTES 67108864, ROUNDS 31, TARGET_MS 20\n";
+
+[[noreturn]] void Usage(const std::string& why) {
+  std::cerr << "allreduce_bench: " << why << "\n" << kUsage;
+  std::exit(2);
+}
+
+// The positional and flag arguments (exits 2 on a bad one).
+Args Parse(int argc, char** argv) {
+  Args a;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--np") {
+      if (++i == argc) Usage("--np needs a number");
+      try {
+        a.np = std::stoi(argv[i]);
+      } catch (const std::exception&) {
+        Usage("bad --np " + std::string(argv[i]));
+      }
+      if (a.np < 1) Usage("--np must be at least 1");
+    } else if (arg == "--pin") {
+      a.pin = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg.rfind("-", 0) == 0) {
+      Usage("unknown option " + arg);
+    } else {
+      pos.push_back(arg);
+    }
   }
+  if (pos.size() > 3) Usage("too many arguments");
+  try {
+    if (pos.size() > 0) a.max_bytes = std::stoull(pos[0]);
+    if (pos.size() > 1) a.rounds = std::stoi(pos[1]);
+    if (pos.size() > 2) a.target_ms = std::stod(pos[2]);
+  } catch (const std::exception&) {
+    Usage("MAX_BYTES, ROUNDS and TARGET_MS must be numbers");
+  }
+  if (a.rounds < 1) Usage("ROUNDS must be at least 1");
+  if (a.pin && a.np == 0) {
+    Usage("--pin needs --np (under mpirun, bind with --bind-to core)");
+  }
+  return a;
+}
+
+// One rank of the launcher-free mode, in a child of RunForked(); its exit
+// status. `cpu` >= 0: run on that CPU only (before any thread starts, so
+// every thread of the rank inherits it).
+int RunChild(const Args& a, int rank, const std::filesystem::path& dir,
+             int cpu) {
+  try {
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        std::cerr << "allreduce_bench: rank " << rank << ": pin to CPU "
+                  << cpu << ": " << strerror(errno) << std::endl;
+        return 1;
+      }
+    }
+    GlooControl ctl(rank, a.np, (dir / "control").string());
+    RunBench(ctl, a, (dir / "gloo").string(), NoMpi{},
+             nlohmann::json{{"pinned", cpu >= 0}});
+  } catch (const std::exception& e) {
+    std::cerr << "allreduce_bench: rank " << rank << ": " << e.what()
+              << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+volatile sig_atomic_t g_signal = 0;
+extern "C" void OnSignal(int sig) { g_signal = sig; }
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) {
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  }
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+// The launcher-free mode: forks a.np ranks, waits for them, removes the temp
+// directory. 0 when every rank exited 0; 1 when one failed (the others are
+// killed); 128 + signal when this process was interrupted.
+int RunForked(const Args& a) {
+  std::vector<int> cpus;  // rank r runs on cpus[r]
+  if (a.pin) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+      std::cerr << "allreduce_bench: sched_getaffinity: " << strerror(errno)
+                << std::endl;
+      return 1;
+    }
+    for (int c = 0; c < CPU_SETSIZE && static_cast<int>(cpus.size()) < a.np;
+         ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+    if (static_cast<int>(cpus.size()) < a.np) {
+      std::cerr << "allreduce_bench: not pinning: " << a.np
+                << " ranks but only " << CPU_COUNT(&allowed)
+                << " CPUs allowed" << std::endl;
+      cpus.clear();
+    }
+  }
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "rm_allreduce_XXXXXX")
+          .string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::cerr << "allreduce_bench: mkdtemp " << tmpl << ": "
+              << strerror(errno) << std::endl;
+    return 1;
+  }
+  const std::filesystem::path dir = tmpl;
+  std::filesystem::create_directories(dir / "control");
+  std::filesystem::create_directories(dir / "gloo");
+  {
+    std::string where;
+    for (size_t r = 0; r < cpus.size(); ++r) {
+      where += (r ? "," : "") + std::to_string(cpus[r]);
+    }
+    std::cerr << "allreduce_bench: " << a.np << " ranks, forked, "
+              << (cpus.empty() ? std::string("not pinned")
+                               : "pinned to CPUs " + where)
+              << std::endl;
+  }
+
+  // Signals that end the run are blocked until the handlers are in place
+  // (children get the old mask back, and the default handlers).
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  sigprocmask(SIG_BLOCK, &stop, &old);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids(a.np, -1);
+  int rc = 0;
+  auto kill_all = [&] {
+    for (pid_t& p : pids) {
+      if (p > 0) ::kill(p, SIGKILL);
+    }
+  };
+  for (int r = 0; r < a.np; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      const int status = RunChild(a, r, dir, cpus.empty() ? -1 : cpus[r]);
+      std::cout.flush();
+      std::fflush(nullptr);
+      std::_Exit(status);
+    }
+    if (pid < 0) {
+      std::cerr << "allreduce_bench: fork: " << strerror(errno) << std::endl;
+      rc = 1;
+      kill_all();
+      break;
+    }
+    pids[r] = pid;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+
+  // Reaps `pid`; reports an abnormal end unless it is our own SIGKILL.
+  int left = 0;
+  for (pid_t p : pids) left += p > 0;
+  bool killed = rc != 0;  // kill_all() has run
+  auto reaped = [&](pid_t pid, int status) {
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) return true;
+    *it = -1;
+    --left;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && !(killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+      std::cerr << "allreduce_bench: rank " << (it - pids.begin()) << " (pid "
+                << pid << ") " << Describe(status) << std::endl;
+    }
+    return ok;
+  };
+  auto stop_the_rest = [&] {
+    if (left > 0) {
+      std::cerr << "allreduce_bench: stopping the other " << left
+                << " rank(s)" << std::endl;
+    }
+    kill_all();
+    killed = true;
+  };
+  while (left > 0) {
+    if (g_signal != 0 && !killed) {
+      std::cerr << "allreduce_bench: " << strsignal(g_signal)
+                << "; stopping the ranks" << std::endl;
+      rc = 128 + g_signal;
+      kill_all();
+      killed = true;
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      std::cerr << "allreduce_bench: waitpid: " << strerror(errno)
+                << std::endl;
+      if (rc == 0) rc = 1;
+      break;
+    }
+    if (reaped(pid, status) || killed) continue;
+    // The first failure. The ranks that it brings down end on their own
+    // within moments and may be reaped before the cause: wait a second for
+    // them, so that every rank that failed by itself is reported, then kill
+    // the rest.
+    rc = 1;
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    while (left > 0 && Clock::now() < deadline && g_signal == 0) {
+      const pid_t p = waitpid(-1, &status, WNOHANG);
+      if (p > 0) {
+        reaped(p, status);
+      } else {
+        ::usleep(20000);
+      }
+    }
+    stop_the_rest();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    std::cerr << "allreduce_bench: remove " << dir << ": " << ec.message()
+              << std::endl;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--has-mpi") {
+#ifdef RINGMASTER_BENCH_WITH_MPI
+      return 0;
+#else
+      return 1;
+#endif
+    }
+  }
+  const Args a = Parse(argc, argv);
+  if (a.np > 0) return RunForked(a);
+#ifdef RINGMASTER_BENCH_WITH_MPI
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MpiControl ctl(rank, size);
+  // Raw Gloo: rendezvous through a FileStore in a shared temp directory.
+  std::string store_dir;
+  if (rank == 0) {
+    store_dir = (std::filesystem::temp_directory_path() /
+                 ("rm_allreduce_" + std::to_string(::getpid())))
+                    .string();
+    std::filesystem::create_directories(store_dir);
+  }
+  store_dir = ctl.Broadcast(store_dir);
+  try {
+    RunBench(
+        ctl, a, store_dir,
+        [](float* data, int n) {
+          MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD);
+        },
+        nlohmann::json::object());
+  } catch (const std::exception& e) {
+    ctl.Abort(e.what(), 3);
+  }
+  if (rank == 0) std::filesystem::remove_all(store_dir);
   MPI_Finalize();
   return 0;
+#else
+  Usage("built without MPI: start it with --np N");
+#endif
 }
