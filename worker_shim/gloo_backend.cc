@@ -136,15 +136,21 @@ class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
       : UnboundBuffer(inner->ptr, inner->size),
         owner_(owner),
         inner_(std::move(inner)) {}
-  ~Buffer() override { owner_->Forget(this); }
 
-  // A wait that Revoke() aborted throws the revocation.
+  // A wait registers with the owner for its duration (creating a buffer
+  // costs nothing more than the wrapper: a one-rank all-reduce, which never
+  // waits, stays as fast as raw Gloo's); one that Revoke() aborted, or that
+  // begins after it, throws the revocation.
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
+    owner_->BeginWait(this);
+    absl::Cleanup end = [this] { owner_->EndWait(this); };
     if (inner_->waitRecv(rank, timeout)) return true;
     owner_->ThrowIfRevoked();
     return false;
   }
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
+    owner_->BeginWait(this);
+    absl::Cleanup end = [this] { owner_->EndWait(this); };
     if (inner_->waitSend(rank, timeout)) return true;
     owner_->ThrowIfRevoked();
     return false;
@@ -161,7 +167,7 @@ class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
             size_t nbytes) override {
     inner_->recv(std::move(srcs), slot, offset, nbytes);
   }
-  // Ends the current (or next) waits; they throw (see above).
+  // Ends the current wait (it throws, see above).
   void Abort() {
     inner_->abortWaitRecv();
     inner_->abortWaitSend();
@@ -190,29 +196,28 @@ std::unique_ptr<gloo::transport::Pair>& RevocableContext::createPair(
 
 std::unique_ptr<gloo::transport::UnboundBuffer>
 RevocableContext::createUnboundBuffer(void* ptr, size_t size) {
-  auto buffer =
-      std::make_unique<Buffer>(this, inner_->createUnboundBuffer(ptr, size));
-  absl::MutexLock lock(&mu_);
-  if (revoked_) buffer->Abort();
-  live_.push_back(buffer.get());
-  return buffer;
+  return std::make_unique<Buffer>(this, inner_->createUnboundBuffer(ptr, size));
 }
 
-void RevocableContext::Forget(Buffer* buffer) {
+void RevocableContext::BeginWait(Buffer* buffer) {
   absl::MutexLock lock(&mu_);
-  live_.erase(std::remove(live_.begin(), live_.end(), buffer), live_.end());
+  if (revoked_.load(std::memory_order_relaxed)) {
+    throw gloo::IoException(why_);
+  }
+  waiting_.push_back(buffer);
 }
 
-bool RevocableContext::revoked() const {
+void RevocableContext::EndWait(Buffer* buffer) {
   absl::MutexLock lock(&mu_);
-  return revoked_;
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), buffer),
+                 waiting_.end());
 }
 
 void RevocableContext::ThrowIfRevoked() const {
   std::string why;
   {
     absl::MutexLock lock(&mu_);
-    if (!revoked_) return;
+    if (!revoked_.load(std::memory_order_relaxed)) return;
     why = why_;
   }
   throw gloo::IoException(why);
@@ -221,9 +226,9 @@ void RevocableContext::ThrowIfRevoked() const {
 void RevocableContext::Revoke(const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
-    if (revoked_) return;
-    revoked_ = true;
+    if (revoked_.load(std::memory_order_relaxed)) return;
     why_ = why;
+    revoked_.store(true, std::memory_order_release);
   }
   // Each close waits for a tick of the device loop: from a thread a pair,
   // one tick serves them all.
@@ -235,7 +240,7 @@ void RevocableContext::Revoke(const std::string& why) {
   }
   for (auto& t : closers) t.join();
   absl::MutexLock lock(&mu_);
-  for (Buffer* b : live_) b->Abort();
+  for (Buffer* b : waiting_) b->Abort();
 }
 
 ContextReaper::ContextReaper() : thread_([this] { Run(); }) {}

@@ -21,13 +21,13 @@
 // still queued on it, but not the one whose payload it was reading, nor sends
 // still in its transmit queue, so a survivor of a kill -9 could wait out the
 // whole timeout (seen in about 1 of 140 trials). Revoke() is the cure: the
-// transport context (RevocableContext) tracks every unbound buffer the
-// collectives create, and revoking closes the pairs and then ends every live
-// buffer's wait, so the collective throws at once.
+// transport context (RevocableContext) tracks the waits of the unbound
+// buffers the collectives create, and revoking closes the pairs and then ends
+// those waits, so the collective throws at once.
 #ifndef RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 #define RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 
-#include <exception>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -106,8 +106,8 @@ class LoopPoker final : public gloo::transport::tcp::Handler {
 
 // A transport context whose collectives can be failed from another thread
 // (see the top). It wraps Gloo's TCP context: pairs are the inner context's;
-// every unbound buffer the collectives create is wrapped and tracked, so that
-// Revoke() can end its waits. Thread-safe.
+// every unbound buffer the collectives create is wrapped, and its waits are
+// tracked, so that Revoke() can end them. Thread-safe.
 class RevocableContext final : public gloo::transport::Context {
  public:
   explicit RevocableContext(std::shared_ptr<gloo::transport::Context> inner);
@@ -117,23 +117,25 @@ class RevocableContext final : public gloo::transport::Context {
   std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(
       void* ptr, size_t size) override;
   // Closes every pair (under its lock: no transfer into a buffer is in
-  // progress afterwards, as on Gloo's own timeout path), then ends the waits
-  // of every live buffer, and of every one created later, with an
-  // IoException saying `why`. Idempotent.
+  // progress afterwards, as on Gloo's own timeout path), then ends every
+  // buffer's wait in progress, and every later one, with an IoException
+  // saying `why`. Idempotent.
   void Revoke(const std::string& why);
-  bool revoked() const;
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
 
  private:
   class Buffer;
-  void Forget(Buffer* buffer);
+  // A buffer's wait begins (throws when revoked) and ends.
+  void BeginWait(Buffer* buffer);
+  void EndWait(Buffer* buffer);
   // Throws the revocation if there was one.
   void ThrowIfRevoked() const;
 
   std::shared_ptr<gloo::transport::Context> inner_;
   mutable absl::Mutex mu_;
-  bool revoked_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> revoked_{false};  // written under mu_
   std::string why_ ABSL_GUARDED_BY(mu_);
-  std::vector<Buffer*> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<Buffer*> waiting_ ABSL_GUARDED_BY(mu_);
 };
 
 class GlooBackend final : public CollectiveBackend {
