@@ -14,7 +14,10 @@
 // that re-formation is reported as kind "grow".
 // Prints one JSON line per kind: workers, kind, trials, reform_ms_p50,
 // reform_ms_p99 (the slowest trial up to 51 trials, then not: the second
-// slowest of 60), detect_ms (p50; kill9 only), per-phase p50s, and
+// slowest of 60), reform_ms_max, ready_ms_p50 / _p99 (the same up to the
+// last member's new communicator working: for a prepared one, when it was
+// ready, not when the step boundary swapped it in), detect_ms (p50; kill9
+// only), per-phase p50s, and
 // prepared_frac (the share of trials in which every member swapped in a
 // communicator prepared ahead of the step boundary).
 #include <signal.h>
@@ -120,6 +123,9 @@ class Bench {
   // coordinator published the generation, each the maximum over the members.
   struct Trial {
     double formed = -1;      // reform_ms: the last member holds a communicator
+    double ready = 0;        // ready_ms: the last member's new communicator
+                             // works (a prepared one: when it was ready,
+                             // before the step boundary swapped it in)
     double received = 0;     // the last member's watcher had the generation
     double boundary = 0;     // the last member began moving to it
     double rendezvous = 0;   // longest rendezvous (start to communicator; a
@@ -157,6 +163,8 @@ class Bench {
                                       : r["formed_us"].get<int64_t>();
             if (!r.value("prepared", false)) t.prepared = 0;
             t.formed = std::max(t.formed, after(r["formed_us"]));
+            t.ready = std::max(t.ready, after(std::min<int64_t>(
+                                            ready, r["formed_us"].get<int64_t>())));
             t.received = std::max(t.received, after(r.value("received_us", published)));
             t.boundary = std::max(t.boundary, after(r.value("boundary_us", published)));
             t.rendezvous = std::max(
@@ -264,6 +272,10 @@ class Bench {
                         {"trials", reform.size()},
                         {"reform_ms_p50", Pct(reform, 0.5)},
                         {"reform_ms_p99", Pct(reform, 0.99)},
+                        {"reform_ms_max", reform.empty() ? 0.0
+                                          : *std::max_element(reform.begin(), reform.end())},
+                        {"ready_ms_p50", Pct(col(&Trial::ready), 0.5)},
+                        {"ready_ms_p99", Pct(col(&Trial::ready), 0.99)},
                         {"received_ms_p50", Pct(col(&Trial::received), 0.5)},
                         {"boundary_ms_p50", Pct(col(&Trial::boundary), 0.5)},
                         {"rendezvous_ms_p50", Pct(col(&Trial::rendezvous), 0.5)},
