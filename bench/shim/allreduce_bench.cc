@@ -6,15 +6,16 @@
 //      mpirun -np N allreduce_bench [MAX_BYTES] [ROUNDS] [TARGET_MS]
 //    MPI provides the process set, the barriers between timings, the
 //    broadcasts (store directory, coordinator address) and the slowest
-//    rank's time (MPI_MAX); the variants are mpi, gloo, shim and gloo2.
+//    rank's time (MPI_MAX); the variants are mpi, gloo, shim, gloo2, backend,
+//    gloo_late.
 //  - Launcher-free mode (any build, no MPI needed):
 //      allreduce_bench --np N [--pin] [MAX_BYTES] [ROUNDS] [TARGET_MS]
 //    The process forks N ranks and waits for them. The same control
 //    operations run over a separate Gloo context (its own TCP device, a
 //    FileStore in a fresh temp directory that the parent removes at the
 //    end): gloo::barrier, gloo::broadcast, gloo::allreduce with max. The
-//    variants are gloo, shim and gloo2 (no mpi fields in the output; instead
-//    "pinned"). --pin binds rank r to the r-th CPU this process may run on
+//    variants are gloo, shim, gloo2, backend, gloo_late (no mpi fields;
+//    instead "pinned"). --pin binds rank r to the r-th CPU this process may run on
 //    (CPU r on an unrestricted machine), all its threads included, when
 //    there are at least N such CPUs. If a rank fails, the parent kills the
 //    others, says which rank failed and how, and exits 1.
@@ -27,12 +28,18 @@
 //  - shim: ringmaster::shim::Shim::AllReduce (rank 0 runs an in-process
 //          coordinator; the Gloo communicator comes from the shim's
 //          rendezvous over the coordinator's key-value store).
+//  - backend: GlooBackend::AllReduce on a second backend formed over a
+//          FileStore, without coordinator or Shim: the backend's own cost
+//          apart from the shim process's other threads.
+//  - gloo_late: raw Gloo again, on a context and device made after the
+//          backends' (a second noise floor: two instances of raw Gloo).
 // busbw = size / time * 2 (n - 1) / n (nccl-tests' definition).
 //
 // Resolving a 2 % difference on a shared machine: at each size the
 // iterations per sample are scaled so that one sample takes about
 // `target_ms`, and `rounds` rounds each time every variant once, in an order
-// that rotates from round to round (so drift hits all alike). Besides the
+// that rotates from round to round (so drift hits all alike), each sample
+// after an untimed warm-up of its own variant (see Time()). Besides the
 // other variants, a second raw-Gloo sample per round ("gloo2", the same code
 // as "gloo") measures the noise floor: the spread of gloo2/gloo is what any
 // shim/gloo difference must exceed to mean anything. Reported per variant:
@@ -191,9 +198,17 @@ class GlooControl final : public Control {
 };
 
 // Seconds per all-reduce of `fn`, averaged over `iters` (ranks start together
-// after a barrier; the slowest rank's time).
+// after a barrier; the slowest rank's time). `warm` untimed calls of the same
+// `fn` come first: the rotation always runs the variants in the same cyclic
+// order (gloo, shim, gloo2), so without them the shim always paid for the
+// switch from raw Gloo's connections to its own, and gloo2 for the switch
+// back, while gloo followed gloo2 on the same connections; on a quiet
+// 16-core machine that biased both the shim and the noise floor upward by
+// 1-2 %.
 template <typename Fn>
-double Time(Control& ctl, int iters, Fn fn) {
+double Time(Control& ctl, int iters, Fn fn, int warm = 0) {
+  ctl.Barrier();
+  for (int i = 0; i < warm; ++i) fn();
   ctl.Barrier();
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) fn();
@@ -349,6 +364,39 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
     ctl.Abort("shim start: " + s.ToString(), 1);
   }
 
+  // The backend alone (variant "backend"): a second GlooBackend formed over
+  // a FileStore, no coordinator and no Shim around it. With "shim" it tells
+  // the backend's own cost (its mesh, the revocable transport context) from
+  // that of the shim's process (coordinator client threads, rank 0's
+  // in-process coordinator).
+  auto bare_made = ringmaster::shim::GlooBackend::Create({});
+  if (!bare_made.ok()) {
+    ctl.Abort("bare backend: " + bare_made.status().ToString(), 1);
+  }
+  auto bare = *std::move(bare_made);
+  {
+    std::filesystem::create_directories(store_dir + "/backend");
+    gloo::rendezvous::FileStore bare_store(store_dir + "/backend");
+    ringmaster::shim::ReformPlan plan;
+    plan.generation = 1;
+    plan.rank = rank;
+    plan.world_size = size;
+    if (auto s = bare->Reform(plan, bare_store); !s.ok()) {
+      ctl.Abort("bare backend reform: " + s.ToString(), 1);
+    }
+  }
+
+  // A second raw Gloo context, on a device of its own made after the
+  // backends (variant "gloo_late"): gloo vs gloo_late is the difference
+  // between two instances of the same raw code (their device threads, their
+  // sockets), the floor for shim and backend, which also run on devices of
+  // their own made after raw Gloo's.
+  auto late_device = gloo::transport::tcp::CreateDevice(attr);
+  std::filesystem::create_directories(store_dir + "/late");
+  gloo::rendezvous::FileStore late_store(store_dir + "/late");
+  auto late_ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  late_ctx->connectFullMesh(late_store, late_device);
+
   uint32_t tag = 0;
   for (size_t bytes = 1024; bytes <= a.max_bytes; bytes *= 4) {
     const size_t n = bytes / sizeof(float);
@@ -358,8 +406,8 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
         mpi_allreduce(data.data(), static_cast<int>(n));
       }
     };
-    auto gloo = [&] {
-      gloo::AllreduceOptions opts(gloo_ctx);
+    auto gloo_on = [&](const std::shared_ptr<gloo::Context>& ctx) {
+      gloo::AllreduceOptions opts(ctx);
       opts.setOutput(data.data(), n);
       opts.setReduceFunction(
           static_cast<void (*)(void*, const void*, const void*, size_t)>(
@@ -370,6 +418,8 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
       }
       gloo::allreduce(opts);
     };
+    auto gloo = [&] { gloo_on(gloo_ctx); };
+    auto gloo_late = [&] { gloo_on(late_ctx); };
     auto shim_fn = [&] {
       if (auto s = shim->AllReduce(data.data(), n,
                                    ringmaster::shim::DataType::kFloat32,
@@ -378,28 +428,41 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
         ctl.Abort("shim all-reduce: " + s.ToString(), 2);
       }
     };
+    auto backend_fn = [&] {
+      if (auto s = bare->AllReduce(data.data(), n,
+                                   ringmaster::shim::DataType::kFloat32,
+                                   ringmaster::shim::ReduceOp::kSum);
+          !s.ok()) {
+        ctl.Abort("backend all-reduce: " + s.ToString(), 2);
+      }
+    };
     // Warm up every variant, then size a sample to about target_ms (the
     // same count on every rank: Time() returns the slowest rank's time).
     for (int i = 0; i < 3; ++i) {
       if constexpr (kWithMpi) mpi();
       gloo();
       shim_fn();
+      backend_fn();
+      gloo_late();
     }
     const double one = Time(ctl, 3, gloo);
     const int iters = std::clamp(
         static_cast<int>(a.target_ms / 1e3 / std::max(one, 1e-9)), 1, 100000);
-    // 0 mpi, 1 gloo, 2 shim, 3 gloo2; round r runs them from the r-th on
-    // (mod 4 with mpi, mod 3 over 1..3 without).
-    std::vector<std::vector<double>> t(4);
-    constexpr int kVariants = kWithMpi ? 4 : 3;
+    const int warm = std::max(1, iters / 4);
+    // 0 mpi, 1 gloo, 2 shim, 3 gloo2, 4 backend, 5 gloo_late; round r runs
+    // them from the r-th on (mod 6 with mpi, mod 5 over 1..5 without).
+    std::vector<std::vector<double>> t(6);
+    constexpr int kVariants = kWithMpi ? 6 : 5;
     constexpr int kFirst = kWithMpi ? 0 : 1;
     for (int round = 0; round < a.rounds; ++round) {
       for (int k = 0; k < kVariants; ++k) {
         const int v = kFirst + (round + k) % kVariants;
-        if (v == 0) t[0].push_back(Time(ctl, iters, mpi));
-        if (v == 1) t[1].push_back(Time(ctl, iters, gloo));
-        if (v == 2) t[2].push_back(Time(ctl, iters, shim_fn));
-        if (v == 3) t[3].push_back(Time(ctl, iters, gloo));
+        if (v == 0) t[0].push_back(Time(ctl, iters, mpi, warm));
+        if (v == 1) t[1].push_back(Time(ctl, iters, gloo, warm));
+        if (v == 2) t[2].push_back(Time(ctl, iters, shim_fn, warm));
+        if (v == 3) t[3].push_back(Time(ctl, iters, gloo, warm));
+        if (v == 4) t[4].push_back(Time(ctl, iters, backend_fn, warm));
+        if (v == 5) t[5].push_back(Time(ctl, iters, gloo_late, warm));
       }
     }
     if (rank == 0) {
@@ -415,11 +478,16 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
       nlohmann::json j = {{"processes", size},
                           {"bytes", bytes},
                           {"iters_per_sample", iters},
+                          {"warmup_per_sample", warm},
                           {"rounds", a.rounds}};
       if constexpr (kWithMpi) j["mpi"] = stats(t[0]);
       j["gloo"] = stats(t[1]);
       j["shim"] = stats(t[2]);
+      j["backend"] = stats(t[4]);
       j["shim_vs_gloo"] = Compare(t[1], t[2]);
+      j["backend_vs_gloo"] = Compare(t[1], t[4]);
+      j["gloo_late"] = stats(t[5]);
+      j["noise_gloo_late_vs_gloo"] = Compare(t[1], t[5]);
       j["noise_gloo2_vs_gloo"] = Compare(t[1], t[3]);
       if constexpr (kWithMpi) j["mpi_vs_gloo"] = Compare(t[1], t[0]);
       j.update(extra);
@@ -430,6 +498,7 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
   (void)shim->Leave(/*finished=*/true);
   shim.reset();
   gloo_ctx.reset();
+  late_ctx.reset();
   ctl.Barrier();
   if (rank == 0) server->Stop();
 }
