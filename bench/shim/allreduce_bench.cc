@@ -7,15 +7,15 @@
 //    MPI provides the process set, the barriers between timings, the
 //    broadcasts (store directory, coordinator address) and the slowest
 //    rank's time (MPI_MAX); the variants are mpi, gloo, shim, gloo2, backend,
-//    gloo_late.
+//    gloo_late, gloo_wrapped.
 //  - Launcher-free mode (any build, no MPI needed):
 //      allreduce_bench --np N [--pin] [MAX_BYTES] [ROUNDS] [TARGET_MS]
 //    The process forks N ranks and waits for them. The same control
 //    operations run over a separate Gloo context (its own TCP device, a
 //    FileStore in a fresh temp directory that the parent removes at the
 //    end): gloo::barrier, gloo::broadcast, gloo::allreduce with max. The
-//    variants are gloo, shim, gloo2, backend, gloo_late (no mpi fields;
-//    instead "pinned"). --pin binds rank r to the r-th CPU this process may run on
+//    variants are gloo, shim, gloo2, backend, gloo_late, gloo_wrapped (no
+//    mpi fields; instead "pinned"). --pin binds rank r to the r-th CPU this process may run on
 //    (CPU r on an unrestricted machine), all its threads included, when
 //    there are at least N such CPUs. If a rank fails, the parent kills the
 //    others, says which rank failed and how, and exits 1.
@@ -33,6 +33,8 @@
 //          apart from the shim process's other threads.
 //  - gloo_late: raw Gloo again, on a context and device made after the
 //          backends' (a second noise floor: two instances of raw Gloo).
+//  - gloo_wrapped: raw Gloo on a device whose contexts are the backend's
+//          RevocableContext; gloo_wrapped vs gloo_late is the wrapper's cost.
 // busbw = size / time * 2 (n - 1) / n (nccl-tests' definition).
 //
 // Resolving a 2 % difference on a shared machine: at each size the
@@ -93,6 +95,31 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A TCP device whose contexts are the shim's RevocableContext around Gloo's
+// (for variant gloo_wrapped: raw Gloo's algorithms and rendezvous, only the
+// transport wrapped as the Gloo backend wraps it).
+class WrappingDevice final : public gloo::transport::Device {
+ public:
+  explicit WrappingDevice(std::shared_ptr<gloo::transport::Device> inner)
+      : inner_(std::move(inner)) {}
+  std::string str() const override { return inner_->str(); }
+  const std::string& getPCIBusID() const override {
+    return inner_->getPCIBusID();
+  }
+  std::shared_ptr<gloo::transport::Context> createContext(int rank,
+                                                          int size) override {
+    // Gloo's rendezvous sets the timeout on the context it gets, the
+    // wrapper; the pairs and buffers read the inner one's.
+    auto inner = inner_->createContext(rank, size);
+    inner->setTimeout(std::chrono::seconds(60));
+    return std::make_shared<ringmaster::shim::RevocableContext>(
+        std::move(inner));
+  }
+
+ private:
+  std::shared_ptr<gloo::transport::Device> inner_;
+};
 
 // What the ranks need from each other besides the timed all-reduces: MPI in
 // MPI mode, a control Gloo context in the launcher-free mode.
@@ -397,6 +424,16 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
   auto late_ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   late_ctx->connectFullMesh(late_store, late_device);
 
+  // Variant gloo_wrapped: like gloo_late, on a device made after it, but
+  // through the backend's RevocableContext: gloo_wrapped vs gloo_late is the
+  // cost of the wrapper alone.
+  std::shared_ptr<gloo::transport::Device> wrapped_device =
+      std::make_shared<WrappingDevice>(gloo::transport::tcp::CreateDevice(attr));
+  std::filesystem::create_directories(store_dir + "/wrapped");
+  gloo::rendezvous::FileStore wrapped_store(store_dir + "/wrapped");
+  auto wrapped_ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  wrapped_ctx->connectFullMesh(wrapped_store, wrapped_device);
+
   uint32_t tag = 0;
   for (size_t bytes = 1024; bytes <= a.max_bytes; bytes *= 4) {
     const size_t n = bytes / sizeof(float);
@@ -420,6 +457,7 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
     };
     auto gloo = [&] { gloo_on(gloo_ctx); };
     auto gloo_late = [&] { gloo_on(late_ctx); };
+    auto gloo_wrapped = [&] { gloo_on(wrapped_ctx); };
     auto shim_fn = [&] {
       if (auto s = shim->AllReduce(data.data(), n,
                                    ringmaster::shim::DataType::kFloat32,
@@ -444,15 +482,17 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
       shim_fn();
       backend_fn();
       gloo_late();
+      gloo_wrapped();
     }
     const double one = Time(ctl, 3, gloo);
     const int iters = std::clamp(
         static_cast<int>(a.target_ms / 1e3 / std::max(one, 1e-9)), 1, 100000);
     const int warm = std::max(1, iters / 4);
-    // 0 mpi, 1 gloo, 2 shim, 3 gloo2, 4 backend, 5 gloo_late; round r runs
-    // them from the r-th on (mod 6 with mpi, mod 5 over 1..5 without).
-    std::vector<std::vector<double>> t(6);
-    constexpr int kVariants = kWithMpi ? 6 : 5;
+    // 0 mpi, 1 gloo, 2 shim, 3 gloo2, 4 backend, 5 gloo_late,
+    // 6 gloo_wrapped; round r runs them from the r-th on (mod 7 with mpi,
+    // mod 6 over 1..6 without).
+    std::vector<std::vector<double>> t(7);
+    constexpr int kVariants = kWithMpi ? 7 : 6;
     constexpr int kFirst = kWithMpi ? 0 : 1;
     for (int round = 0; round < a.rounds; ++round) {
       for (int k = 0; k < kVariants; ++k) {
@@ -463,6 +503,7 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
         if (v == 3) t[3].push_back(Time(ctl, iters, gloo, warm));
         if (v == 4) t[4].push_back(Time(ctl, iters, backend_fn, warm));
         if (v == 5) t[5].push_back(Time(ctl, iters, gloo_late, warm));
+        if (v == 6) t[6].push_back(Time(ctl, iters, gloo_wrapped, warm));
       }
     }
     if (rank == 0) {
@@ -488,6 +529,8 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
       j["backend_vs_gloo"] = Compare(t[1], t[4]);
       j["gloo_late"] = stats(t[5]);
       j["noise_gloo_late_vs_gloo"] = Compare(t[1], t[5]);
+      j["gloo_wrapped"] = stats(t[6]);
+      j["gloo_wrapped_vs_gloo_late"] = Compare(t[5], t[6]);
       j["noise_gloo2_vs_gloo"] = Compare(t[1], t[3]);
       if constexpr (kWithMpi) j["mpi_vs_gloo"] = Compare(t[1], t[0]);
       j.update(extra);
@@ -499,6 +542,7 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
   shim.reset();
   gloo_ctx.reset();
   late_ctx.reset();
+  wrapped_ctx.reset();
   ctl.Barrier();
   if (rank == 0) server->Stop();
 }
