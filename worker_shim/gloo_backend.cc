@@ -137,23 +137,11 @@ class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
         owner_(owner),
         inner_(std::move(inner)) {}
 
-  // A wait registers with the owner for its duration (creating a buffer
-  // costs nothing more than the wrapper: a one-rank all-reduce, which never
-  // waits, stays as fast as raw Gloo's); one that Revoke() aborted, or that
-  // begins after it, throws the revocation.
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
-    owner_->BeginWait(this);
-    absl::Cleanup end = [this] { owner_->EndWait(this); };
-    if (inner_->waitRecv(rank, timeout)) return true;
-    owner_->ThrowIfRevoked();
-    return false;
+    return Tracked([&] { return inner_->waitRecv(rank, timeout); });
   }
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
-    owner_->BeginWait(this);
-    absl::Cleanup end = [this] { owner_->EndWait(this); };
-    if (inner_->waitSend(rank, timeout)) return true;
-    owner_->ThrowIfRevoked();
-    return false;
+    return Tracked([&] { return inner_->waitSend(rank, timeout); });
   }
   void abortWaitRecv() override { inner_->abortWaitRecv(); }
   void abortWaitSend() override { inner_->abortWaitSend(); }
@@ -167,13 +155,26 @@ class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
             size_t nbytes) override {
     inner_->recv(std::move(srcs), slot, offset, nbytes);
   }
-  // Ends the current wait (it throws, see above).
+  // Ends the current wait (it throws, see Tracked()).
   void Abort() {
     inner_->abortWaitRecv();
     inner_->abortWaitSend();
   }
 
  private:
+  // A wait registers with the owner for its duration (creating a buffer
+  // costs nothing more than the wrapper: a one-rank all-reduce, which never
+  // waits, stays as fast as raw Gloo's); one that Revoke() aborted, or that
+  // begins after it, throws the revocation.
+  template <typename Wait>
+  bool Tracked(Wait wait) {
+    owner_->BeginWait(this);
+    absl::Cleanup end = [this] { owner_->EndWait(this); };
+    if (wait()) return true;
+    owner_->ThrowIfRevoked();
+    return false;
+  }
+
   RevocableContext* owner_;  // outlives the buffer: gloo::Context holds both
   std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
 };

@@ -458,22 +458,17 @@ void RunBench(Control& ctl, const Args& a, const std::string& store_dir,
     auto gloo = [&] { gloo_on(gloo_ctx); };
     auto gloo_late = [&] { gloo_on(late_ctx); };
     auto gloo_wrapped = [&] { gloo_on(wrapped_ctx); };
-    auto shim_fn = [&] {
-      if (auto s = shim->AllReduce(data.data(), n,
-                                   ringmaster::shim::DataType::kFloat32,
-                                   ringmaster::shim::ReduceOp::kSum);
+    // Shim::AllReduce or GlooBackend::AllReduce; a failure ends the run.
+    auto through = [&](auto& x, const char* what) {
+      if (auto s = x.AllReduce(data.data(), n,
+                               ringmaster::shim::DataType::kFloat32,
+                               ringmaster::shim::ReduceOp::kSum);
           !s.ok()) {
-        ctl.Abort("shim all-reduce: " + s.ToString(), 2);
+        ctl.Abort(std::string(what) + " all-reduce: " + s.ToString(), 2);
       }
     };
-    auto backend_fn = [&] {
-      if (auto s = bare->AllReduce(data.data(), n,
-                                   ringmaster::shim::DataType::kFloat32,
-                                   ringmaster::shim::ReduceOp::kSum);
-          !s.ok()) {
-        ctl.Abort("backend all-reduce: " + s.ToString(), 2);
-      }
-    };
+    auto shim_fn = [&] { through(*shim, "shim"); };
+    auto backend_fn = [&] { through(*bare, "backend"); };
     // Warm up every variant, then size a sample to about target_ms (the
     // same count on every rank: Time() returns the slowest rank's time).
     for (int i = 0; i < 3; ++i) {
