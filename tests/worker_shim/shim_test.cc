@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string_view>
 
 #include "server/coordinator_service.h"
 #include "tests/worker_shim/test_world.h"
@@ -222,6 +223,49 @@ TEST_F(ShimTest, PeerCrashRollsSurvivorsBackToTheirCommit) {
     });
   }
   testing::RunRanks(fns);
+}
+
+// A failure generation revokes the communicator in use: survivors blocked
+// in a collective on a peer that is alive but will never join (its sockets
+// stay open, so Gloo sees nothing wrong) fail at once with "revoked" rather
+// than after the backend's 10 s timeout, and re-form without it.
+TEST_F(ShimTest, FailureGenerationRevokesACollectiveWaitingOnALivePeer) {
+  std::vector<std::unique_ptr<Shim>> shims;
+  for (int i = 0; i < 3; ++i) shims.push_back(MakeShim("w" + std::to_string(i), 3));
+  {
+    std::vector<std::function<void()>> start;
+    for (int i = 0; i < 3; ++i) {
+      start.push_back([&, i] { ASSERT_TRUE(shims[i]->Start().ok()); });
+    }
+    testing::RunRanks(start);
+  }
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 2; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      double v = 1;
+      absl::Status st = s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
+      // The revocation, not Gloo's timeout (10 s here).
+      EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+      EXPECT_NE(st.message().find("revoked"), std::string_view::npos) << st;
+      auto b = s.Recover(std::string(st.message()));
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(*b, Shim::Boundary::kReformed);
+      EXPECT_EQ(s.world_size(), 2);
+      v = 1;
+      ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 2);
+    });
+  }
+  // w2 stays connected and silent; after a while it is reported failed.
+  fns.push_back([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    auto g = shims[2]->client().ReportFailure(shims[2]->generation(), "w2",
+                                              "stuck");
+    EXPECT_TRUE(g.ok()) << g.status();
+  });
+  testing::RunRanks(fns);
+  shims[2].reset();
 }
 
 TEST_F(ShimTest, UnknownBackendAndMissingJobAreErrors) {
