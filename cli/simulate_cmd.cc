@@ -30,7 +30,7 @@ struct SimulateFlags {
   double typical_pct = 100;
   int relearn_pct = 0;
   int half_life = 1;
-  int nodes_to_score = 16;
+  int nodes_to_score = scheduler::kDefaultNodesToScore;
 };
 
 // JSON string literal (the few characters paths may need escaped).

@@ -16,6 +16,7 @@
 #include "scheduler/clock.h"
 #include "scheduler/decisions.h"
 #include "scheduler/plugin.h"
+#include "scheduler/session.h"
 #include "scheduler/policy.h"
 #include "scheduler/state.h"
 
@@ -93,7 +94,7 @@ class Engine {
   std::unique_ptr<State> state_;
   std::vector<std::unique_ptr<Plugin>> plugins_;
   std::vector<std::vector<Plugin*>> tiers_;
-  int nodes_to_score_ = 16;
+  int nodes_to_score_ = kDefaultNodesToScore;
   std::vector<std::unique_ptr<Action>> actions_;
   int64_t cycle_ = 0;
   // Decisions made between cycles (evictions after a node loss, membership

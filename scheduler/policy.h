@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "queue/queue.h"
 #include "scheduler/plugin.h"
+#include "scheduler/session.h"
 
 namespace ringmaster::scheduler {
 
@@ -44,7 +45,7 @@ struct Policy {
   std::vector<queue::QueueSpec> queues;  // empty: a single "default" queue
   // Feasible candidate nodes scored per task (`nodesToScore`; 0 = all), taken
   // in best-fit order. Fewer is faster; more follows the scores more closely.
-  int nodes_to_score = 16;
+  int nodes_to_score = kDefaultNodesToScore;
 };
 
 // The built-in policy: enqueue, allocate, backfill with priority + gang in

@@ -20,6 +20,10 @@
 
 namespace ringmaster::scheduler {
 
+// Feasible nodes scored per task when the policy does not say (its
+// `nodesToScore`); the policy, the engine and a session all start from it.
+inline constexpr int kDefaultNodesToScore = 16;
+
 class Statement;
 
 // A queue as plugins see it during a session.
@@ -139,7 +143,7 @@ class Session {
   int current_tier_ = 0;
   std::vector<QueueInfo> queues_;
   std::vector<JobId> jobs_;
-  int nodes_to_score_ = 16;
+  int nodes_to_score_ = kDefaultNodesToScore;
   std::vector<std::pair<JobId, std::string>> reasons_;
   std::vector<std::pair<JobId, uint32_t>> bound_;
   std::vector<Eviction> evictions_;

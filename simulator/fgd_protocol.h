@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/session.h"
 #include "topology/cluster.h"
 #include "topology/fragmentation.h"
 
@@ -82,7 +83,7 @@ struct FgdOptions {
   // Engine driver only: gpu-share's halfLife (tasks; 0 = never forget).
   int half_life = 1;
   // Engine driver only: the policy's nodesToScore (0 = every feasible node).
-  int nodes_to_score = 16;
+  int nodes_to_score = scheduler::kDefaultNodesToScore;
 };
 
 // The pod list's task classes, popularity = pod count, most popular first,

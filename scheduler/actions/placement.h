@@ -33,7 +33,6 @@
 namespace ringmaster::scheduler {
 
 inline constexpr int kMaxDomainTries = 4;  // per tier
-inline constexpr int kNodesToScore = 16;  // default of the policy's nodesToScore
 
 struct PlaceOutcome {
   enum class Kind { kPlaced, kPipelined, kFailed };
