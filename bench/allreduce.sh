@@ -5,19 +5,23 @@
 # a raw-Gloo-vs-itself noise floor, min and median). Usage:
 #   bench/allreduce.sh [BUILD_DIR] [NP] [ROUNDS] [TARGET_MS_PER_SAMPLE]
 # Two modes:
-#   mpi:   mpirun -np NP starts the ranks; variants mpi, gloo, shim, gloo2.
+#   mpi:   mpirun -np NP starts the ranks; variants mpi, gloo, shim, gloo2,
+#          backend, gloo_late, gloo_wrapped (see allreduce_bench.cc).
 #          The default when mpirun is on PATH and the binary was built with
 #          MPI (allreduce_bench --has-mpi).
 #   nompi: allreduce_bench --np NP forks the ranks itself (no MPI needed,
-#          control traffic over a separate Gloo context); variants gloo,
-#          shim, gloo2. The default otherwise.
+#          control traffic over a separate Gloo context); the same variants
+#          but mpi. The default otherwise.
 # Environment:
 #   ALLREDUCE_MODE=auto|mpi|nompi  force a mode (default auto, as above).
 #   PIN=1  pin rank r to CPU r (nompi: --pin, one CPU per rank if there
 #          are NP CPUs; mpi: mpirun --bind-to core instead of --bind-to none).
+#          A rank's Gloo I/O threads then share its one CPU: on the 16-core
+#          GPU machine that made every variant about 35x slower and noisier
+#          than not pinning (docs/BENCHMARKS.md).
 #   MAX_BYTES  largest size (default 64 MiB).
-# e.g. the quiet run on a 16-core box without MPI:
-#   ALLREDUCE_MODE=nompi PIN=1 bench/allreduce.sh build 2 31 20
+# e.g. the quiet run on a 16-core box without MPI (as in docs/BENCHMARKS.md):
+#   ALLREDUCE_MODE=nompi bench/allreduce.sh build 2 61 20
 set -euo pipefail
 build=${1:-build}
 np=${2:-2}
