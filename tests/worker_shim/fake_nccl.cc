@@ -144,6 +144,28 @@ ncclResult_t FakeNccl::Exchange(Comm* comm, const void* in, size_t bytes,
   return ncclSuccess;
 }
 
+bool FakeNccl::Gather(Comm* comm, const void* send, size_t bytes,
+                      std::vector<std::vector<char>>* all,
+                      ncclResult_t* result) {
+  if (comm->revoked || comm->aborted) {
+    *result = ncclInvalidUsage;
+    return false;
+  }
+  if (faults_.collectives_hang) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm->never_completes = true;  // enqueued; GetAsyncError says InProgress
+    *result = ncclSuccess;
+    return false;
+  }
+  if (ncclResult_t r = Exchange(comm, send, bytes, all); r != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm->async = r;  // surfaces through GetAsyncError, like NCCL
+    *result = ncclSuccess;
+    return false;
+  }
+  return true;
+}
+
 std::shared_ptr<FakeNccl::Group> FakeNccl::InitGroup(const std::string& key,
                                                      int n) {
   auto& g = groups_[key];
@@ -262,19 +284,9 @@ NcclApi FakeNccl::Api(const std::string& me) {
   api.all_reduce = [this](const void* send, void* recv, size_t count,
                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t c,
                           cudaStream_t) {
-    Comm* comm = AsComm(c);
-    if (comm->revoked || comm->aborted) return ncclInvalidUsage;
-    if (faults_.collectives_hang) {
-      std::lock_guard<std::mutex> lock(mu_);
-      comm->never_completes = true;
-      return ncclSuccess;
-    }
     std::vector<std::vector<char>> all;
-    ncclResult_t r = Exchange(comm, send, count * ElemSize(type), &all);
-    if (r != ncclSuccess) {
-      std::lock_guard<std::mutex> lock(mu_);
-      comm->async = r;  // surfaces through GetAsyncError, like NCCL
-      return ncclSuccess;
+    if (ncclResult_t r; !Gather(AsComm(c), send, count * ElemSize(type), &all, &r)) {
+      return r;
     }
     switch (type) {
       case ncclFloat32:
@@ -294,19 +306,9 @@ NcclApi FakeNccl::Api(const std::string& me) {
   api.broadcast = [this](const void* send, void* recv, size_t count,
                          ncclDataType_t type, int root, ncclComm_t c,
                          cudaStream_t) {
-    Comm* comm = AsComm(c);
-    if (comm->revoked || comm->aborted) return ncclInvalidUsage;
-    if (faults_.collectives_hang) {
-      std::lock_guard<std::mutex> lock(mu_);
-      comm->never_completes = true;
-      return ncclSuccess;
-    }
     std::vector<std::vector<char>> all;
-    ncclResult_t r = Exchange(comm, send, count * ElemSize(type), &all);
-    if (r != ncclSuccess) {
-      std::lock_guard<std::mutex> lock(mu_);
-      comm->async = r;
-      return ncclSuccess;
+    if (ncclResult_t r; !Gather(AsComm(c), send, count * ElemSize(type), &all, &r)) {
+      return r;
     }
     std::memcpy(recv, all[root].data(), all[root].size());
     return ncclSuccess;

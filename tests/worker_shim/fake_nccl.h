@@ -55,6 +55,11 @@ class FakeNccl {
   std::shared_ptr<Group> InitGroup(const std::string& key, int n);
   ncclResult_t Exchange(Comm* comm, const void* in, size_t bytes,
                         std::vector<std::vector<char>>* all);
+  // The start of a collective: false when the call must return *result now
+  // (refused, left hanging, or failed asynchronously); true with every
+  // rank's contribution in *all.
+  bool Gather(Comm* comm, const void* send, size_t bytes,
+              std::vector<std::vector<char>>* all, ncclResult_t* result);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
