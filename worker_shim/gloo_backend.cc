@@ -79,6 +79,18 @@ constexpr char kRevokedMessage[] =
 // True when this side dials the pair (self's address greater than the
 // peer's), by the rule tcp::Pair::connect applies; only orders the connects,
 // a wrong answer costs a wait, not correctness.
+// memcmp of the addresses, then the port difference: tcp::Pair::connect's
+// order. Sockaddr is sockaddr_in or sockaddr_in6.
+template <typename Sockaddr, typename Addr>
+bool Greater(const sockaddr_storage& a, const sockaddr_storage& b,
+             Addr Sockaddr::*addr, in_port_t Sockaddr::*port) {
+  const auto* sa = reinterpret_cast<const Sockaddr*>(&a);
+  const auto* sb = reinterpret_cast<const Sockaddr*>(&b);
+  int rv = memcmp(&(sa->*addr), &(sb->*addr), sizeof(Addr));
+  if (rv == 0) rv = sa->*port - sb->*port;
+  return rv > 0;
+}
+
 bool Dials(const std::vector<char>& self_bytes,
            const std::vector<char>& peer_bytes) {
   const gloo::transport::tcp::Address self(self_bytes);
@@ -86,20 +98,25 @@ bool Dials(const std::vector<char>& self_bytes,
   const sockaddr_storage& a = self.getSockaddr();
   const sockaddr_storage& b = peer.getSockaddr();
   if (a.ss_family == AF_INET && b.ss_family == AF_INET) {
-    const auto* sa = reinterpret_cast<const sockaddr_in*>(&a);
-    const auto* sb = reinterpret_cast<const sockaddr_in*>(&b);
-    int rv = memcmp(&sa->sin_addr, &sb->sin_addr, sizeof(in_addr));
-    if (rv == 0) rv = sa->sin_port - sb->sin_port;
-    return rv > 0;
+    return Greater(a, b, &sockaddr_in::sin_addr, &sockaddr_in::sin_port);
   }
   if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
-    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&a);
-    const auto* sb = reinterpret_cast<const sockaddr_in6*>(&b);
-    int rv = memcmp(&sa->sin6_addr, &sb->sin6_addr, sizeof(in6_addr));
-    if (rv == 0) rv = sa->sin6_port - sb->sin6_port;
-    return rv > 0;
+    return Greater(a, b, &sockaddr_in6::sin6_addr, &sockaddr_in6::sin6_port);
   }
   return true;
+}
+
+// Closes every pair of `t` from a thread a pair: each close waits for a tick
+// of the device loop, and this way one tick serves them all (peers blocked on
+// this rank also learn at once).
+void ClosePairsAtOnce(gloo::transport::Context& t) {
+  std::vector<std::thread> closers;
+  for (int i = 0; i < t.size; ++i) {
+    if (i == t.rank) continue;
+    gloo::transport::Pair* pair = t.getPair(i).get();
+    if (pair != nullptr) closers.emplace_back([pair] { pair->close(); });
+  }
+  for (auto& c : closers) c.join();
 }
 
 }  // namespace
@@ -231,15 +248,7 @@ void RevocableContext::Revoke(const std::string& why) {
     why_ = why;
     revoked_.store(true, std::memory_order_release);
   }
-  // Each close waits for a tick of the device loop: from a thread a pair,
-  // one tick serves them all.
-  std::vector<std::thread> closers;
-  for (int i = 0; i < size; ++i) {
-    if (i == rank) continue;
-    gloo::transport::Pair* pair = inner_->getPair(i).get();
-    if (pair != nullptr) closers.emplace_back([pair] { pair->close(); });
-  }
-  for (auto& t : closers) t.join();
+  ClosePairsAtOnce(*inner_);
   absl::MutexLock lock(&mu_);
   for (Buffer* b : waiting_) b->Abort();
 }
@@ -274,15 +283,7 @@ void ContextReaper::Run() {
       batch.swap(doomed_);
     }
     for (const auto& [ctx, urgent] : batch) {
-      if (!urgent) continue;
-      // Each close waits for a loop tick; from a thread a pair, one tick
-      // serves them all, and peers blocked on this rank learn at once.
-      std::vector<std::thread> closers;
-      for (int i = 0; i < ctx->size; ++i) {
-        if (i == ctx->rank) continue;
-        closers.emplace_back([c = ctx.get(), i] { c->getPair(i)->close(); });
-      }
-      for (auto& t : closers) t.join();
+      if (urgent) ClosePairsAtOnce(TransportOf(ctx));
     }
     batch.clear();
   }
@@ -319,6 +320,10 @@ void GlooBackend::Install(std::shared_ptr<gloo::Context> context,
   reaper_->Add(std::move(context_), urgent_drop);
   context_ = std::move(context);
   tag_ = 0;
+}
+
+bool GlooBackend::healthy() const {
+  return context_ != nullptr && !TransportOf(context_).revoked();
 }
 
 void GlooBackend::Revoke(int64_t failure_generation) {

@@ -159,7 +159,8 @@ class GlooBackend final : public CollectiveBackend {
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
   void Abort() override;
-  bool healthy() const override { return context_ != nullptr; }
+  // False once revoked (rule 7), until the next Reform().
+  bool healthy() const override;
   void Interrupt(int64_t newer_generation) override;
   void Revoke(int64_t failure_generation) override;
   // The full mesh of a planned change built on the same device while the

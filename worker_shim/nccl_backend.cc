@@ -188,7 +188,9 @@ absl::Status NcclBackend::Fresh(const ReformPlan& plan,
 
 absl::Status NcclBackend::AllReduce(void* data, size_t count, DataType type,
                                     ReduceOp op) {
-  if (!healthy()) return absl::FailedPreconditionError("nccl: no communicator");
+  if (comm_ == nullptr || !healthy_) {
+    return absl::FailedPreconditionError("nccl: no communicator");
+  }
   if (Revoked()) {
     healthy_ = false;  // kept for revoke + shrink
     return RevokedError();
@@ -203,7 +205,9 @@ absl::Status NcclBackend::AllReduce(void* data, size_t count, DataType type,
 }
 
 absl::Status NcclBackend::Broadcast(void* data, size_t bytes, int root) {
-  if (!healthy()) return absl::FailedPreconditionError("nccl: no communicator");
+  if (comm_ == nullptr || !healthy_) {
+    return absl::FailedPreconditionError("nccl: no communicator");
+  }
   if (root < 0 || root >= world_size_) {
     return absl::InvalidArgumentError(absl::StrCat("nccl: bad root ", root));
   }

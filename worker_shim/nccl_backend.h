@@ -53,7 +53,10 @@ class NcclBackend final : public CollectiveBackend {
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
   void Abort() override;
-  bool healthy() const override { return comm_ != nullptr && healthy_; }
+  // False once Revoke() names a newer generation (rule 7).
+  bool healthy() const override {
+    return comm_ != nullptr && healthy_ && !Revoked();
+  }
   void Revoke(int64_t failure_generation) override;
 
  private:

@@ -197,7 +197,17 @@ TYPED_TEST(CollectiveContract, RevokeEndsACollectiveBlockedOnASilentPeer) {
   // The new communicator is of generation 2: a late Revoke(2) spares it.
   this->Backend("a").Revoke(2);
   this->Backend("b").Revoke(2);
+  EXPECT_TRUE(this->Backend("a").healthy());
   EXPECT_EQ(this->SumRanks(g2)["a"], (std::vector<double>{3, 30}));
+  // Revoked while idle: unhealthy at once, and the next collective fails
+  // without waiting for anyone.
+  this->Backend("a").Revoke(3);
+  EXPECT_FALSE(this->Backend("a").healthy());
+  double v = 1;
+  absl::Status s =
+      this->Backend("a").AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("revoked"), std::string_view::npos) << s;
 }
 
 TYPED_TEST(CollectiveContract, CollectivesWithoutCommunicatorAreRefused) {
