@@ -9,16 +9,19 @@
 #      and again on the first library found that has ncclCommRevoke;
 #   3. re-formation latency (reform_bench) at 2, 4, 8, 16 workers, planned
 #      shrink and kill -9, TRIALS each (a core per worker on that machine);
-#   4. more kill -9 trials at 2, 4, 8, 16 workers (looking for the Gloo
-#      timeout stall, see docs/BENCHMARKS.md);
+#   4. MORE (default 50) more kill -9 trials at 2, 4, 8, 16 workers (looking
+#      for the Gloo timeout stall, see docs/BENCHMARKS.md);
 #   5. all-reduce, shim vs raw Gloo (allreduce_bench --np 2 and --np 4, not
 #      pinned: with --pin a rank's Gloo I/O thread shares its one core).
-# Usage: bench/device_run.sh [BUNDLE] [TRIALS] [ROUNDS]
-#   (about 5 minutes with the defaults, 20 and 61)
+# Usage: [MORE=50] bench/device_run.sh [BUNDLE] [TRIALS] [ROUNDS]
+#   (defaults 20 and 61; the separate device calls these steps come from
+#   ran 30-160 s each, docs/results/2026-11-30-device; on the 2-core
+#   container with MORE=2, TRIALS 2, ROUNDS 3 the script takes 42 s)
 set -uo pipefail
 bundle=$(cd "${1:-build-dev}" && pwd)
 trials=${2:-20}
 rounds=${3:-61}
+more=${MORE:-50}
 out=${OUT:-/tmp/device-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -63,7 +66,7 @@ done
 for n in 2 4 8 16; do
   step "kill9 $n, more trials"
   timeout 100 "$bin/reform_bench" --trainer "$bin/elastic_trainer" \
-    --workers "$n" --kind kill9 --trials 50 >> "$res" 2>/dev/null
+    --workers "$n" --kind kill9 --trials "$more" >> "$res" 2>/dev/null
   echo "rc=$?" >> "$res"
 done
 for np in 2 4; do
