@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/session.h"
+#include "scheduler/statement.h"
 #include "topology/rank_order.h"
 
 namespace ringmaster::scheduler {
@@ -34,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
     e->tiers_.push_back(std::move(list));
   }
   for (const std::string& name : policy.actions) {
-    auto a = MakeAction(name);
+    auto it = policy.action_args.find(name);
+    auto a = MakeAction(name, it == policy.action_args.end() ? PluginArgs() : it->second);
     if (!a.ok()) return a.status();
     e->actions_.push_back(*std::move(a));
   }
@@ -83,9 +85,13 @@ absl::Status Engine::CancelJob(JobId id) {
     const Task& t = job.task(i);
     if (HoldsNode(t.state)) {
       RecordEvictionOf(job, i, "job cancelled");
+      carry_.evictions.back().kind = Eviction::Kind::kCancel;
+      state_->Release(job, i, TaskState::kFailed);
+    } else if (t.state == TaskState::kPipelined || t.state == TaskState::kPending) {
       state_->Release(job, i, TaskState::kFailed);
     }
   }
+  job.set_nominated(false);
   state_->FinishJob(id, JobPhase::kAborted);
   return absl::OkStatus();
 }
@@ -96,12 +102,15 @@ absl::Status Engine::FinishJob(JobId id, bool succeeded) {
   Job& job = **found;
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
     const Task& t = job.task(i);
-    if (HoldsNode(t.state)) {
+    if (t.state == TaskState::kReleasing) {
+      state_->Release(job, i, TaskState::kFailed);  // a shrunk member that had not left yet
+    } else if (HoldsNode(t.state)) {
       state_->Release(job, i, succeeded ? TaskState::kSucceeded : TaskState::kFailed);
-    } else if (t.state == TaskState::kPending) {
+    } else if (t.state == TaskState::kPending || t.state == TaskState::kPipelined) {
       state_->Release(job, i, TaskState::kFailed);
     }
   }
+  job.set_nominated(false);
   state_->FinishJob(id, succeeded ? JobPhase::kCompleted : JobPhase::kFailed);
   return absl::OkStatus();
 }
@@ -143,6 +152,149 @@ absl::Status Engine::TaskStarted(JobId id, uint32_t task) {
   return absl::OkStatus();
 }
 
+absl::Status Engine::TaskReleased(JobId id, uint32_t task) {
+  if (!state_->has_job(id)) return absl::NotFoundError("no such job");
+  Job& job = state_->job(id);
+  if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
+  if (job.task(task).state != TaskState::kReleasing) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "task ", job.task(task).name, " is ", std::string(TaskStateName(job.task(task).state)), ", not Releasing"));
+  }
+  releasing_.erase({job.task(task).release_deadline, id, task});
+  state_->Release(job, task, TaskState::kPending);
+  return absl::OkStatus();
+}
+
+Timestamp Engine::NextDeadline() const {
+  for (const auto& [deadline, id, task] : releasing_) {
+    const Job& job = state_->job(id);
+    if (job.task(task).state == TaskState::kReleasing && job.task(task).release_deadline == deadline) {
+      return deadline;
+    }
+  }
+  return -1;
+}
+
+void Engine::ExpireReleases() {
+  const Timestamp now = clock_.Now();
+  while (!releasing_.empty() && std::get<0>(*releasing_.begin()) <= now) {
+    const auto [deadline, id, task] = *releasing_.begin();
+    releasing_.erase(releasing_.begin());
+    Job& job = state_->job(id);
+    if (job.task(task).state == TaskState::kReleasing && job.task(task).release_deadline == deadline) {
+      state_->Release(job, task, TaskState::kPending);
+    }
+  }
+}
+
+void Engine::Unhold(Job& job) {
+  for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+    if (job.task(i).state == TaskState::kPipelined) state_->Unplace(job, i);
+  }
+  job.set_nominated(false);
+}
+
+void Engine::PromoteHeld(Session& session) {
+  std::vector<JobId> held;
+  for (JobId id : state_->active_jobs()) {
+    if (state_->job(id).nominated()) held.push_back(id);
+  }
+  for (JobId id : held) {
+    Job& job = state_->job(id);
+    bool fits = true;
+    bool waits_on_someone = false;
+    for (const Task& t : job.tasks()) {
+      if (t.state != TaskState::kPipelined) continue;
+      const NodeState& ns = state_->node(t.node);
+      if (!ns.schedulable) fits = false;
+      if (!ns.releasing.IsZero()) waits_on_someone = true;
+      for (int16_t d : t.gpus) {
+        if (state_->GpuFree(t.node, d, /*future=*/false) < job.gpu(t.index).milli) fits = false;
+      }
+      if (!state_->FitsIdle(t.node, job.request(t.index))) fits = false;
+    }
+    if (!fits) {
+      // Victims still leaving: keep waiting. Nobody leaving yet it does not
+      // fit (a node was lost): give the promise up; it waits again.
+      if (!waits_on_someone) Unhold(job);
+      continue;
+    }
+    Statement stmt(session);
+    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+      if (job.task(i).state == TaskState::kPipelined) stmt.Promote(job, i);
+    }
+    if (stmt.Commit().ok()) {
+      job.set_nominated(false);
+    } else {
+      Unhold(job);
+    }
+  }
+}
+
+Timestamp Engine::ExpectedStart(JobId id) const {
+  if (!state_->has_job(id)) return -1;
+  const Job& job = state_->job(id);
+  const Timestamp now = clock_.Now();
+  if (job.phase() == JobPhase::kRunning) return job.started();
+  if (!state_->active_jobs().count(id)) return -1;
+  if (job.nominated()) {
+    // Held for its victims: they are gone by their deadline.
+    Timestamp by = now;
+    for (const Task& t : job.tasks()) {
+      if (t.state != TaskState::kPipelined) continue;
+      for (const auto& [jid, i] : state_->TasksOn(t.node)) {
+        const Task& v = state_->job(jid).task(i);
+        if (v.state == TaskState::kReleasing) by = std::max(by, v.release_deadline);
+      }
+    }
+    return by;
+  }
+  // Whole GPUs per task and how many tasks the minimum still needs.
+  int64_t per_task = 0;
+  int need = job.min_member() - job.ReadyCount();
+  for (const Task& t : job.tasks()) {
+    if (t.state == TaskState::kPending && job.gpu(t.index).whole()) {
+      per_task = std::max<int64_t>(per_task, job.gpu(t.index).count);
+    }
+  }
+  if (need <= 0 || per_task == 0) return now;
+  // Free GPUs per node now, then running tasks end in walltime order.
+  const topology::Cluster& c = state_->cluster();
+  std::vector<int64_t> free(state_->num_nodes(), 0);
+  int64_t fit = 0;
+  for (uint32_t n = 0; n < state_->num_nodes(); ++n) {
+    if (!state_->node(NodeId(n)).schedulable) continue;
+    free[n] = state_->FreeWholeGpus(NodeId(n));
+    fit += free[n] / per_task;
+  }
+  if (fit >= need) return now;
+  std::vector<std::tuple<Timestamp, uint32_t, int64_t>> ends;  // (end, node, gpus)
+  for (JobId jid : state_->active_jobs()) {
+    const Job& r = state_->job(jid);
+    for (const Task& t : r.tasks()) {
+      if (!HoldsNode(t.state) || !state_->node(t.node).schedulable) continue;
+      const int64_t g = r.gpu(t.index).whole() ? r.gpu(t.index).count : 0;
+      if (g == 0) continue;
+      Timestamp end = -1;
+      if (t.state == TaskState::kReleasing) {
+        end = t.release_deadline >= 0 ? t.release_deadline : now;
+      } else if (r.spec().walltime_ms > 0) {
+        end = std::max(now, (r.started() < 0 ? now : r.started()) + r.spec().walltime_ms);
+      }
+      if (end >= 0) ends.emplace_back(end, t.node.value(), g);
+    }
+  }
+  std::sort(ends.begin(), ends.end());
+  (void)c;
+  for (const auto& [end, n, g] : ends) {
+    fit -= free[n] / per_task;
+    free[n] += g;
+    fit += free[n] / per_task;
+    if (fit >= need) return end;
+  }
+  return -1;
+}
+
 absl::StatusOr<NodeId> Engine::AddNode(topology::NodeSpec spec) {
   return state_->AddNode(std::move(spec));
 }
@@ -158,11 +310,19 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
   const NodeId n = state_->cluster().FindNode(name);
   if (!n.valid()) return absl::NotFoundError(absl::StrCat("node '", std::string(name), "' is not in the cluster"));
   std::vector<JobId> hit;
+  std::vector<JobId> held;
   for (const auto& [jid, i] : state_->TasksOn(n)) {
     Job& job = state_->job(jid);
-    if (job.task(i).state == TaskState::kPipelined) continue;
+    if (job.task(i).state == TaskState::kPipelined) {
+      held.push_back(jid);
+      continue;
+    }
+    const bool leaving = job.task(i).state == TaskState::kReleasing;
     state_->Release(job, i, TaskState::kPending);  // the task's work is lost; it waits again
-    hit.push_back(jid);
+    if (!leaving) hit.push_back(jid);
+  }
+  for (JobId jid : held) {
+    if (state_->job(jid).nominated()) Unhold(state_->job(jid));
   }
   state_->DisableNode(n);
   std::sort(hit.begin(), hit.end());
@@ -173,7 +333,9 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
       // Still a whole gang (elastic slack): it runs on, smaller.
       if (job.phase() == JobPhase::kRunning) {
         job.set_generation(job.generation() + 1);
-        carry_.membership.push_back(Membership(job, MembershipChange::Kind::kFailure));
+        job.set_last_resize(clock_.Now());
+        carry_.membership.push_back(Membership(job, MembershipChange::Kind::kFailure,
+                                               absl::StrCat(std::string(why), " ", std::string(name))));
       }
       continue;
     }
@@ -191,12 +353,15 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
   return absl::OkStatus();
 }
 
-MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind) const {
+MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind, std::string reason,
+                                    Timestamp deadline) const {
   MembershipChange m;
   m.job = job.id();
   m.job_name = job.name();
   m.generation = job.generation();
   m.kind = kind;
+  m.reason = std::move(reason);
+  m.deadline = deadline;
   const topology::Cluster& c = state_->cluster();
   std::vector<const Task*> members;
   for (const Task& t : job.tasks()) {
@@ -234,6 +399,23 @@ MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind)
 }
 
 void Engine::AfterClose(Decisions& d) {
+  const Timestamp now = clock_.Now();
+  // Shrinks and evictions with a grace period: remember their deadlines; a
+  // shrunk job gets its next generation (the leavers are out of it).
+  std::map<JobId, const Eviction*> shrunk;
+  for (const Eviction& e : d.evictions) {
+    const Job& job = state_->job(e.job);
+    if (job.task(e.task).state == TaskState::kReleasing) {
+      releasing_.insert({job.task(e.task).release_deadline, e.job, e.task});
+    }
+    if (e.kind == Eviction::Kind::kShrink) shrunk.emplace(e.job, &e);
+  }
+  for (const auto& [id, e] : shrunk) {
+    Job& job = state_->job(id);
+    job.set_generation(job.generation() + 1);
+    job.set_last_resize(now);
+    d.membership.push_back(Membership(job, MembershipChange::Kind::kShrink, e->reason, e->deadline));
+  }
   std::vector<JobId> touched;
   for (const Bind& b : d.binds) touched.push_back(b.job);
   std::sort(touched.begin(), touched.end());
@@ -247,12 +429,13 @@ void Engine::AfterClose(Decisions& d) {
     const bool starting = job.phase() != JobPhase::kRunning;
     if (starting) {
       job.set_phase(JobPhase::kRunning);
-      job.set_started(clock_.Now());
+      job.set_started(now);
     }
+    job.set_last_resize(now);
     job.set_pending_reason("");
     job.set_generation(job.generation() + 1);
-    d.membership.push_back(
-        Membership(job, starting ? MembershipChange::Kind::kStart : MembershipChange::Kind::kGrow));
+    d.membership.push_back(Membership(job, starting ? MembershipChange::Kind::kStart : MembershipChange::Kind::kGrow,
+                                      starting ? "started" : "grew into idle GPUs"));
   }
 }
 
@@ -260,8 +443,10 @@ Decisions Engine::RunCycle() {
   ++cycle_;
   Decisions d;
   {
+    ExpireReleases();
     Session session(*state_, clock_, cycle_, tiers_);
     session.set_nodes_to_score(nodes_to_score_);
+    PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
     d = session.Close();
   }

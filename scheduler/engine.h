@@ -7,6 +7,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +58,20 @@ class Engine {
   absl::Status ConfirmBind(JobId id, uint32_t task, bool ok);
   // The task's process started on its node: Bound -> Running.
   absl::Status TaskStarted(JobId id, uint32_t task);
+  // An evicted (Releasing) task's process is gone: its resources are free
+  // and the task waits again (a shrunk member may come back by growth; an
+  // evicted gang restarts whole). Tasks still Releasing at their deadline
+  // are released by the next cycle without this call.
+  absl::Status TaskReleased(JobId id, uint32_t task);
+  // The earliest release deadline still pending (a virtual-clock driver runs
+  // a cycle then); -1 when none.
+  Timestamp NextDeadline() const;
+  // When the job may start, from what the engine knows: now if it runs; for
+  // a gang held for releasing victims, their deadline; for a waiting gang,
+  // the time at which enough running tasks with a walltime will have ended
+  // for its minimum to fit by GPU count (Slurm's `squeue --start`). -1 when
+  // unknown (a holder without walltime, or it can never fit).
+  Timestamp ExpectedStart(JobId id) const;
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it
   // fail; a gang left below its minimum is released whole and waits again;
@@ -86,8 +102,15 @@ class Engine {
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);
+  // Releases tasks whose release deadline has passed.
+  void ExpireReleases();
+  // Binds the gangs held for releasing victims once their GPUs are free.
+  void PromoteHeld(Session& session);
+  // Drops a held gang's promises (its victims' node was lost).
+  void Unhold(Job& job);
   void RecordEvictionOf(const Job& job, uint32_t task, std::string reason);
-  MembershipChange Membership(const Job& job, MembershipChange::Kind kind) const;
+  MembershipChange Membership(const Job& job, MembershipChange::Kind kind, std::string reason = {},
+                              Timestamp deadline = -1) const;
 
   const Clock& clock_;
   EngineOptions options_;
@@ -101,6 +124,8 @@ class Engine {
   // changes), handed out with the next cycle's.
   Decisions carry_;
   std::map<std::string, JobId, std::less<>> by_name_;
+  // Releasing tasks by deadline: (deadline, job, task).
+  std::set<std::tuple<Timestamp, JobId, uint32_t>> releasing_;
 };
 
 }  // namespace ringmaster::scheduler

@@ -1,5 +1,7 @@
 #include "scheduler/job.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::scheduler {
@@ -88,6 +90,7 @@ absl::Status JobSpec::Validate() const {
     return err("topology.highest_tier", "must be >= 0");
   }
   if (walltime_ms < 0) return err("walltime", "must be >= 0");
+  if (checkpoint_interval_ms < 0) return err("checkpoint_interval", "must be >= 0");
   return absl::OkStatus();
 }
 
@@ -127,6 +130,17 @@ void Job::NoteState(TaskState from, TaskState to, uint32_t i) {
   const bool held = HoldsNode(from), holds = HoldsNode(to);
   if (held && !holds) allocated_ -= request(i);
   if (!held && holds) allocated_ += request(i);
+}
+
+Timestamp Job::WorkAtRisk(Timestamp now) const {
+  if (started_ < 0) return 0;
+  const Timestamp ran = std::max<Timestamp>(0, now - started_);
+  const int64_t every = spec_.checkpoint_interval_ms;
+  return every > 0 ? ran % every : ran;
+}
+
+int Job::max_member() const {
+  return elastic() ? spec_.elastic_max : static_cast<int>(tasks_.size());
 }
 
 int Job::ReadyCount() const {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,9 @@ struct JobSpec {
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;
   int64_t walltime_ms = 0;  // 0: unknown
+  // How often the job checkpoints (0: unknown). Preemption prefers victims
+  // that lose the least work since their last checkpoint.
+  int64_t checkpoint_interval_ms = 0;
 
   // Checks the spec on its own (counts, ranges, GPU shapes). The message names
   // the job and the field.
@@ -115,6 +119,8 @@ struct Task {
   NodeId node;                  // valid while the task holds (or is pipelined to) a node
   std::vector<int16_t> gpus;    // device indices on `node`
   std::string name;             // "<job>-<role>-<i>"
+  // While Releasing: when the task must be gone (the grace period's end).
+  Timestamp release_deadline = -1;
 };
 
 class Job {
@@ -155,6 +161,24 @@ class Job {
   void set_started(Timestamp t) { started_ = t; }
   int64_t generation() const { return generation_; }
   void set_generation(int64_t g) { generation_ = g; }
+  // When the job last started, grew or shrank (the preemption cooldown
+  // counts from here); -1 before it first runs.
+  Timestamp last_resize() const { return last_resize_; }
+  void set_last_resize(Timestamp t) { last_resize_ = t; }
+  // Work lost if the job were stopped now: the time since its last
+  // checkpoint where the interval is known, else everything since it started.
+  Timestamp WorkAtRisk(Timestamp now) const;
+  // Jobs this job was shrunk or evicted for. It never takes from them
+  // (docs/PREEMPTION.md, rule 4).
+  const std::set<JobId>& yielded_to() const { return yielded_to_; }
+  void AddYieldedTo(JobId j) { yielded_to_.insert(j); }
+  bool YieldedTo(JobId j) const { return yielded_to_.count(j) > 0; }
+  // True while the job's Pipelined tasks are held across cycles: it
+  // preempted, and waits for its victims to finish releasing.
+  bool nominated() const { return nominated_; }
+  void set_nominated(bool n) { nominated_ = n; }
+  // Largest task count the job may grow to (elastic max, else its replicas).
+  int max_member() const;
 
   // Only State changes task state and placement (it keeps every counter in
   // step).
@@ -178,6 +202,9 @@ class Job {
   std::string pending_reason_;
   Timestamp started_ = -1;
   int64_t generation_ = 0;
+  Timestamp last_resize_ = -1;
+  std::set<JobId> yielded_to_;
+  bool nominated_ = false;
 };
 
 }  // namespace ringmaster::scheduler

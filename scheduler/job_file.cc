@@ -1,5 +1,7 @@
 #include "scheduler/job_file.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -95,7 +97,8 @@ absl::StatusOr<RoleSpec> ParseRole(const Ctx& c, const YAML::Node& n, const std:
 absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::string& field) {
   if (!n.IsMap()) return c.Err(n, field, "a job is a map");
   if (auto s = CheckKeys(c, n, field, {"name", "queue", "priority", "min_member", "elastic", "topology",
-                                       "gpu_model", "walltime", "node_selector", "tolerations", "roles"});
+                                       "gpu_model", "walltime", "checkpoint_interval", "submit", "duration",
+                                       "node_selector", "tolerations", "roles"});
       !s.ok()) {
     return s;
   }
@@ -160,6 +163,14 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
     if (secs < 0) return c.Err(n["walltime"], field + ".walltime", "must be >= 0");
     j.walltime_ms = static_cast<int64_t>(secs * 1000);
   }
+  if (n["checkpoint_interval"]) {
+    double secs = 0;
+    if (auto s = Get(c, n["checkpoint_interval"], field + ".checkpoint_interval", &secs, "seconds"); !s.ok()) {
+      return s;
+    }
+    if (secs < 0) return c.Err(n["checkpoint_interval"], field + ".checkpoint_interval", "must be >= 0");
+    j.checkpoint_interval_ms = static_cast<int64_t>(secs * 1000);
+  }
   if (const YAML::Node ns = n["node_selector"]; ns) {
     if (!ns.IsMap()) return c.Err(ns, field + ".node_selector", "must be a map of labels");
     for (const auto& kv : ns) j.node_selector[kv.first.Scalar()] = kv.second.Scalar();
@@ -196,6 +207,48 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
 }
 
 }  // namespace
+
+namespace {
+
+// Reads `key` (seconds, >= 0) of job node n into *ms; absent leaves *ms.
+absl::Status Seconds(const Ctx& c, const YAML::Node& n, const std::string& field, const char* key,
+                     int64_t* ms) {
+  if (!n[key]) return absl::OkStatus();
+  double secs = 0;
+  if (auto s = Get(c, n[key], absl::StrCat(field, ".", key), &secs, "seconds"); !s.ok()) return s;
+  if (secs < 0) return c.Err(n[key], absl::StrCat(field, ".", key), "must be >= 0");
+  *ms = static_cast<int64_t>(secs * 1000);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TimedJob>> ParseTimedJobFile(std::string_view text, std::string_view file) {
+  auto specs = ParseJobFile(text, file);
+  if (!specs.ok()) return specs.status();
+  Ctx c{file};
+  YAML::Node root = YAML::Load(std::string(text));  // parsed once above: cannot fail here
+  std::vector<TimedJob> out;
+  for (size_t i = 0; i < specs->size(); ++i) {
+    const std::string field = absl::StrCat("jobs[", i, "]");
+    TimedJob t;
+    t.spec = std::move((*specs)[i]);
+    if (auto s = Seconds(c, root["jobs"][i], field, "submit", &t.submit_ms); !s.ok()) return s;
+    if (auto s = Seconds(c, root["jobs"][i], field, "duration", &t.duration_ms); !s.ok()) return s;
+    out.push_back(std::move(t));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TimedJob& a, const TimedJob& b) { return a.submit_ms < b.submit_ms; });
+  return out;
+}
+
+absl::StatusOr<std::vector<TimedJob>> LoadTimedJobFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the jobs file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseTimedJobFile(ss.str(), path);
+}
 
 absl::StatusOr<std::vector<JobSpec>> ParseJobFile(std::string_view text, std::string_view file) {
   Ctx c{file};

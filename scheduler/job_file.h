@@ -9,6 +9,9 @@
 //     topology: {mode: hard, highest_tier: 1}   # hard | soft
 //     gpu_model: H100          # or a list of accepted models: [H100, A100]
 //     walltime: 3600           # seconds, optional
+//     checkpoint_interval: 600 # seconds, optional: preemption prefers jobs that lose least
+//     submit: 120              # seconds on the virtual clock (schedule); default 0
+//     duration: 1800           # seconds it runs once started; default: until the end
 //     node_selector: {pool: training}
 //     tolerations: [{key: dedicated, value: ml}]
 //     roles:
@@ -29,8 +32,20 @@
 
 namespace ringmaster::scheduler {
 
+// A job with when it arrives and how long it runs (the virtual clock of
+// `ringmaster schedule`). duration_ms < 0: runs until the end.
+struct TimedJob {
+  JobSpec spec;
+  int64_t submit_ms = 0;
+  int64_t duration_ms = -1;
+};
+
 absl::StatusOr<std::vector<JobSpec>> ParseJobFile(std::string_view text, std::string_view file);
 absl::StatusOr<std::vector<JobSpec>> LoadJobFile(const std::string& path);
+// The same file with each job's `submit` and `duration`, in submit order
+// (stable: file order among equal times).
+absl::StatusOr<std::vector<TimedJob>> ParseTimedJobFile(std::string_view text, std::string_view file);
+absl::StatusOr<std::vector<TimedJob>> LoadTimedJobFile(const std::string& path);
 
 }  // namespace ringmaster::scheduler
 

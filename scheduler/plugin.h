@@ -103,8 +103,12 @@ class PluginArgs {
     int column = 0;
   };
   PluginArgs() = default;
-  PluginArgs(std::string plugin, std::string file, std::map<std::string, Value> values)
-      : plugin_(std::move(plugin)), file_(std::move(file)), values_(std::move(values)) {}
+  // `section` names where the arguments sit in the policy file: "plugins"
+  // (tiers[].plugins[]) or "configurations" (an action's arguments).
+  PluginArgs(std::string plugin, std::string file, std::map<std::string, Value> values,
+             std::string section = "plugins")
+      : plugin_(std::move(plugin)), file_(std::move(file)), values_(std::move(values)),
+        section_(std::move(section)) {}
 
   bool Has(std::string_view key) const { return values_.count(std::string(key)) > 0; }
   absl::StatusOr<double> Double(std::string_view key, double def) const;
@@ -121,6 +125,7 @@ class PluginArgs {
   std::string plugin_;
   std::string file_;
   std::map<std::string, Value> values_;
+  std::string section_ = "plugins";
   mutable std::map<std::string, bool> read_;
 };
 

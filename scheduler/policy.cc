@@ -1,5 +1,6 @@
 #include "scheduler/policy.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -26,6 +27,73 @@ void AddError(std::vector<ConfigError>* errors, std::string_view file, const YAM
   e.field = std::move(field);
   e.message = std::move(msg);
   errors->push_back(std::move(e));
+}
+
+// Reads a plugin's or action's `arguments:` map into `values`; false (with
+// errors appended) when it is not a map of single values.
+bool ReadArguments(const YAML::Node& args, std::string_view file, const std::string& field,
+                   std::vector<ConfigError>* errors, std::map<std::string, PluginArgs::Value>* values) {
+  if (!args) return true;
+  if (!args.IsMap()) {
+    AddError(errors, file, args.Mark(), absl::StrCat(field, ".arguments"), "must be a map");
+    return false;
+  }
+  bool ok = true;
+  for (const auto& kv : args) {
+    if (!kv.second.IsScalar()) {
+      AddError(errors, file, kv.second.Mark(), absl::StrCat(field, ".arguments.", kv.first.Scalar()),
+               "wrong type: expected a single value");
+      ok = false;
+      continue;
+    }
+    (*values)[kv.first.Scalar()] = {kv.second.Scalar(), kv.second.Mark().line + 1, kv.second.Mark().column + 1};
+  }
+  return ok;
+}
+
+// The `configurations:` list: [{name: ACTION, arguments: {...}}].
+void ParseConfigurations(const YAML::Node& list, std::string_view file, Policy* p,
+                         std::vector<ConfigError>* errors) {
+  if (!list.IsSequence()) {
+    AddError(errors, file, list.Mark(), "configurations", "must be a list of {name: ACTION, arguments: {...}}");
+    return;
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node c = list[i];
+    const std::string field = absl::StrCat("configurations[", i, "]");
+    if (!c.IsMap() || !c["name"] || !c["name"].IsScalar()) {
+      AddError(errors, file, c.Mark(), field, "each configuration needs the name of an action");
+      continue;
+    }
+    for (const auto& kv : c) {
+      const std::string key = kv.first.Scalar();
+      if (key != "name" && key != "arguments") {
+        AddError(errors, file, kv.first.Mark(), absl::StrCat(field, ".", key), "unknown field (known: name, arguments)");
+      }
+    }
+    const std::string name = c["name"].Scalar();
+    if (std::find(p->actions.begin(), p->actions.end(), name) == p->actions.end()) {
+      AddError(errors, file, c["name"].Mark(), absl::StrCat(field, ".name"),
+               absl::StrCat("configures action '", name, "', which `actions` does not list"));
+      continue;
+    }
+    if (!seen.insert(name).second) {
+      AddError(errors, file, c["name"].Mark(), absl::StrCat(field, ".name"),
+               absl::StrCat("action '", name, "' is configured twice"));
+      continue;
+    }
+    std::map<std::string, PluginArgs::Value> values;
+    if (!ReadArguments(c["arguments"], file, field, errors, &values)) continue;
+    PluginArgs args(name, std::string(file), std::move(values), "configurations");
+    if (auto made = MakeAction(name, args); !made.ok()) {
+      ConfigError e;
+      e.message = std::string(made.status().message());  // already says file:line:col and field
+      errors->push_back(std::move(e));
+      continue;
+    }
+    p->action_args[name] = std::move(args);
+  }
 }
 
 }  // namespace
@@ -103,7 +171,7 @@ absl::Status PluginArgs::Error(std::string_view key, std::string_view msg) const
     absl::StrAppend(&where, ":", it->second.line, ":", it->second.column);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(where, ": plugins[", plugin_, "].arguments.", std::string(key), ": ", std::string(msg)));
+      absl::StrCat(where, ": ", section_, "[", plugin_, "].arguments.", std::string(key), ": ", std::string(msg)));
 }
 
 Policy DefaultPolicy() {
@@ -145,11 +213,11 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
     AddError(errors, file, root.Mark(), "", "a policy file is a map with actions, tiers and queues");
     return absl::InvalidArgumentError(errors->back().ToString());
   }
-  static const std::set<std::string> kTop = {"actions", "tiers", "queues", "nodesToScore"};
+  static const std::set<std::string> kTop = {"actions", "tiers", "queues", "nodesToScore", "configurations"};
   for (const auto& kv : root) {
     if (!kTop.count(kv.first.Scalar())) {
       AddError(errors, file, kv.first.Mark(), kv.first.Scalar(),
-               "unknown field (known: actions, tiers, queues, nodesToScore)");
+               "unknown field (known: actions, configurations, tiers, queues, nodesToScore)");
     }
   }
   if (const YAML::Node n = root["nodesToScore"]; n) {
@@ -228,25 +296,7 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
           continue;
         }
         std::map<std::string, PluginArgs::Value> values;
-        if (const YAML::Node args = pl["arguments"]; args) {
-          if (!args.IsMap()) {
-            AddError(errors, file, args.Mark(), absl::StrCat(pf, ".arguments"), "must be a map");
-            continue;
-          }
-          bool bad = false;
-          for (const auto& kv : args) {
-            if (!kv.second.IsScalar()) {
-              AddError(errors, file, kv.second.Mark(),
-                       absl::StrCat(pf, ".arguments.", kv.first.Scalar()),
-                       "wrong type: expected a single value");
-              bad = true;
-              continue;
-            }
-            values[kv.first.Scalar()] = {kv.second.Scalar(), kv.second.Mark().line + 1,
-                                         kv.second.Mark().column + 1};
-          }
-          if (bad) continue;
-        }
+        if (!ReadArguments(pl["arguments"], file, pf, errors, &values)) continue;
         c.args = PluginArgs(c.name, std::string(file), std::move(values));
         auto built = (*factory)(c.args);
         if (!built.ok()) {
@@ -260,6 +310,7 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
       p.tiers.push_back(std::move(list));
     }
   }
+  if (root["configurations"]) ParseConfigurations(root["configurations"], file, &p, errors);
   if (root["queues"]) p.queues = queue::LoadQueueSpecs(root["queues"], file, errors);
   if (errors->size() > before) {
     std::vector<std::string> lines;

@@ -9,6 +9,9 @@
 //     - name: binpack
 //       arguments: {gpu: 3, cpu: 1}
 //   nodesToScore: 16        # optional; 0 scores every feasible node
+//   configurations:         # optional: arguments of actions
+//   - name: preempt
+//     arguments: {gracePeriod: 30, cooldown: 300, maxEvictionsPerCycle: 64}
 //   queues:
 //   - name: research
 //     weight: 2
@@ -20,6 +23,7 @@
 #ifndef RINGMASTER_SCHEDULER_POLICY_H_
 #define RINGMASTER_SCHEDULER_POLICY_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +46,8 @@ struct Policy {
   std::string file;
   std::vector<std::string> actions;
   std::vector<std::vector<PluginConfig>> tiers;
+  // Arguments of actions by name (`configurations:`); absent: defaults.
+  std::map<std::string, PluginArgs> action_args;
   std::vector<queue::QueueSpec> queues;  // empty: a single "default" queue
   // Feasible candidate nodes scored per task (`nodesToScore`; 0 = all), taken
   // in best-fit order. Fewer is faster; more follows the scores more closely.

@@ -297,20 +297,45 @@ void Session::SetPendingReason(const Job& job, std::string reason) {
 
 void Session::RecordBind(const Job& job, uint32_t task) { bound_.emplace_back(job.id(), task); }
 
-Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason) {
+std::string_view EvictionKindName(Eviction::Kind k) {
+  switch (k) {
+    case Eviction::Kind::kEvict: return "evict";
+    case Eviction::Kind::kShrink: return "shrink";
+    case Eviction::Kind::kCancel: return "cancel";
+  }
+  return "?";
+}
+
+std::string_view MembershipKindName(MembershipChange::Kind k) {
+  switch (k) {
+    case MembershipChange::Kind::kStart: return "start";
+    case MembershipChange::Kind::kShrink: return "shrink";
+    case MembershipChange::Kind::kGrow: return "grow";
+    case MembershipChange::Kind::kFailure: return "failure";
+  }
+  return "?";
+}
+
+Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason,
+                      NodeId node) {
   const Task& t = job.task(task);
   Eviction e;
   e.job = job.id();
   e.task = task;
   e.task_name = t.name;
-  e.node = t.node;
-  e.node_name = t.node.valid() ? state.cluster().node(t.node).name : "";
+  e.node = node.valid() ? node : t.node;
+  e.node_name = e.node.valid() ? state.cluster().node(e.node).name : "";
   e.reason = std::move(reason);
   return e;
 }
 
-void Session::RecordEviction(const Job& job, uint32_t task, std::string reason) {
-  evictions_.push_back(MakeEviction(state_, job, task, std::move(reason)));
+void Session::RecordEviction(const Job& job, uint32_t task, std::string reason, Timestamp deadline,
+                             std::string preemptor, NodeId node) {
+  Eviction e = MakeEviction(state_, job, task, std::move(reason), node);
+  e.kind = job.phase() == JobPhase::kRunning ? Eviction::Kind::kShrink : Eviction::Kind::kEvict;
+  e.deadline = deadline;
+  e.preemptor = std::move(preemptor);
+  evictions_.push_back(std::move(e));
 }
 
 Decisions Session::Close() {
@@ -324,7 +349,7 @@ Decisions Session::Close() {
   // Pipelined tasks were promises for this cycle only.
   for (JobId id : jobs_) {
     Job& job = state_.job(id);
-    if (job.PipelinedCount() == 0) continue;
+    if (job.PipelinedCount() == 0 || job.nominated()) continue;
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {
       if (job.task(i).state == TaskState::kPipelined) state_.Unplace(job, i);
     }

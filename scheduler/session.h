@@ -38,8 +38,10 @@ struct QueueInfo {
   const std::string& name() const { return spec->name; }
 };
 
-// The eviction record of task `task` of `job` (before it leaves its node).
-Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason);
+// The eviction record of task `task` of `job`, on `node` (the task's own
+// node when invalid: call it before the task leaves its node).
+Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::string reason,
+                      NodeId node = NodeId());
 
 // Which placements an action may make on reserved nodes.
 enum class ReservationUse { kNone, kBackfill };
@@ -118,7 +120,11 @@ class Session {
   void SetPendingReason(const Job& job, std::string reason);
   // Records a committed placement or eviction (Statement::Commit calls these).
   void RecordBind(const Job& job, uint32_t task);
-  void RecordEviction(const Job& job, uint32_t task, std::string reason);
+  // An eviction of a job still Running is a shrink; otherwise the job stops.
+  void RecordEviction(const Job& job, uint32_t task, std::string reason, Timestamp deadline,
+                      std::string preemptor, NodeId node);
+  // Tasks evicted so far in this cycle (the actions' per-cycle cap).
+  int evictions() const { return static_cast<int>(evictions_.size()); }
 
   // Closes the session: plugins' OnSessionClose, pipelined tasks released,
   // committed allocations turned into binds. Returns the decisions.

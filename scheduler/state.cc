@@ -125,6 +125,12 @@ void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gp
   UpdateWaiting(job);
 }
 
+uint32_t State::AddTask(Job& job, int role) {
+  const uint32_t i = job.AddTask(role);
+  UpdateWaiting(job);
+  return i;
+}
+
 void State::Unplace(Job& job, uint32_t i) { Release(job, i, TaskState::kPending); }
 
 void State::SetState(Job& job, uint32_t i, TaskState to) {
@@ -173,6 +179,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
   }
   t.node = NodeId();
   t.gpus.clear();
+  t.release_deadline = -1;
   job.NoteState(t.state, to, i);
   t.state = to;
   UpdateWaiting(job);

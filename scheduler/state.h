@@ -112,6 +112,13 @@ class State {
   // Frees the node a task holds and moves it to `to` (Pending, Succeeded or
   // Failed).
   void Release(Job& job, uint32_t i, TaskState to);
+  // When a Releasing task must be gone (-1: none).
+  void SetReleaseDeadline(Job& job, uint32_t i, Timestamp deadline) {
+    job.mutable_task(i).release_deadline = deadline;
+  }
+  // Appends one more Pending task of `role` to an elastic job (growth beyond
+  // its submitted size, up to its maximum).
+  uint32_t AddTask(Job& job, int role);
 
   // Node lifecycle.
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);

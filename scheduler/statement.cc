@@ -7,70 +7,165 @@
 namespace ringmaster::scheduler {
 
 void Statement::Allocate(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
-  ops_.push_back({Op::Kind::kAllocate, job.id(), task, job.task(task).state, {}});
+  ops_.push_back({.kind = Op::Kind::kAllocate, .job = job.id(), .task = task, .prev = job.task(task).state});
   session_.state().Place(job, task, node, gpus, TaskState::kAllocated);
 }
 
 void Statement::Pipeline(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
-  ops_.push_back({Op::Kind::kPipeline, job.id(), task, job.task(task).state, {}});
+  ops_.push_back({.kind = Op::Kind::kPipeline, .job = job.id(), .task = task, .prev = job.task(task).state});
   session_.state().Place(job, task, node, gpus, TaskState::kPipelined);
 }
 
-void Statement::Evict(Job& job, uint32_t task, std::string reason) {
-  ops_.push_back({Op::Kind::kEvict, job.id(), task, job.task(task).state, std::move(reason)});
+void Statement::Evict(Job& job, uint32_t task, std::string reason, Timestamp deadline) {
+  ops_.push_back({.kind = Op::Kind::kEvict, .job = job.id(), .task = task, .prev = job.task(task).state,
+                  .reason = std::move(reason), .deadline = deadline});
   session_.state().SetState(job, task, TaskState::kReleasing);
+  session_.state().SetReleaseDeadline(job, task, deadline);
+}
+
+void Statement::Vacate(Job& job, uint32_t task, JobId beneficiary, std::string reason,
+                       Timestamp deadline) {
+  const Task& t = job.task(task);
+  ops_.push_back({.kind = Op::Kind::kVacate, .job = job.id(), .task = task, .prev = t.state,
+                  .reason = std::move(reason), .node = t.node, .gpus = t.gpus, .deadline = deadline,
+                  .beneficiary = beneficiary});
+  session_.state().Release(job, task, TaskState::kPending);
+}
+
+void Statement::Promote(Job& job, uint32_t task) {
+  const Task& t = job.task(task);
+  const NodeId node = t.node;
+  const std::vector<int16_t> gpus = t.gpus;
+  ops_.push_back({.kind = Op::Kind::kPromote, .job = job.id(), .task = task, .prev = t.state});
+  State& state = session_.state();
+  state.Unplace(job, task);
+  state.Place(job, task, node, gpus, TaskState::kAllocated);
+}
+
+void Statement::SetPhase(Job& job, JobPhase phase) {
+  ops_.push_back({.kind = Op::Kind::kPhase, .job = job.id(), .prev_phase = job.phase(), .phase = phase,
+                  .nominated = job.nominated()});
+  job.set_phase(phase);
+}
+
+void Statement::Undo(const Op& op) {
+  State& state = session_.state();
+  Job& job = state.job(op.job);
+  switch (op.kind) {
+    case Op::Kind::kAllocate:
+    case Op::Kind::kPipeline:
+      state.Unplace(job, op.task);
+      break;
+    case Op::Kind::kEvict:
+      state.SetState(job, op.task, op.prev);
+      state.SetReleaseDeadline(job, op.task, -1);
+      break;
+    case Op::Kind::kVacate:
+      state.Place(job, op.task, op.node, op.gpus, TaskState::kAllocated);
+      state.SetState(job, op.task, op.prev);
+      break;
+    case Op::Kind::kPromote: {
+      const NodeId node = job.task(op.task).node;
+      const std::vector<int16_t> gpus = job.task(op.task).gpus;
+      state.Unplace(job, op.task);
+      state.Place(job, op.task, node, gpus, TaskState::kPipelined);
+      break;
+    }
+    case Op::Kind::kPhase:
+      job.set_phase(op.prev_phase);
+      job.set_nominated(op.nominated);
+      break;
+  }
 }
 
 void Statement::Discard() {
   if (done_) return;
   done_ = true;
-  State& state = session_.state();
-  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
-    Job& job = state.job(it->job);
-    switch (it->kind) {
-      case Op::Kind::kAllocate:
-      case Op::Kind::kPipeline:
-        state.Unplace(job, it->task);
-        break;
-      case Op::Kind::kEvict:
-        state.SetState(job, it->task, it->prev);
-        break;
-    }
-  }
+  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) Undo(*it);
   ops_.clear();
 }
 
-absl::Status Statement::Commit() {
-  if (done_) return absl::FailedPreconditionError("statement already committed or discarded");
-  State& state = session_.state();
-  // A gang is committed only when it reaches its minimum.
+absl::Status Statement::CheckGangs() const {
+  const State& state = session_.state();
   std::vector<JobId> touched;
   for (const Op& op : ops_) {
-    if (op.kind == Op::Kind::kAllocate) touched.push_back(op.job);
+    if (op.kind == Op::Kind::kAllocate || op.kind == Op::Kind::kPromote) touched.push_back(op.job);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (JobId id : touched) {
     const Job& job = state.job(id);
     if (job.ReadyCount() < job.min_member()) {
-      const std::string msg = absl::StrCat("gang ", job.name(), " has ", job.ReadyCount(),
-                                           " of its minimum ", job.min_member(),
-                                           " tasks; not committed");
-      Discard();
-      return absl::FailedPreconditionError(msg);
+      return absl::FailedPreconditionError(absl::StrCat("gang ", job.name(), " has ", job.ReadyCount(),
+                                                        " of its minimum ", job.min_member(),
+                                                        " tasks; not committed"));
     }
   }
-  done_ = true;
+  return absl::OkStatus();
+}
+
+void Statement::HoldForGrace() {
+  State& state = session_.state();
+  const Timestamp now = session_.now();
+  // 1. What this statement allocated waits, pipelined on the same GPUs.
   for (const Op& op : ops_) {
-    const Job& job = state.job(op.job);
+    if (op.kind != Op::Kind::kAllocate) continue;
+    Job& job = state.job(op.job);
+    const NodeId node = job.task(op.task).node;
+    const std::vector<int16_t> gpus = job.task(op.task).gpus;
+    state.Unplace(job, op.task);
+    state.Place(job, op.task, node, gpus, TaskState::kPipelined);
+    job.set_nominated(true);
+  }
+  // 2. The victims hold their GPUs until they are gone (or the deadline).
+  for (const Op& op : ops_) {
+    if (op.kind != Op::Kind::kVacate || op.deadline <= now) continue;
+    Job& job = state.job(op.job);
+    state.Place(job, op.task, op.node, op.gpus, TaskState::kAllocated);
+    state.SetState(job, op.task, op.prev);
+    state.SetState(job, op.task, TaskState::kReleasing);
+    state.SetReleaseDeadline(job, op.task, op.deadline);
+  }
+}
+
+absl::Status Statement::Commit() {
+  if (done_) return absl::FailedPreconditionError("statement already committed or discarded");
+  // A gang is committed only when it reaches its minimum.
+  if (absl::Status s = CheckGangs(); !s.ok()) {
+    Discard();
+    return s;
+  }
+  done_ = true;
+  if (parent_) {
+    for (Op& op : ops_) parent_->ops_.push_back(std::move(op));
+    ops_.clear();
+    return absl::OkStatus();
+  }
+  State& state = session_.state();
+  const Timestamp now = session_.now();
+  const bool grace = std::any_of(ops_.begin(), ops_.end(), [&](const Op& op) {
+    return op.kind == Op::Kind::kVacate && op.deadline > now;
+  });
+  if (grace) HoldForGrace();
+  for (const Op& op : ops_) {
+    Job& job = state.job(op.job);
     switch (op.kind) {
       case Op::Kind::kAllocate:
+        if (!grace) session_.RecordBind(job, op.task);
+        break;
+      case Op::Kind::kPromote:
         session_.RecordBind(job, op.task);
         break;
       case Op::Kind::kPipeline:
-        break;  // released when the session closes; the job waits whole
+      case Op::Kind::kPhase:
+        break;  // pipelined: released when the session closes; the job waits whole
       case Op::Kind::kEvict:
-        session_.RecordEviction(job, op.task, op.reason);
+        session_.RecordEviction(job, op.task, op.reason, op.deadline, {}, op.node);
+        break;
+      case Op::Kind::kVacate:
+        job.AddYieldedTo(op.beneficiary);
+        session_.RecordEviction(job, op.task, op.reason, std::max(op.deadline, now),
+                                state.job(op.beneficiary).name(), op.node);
         break;
     }
   }

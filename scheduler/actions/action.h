@@ -1,6 +1,8 @@
 // An action is one step of a scheduling cycle, run on the Session in the
-// order the policy lists: enqueue, allocate, backfill (preempt, reclaim and
-// elastic come next).
+// order the policy lists: enqueue, allocate, preempt, reclaim, elastic,
+// backfill. Actions live as long as the engine (one may keep state across
+// cycles, such as elastic's idle timer); their arguments come from the
+// policy's `configurations:` section.
 #ifndef RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 #define RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 
@@ -23,12 +25,29 @@ class Action {
 
 // The names MakeAction knows, in the order a policy usually lists them.
 const std::vector<std::string>& KnownActions();
-// Builds a built-in action; NotFound for an unknown name.
-absl::StatusOr<std::unique_ptr<Action>> MakeAction(std::string_view name);
+// Builds a built-in action with its arguments (InvalidArgument naming
+// file:line:column and the argument when one is wrong or unknown); NotFound
+// for an unknown name.
+absl::StatusOr<std::unique_ptr<Action>> MakeAction(std::string_view name, const PluginArgs& args = {});
+
+// elastic's arguments.
+struct ElasticArgs {
+  Timestamp grow_idle_ms = 60'000;  // growIdle (s): GPUs idle this long before anyone grows
+  Timestamp cooldown_ms = 60'000;   // cooldown (s): since a job last started or resized
+  int max_grow = 0;                 // maxGrowPerCycle: tasks added per cycle (0: no limit)
+};
+absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args);
+struct EvictionArgs;
 
 std::unique_ptr<Action> NewEnqueueAction();
 std::unique_ptr<Action> NewAllocateAction();
 std::unique_ptr<Action> NewBackfillAction();
+std::unique_ptr<Action> NewPreemptAction(EvictionArgs args);
+std::unique_ptr<Action> NewReclaimAction(EvictionArgs args);
+std::unique_ptr<Action> NewElasticAction(ElasticArgs args);
+// Admitted gangs below their minimum that hold nothing and wait on no
+// victim, in job order (the preemptors of preempt and reclaim).
+std::vector<Job*> WaitingGangs(Session& s);
 
 }  // namespace ringmaster::scheduler
 

@@ -21,9 +21,14 @@
 namespace ringmaster::scheduler {
 namespace {
 
+// Gangs below their minimum, and the extra members of a running job that is
+// not elastic (an elastic job grows only through the elastic action). A job
+// held for its releasing victims, or whose own tasks are still releasing,
+// waits.
 bool WaitsForPlacement(const Job& j) {
-  return (j.phase() == JobPhase::kInqueue || j.phase() == JobPhase::kRunning) &&
-         j.Count(TaskState::kPending) > 0;
+  if (j.Count(TaskState::kPending) == 0 || j.nominated()) return false;
+  if (j.phase() == JobPhase::kInqueue) return j.Count(TaskState::kReleasing) == 0;
+  return j.phase() == JobPhase::kRunning && !j.elastic();
 }
 
 // Builds a reservation for `job`: nodes in order of most free GPUs (ties by

@@ -2,11 +2,14 @@
 //
 // 1. Walk Pending jobs in job order.
 // 2. A job that fails JobValid stays Pending with the plugin's reason.
-// 3. A job that every tier lets in (JobEnqueueable) becomes Inqueue, and its
-//    minimum counts against its queue's admitted total for the jobs after it.
+// 3. A job that every tier lets in (JobEnqueueable) becomes Inqueue (a
+//    Statement operation), and its minimum counts against its queue's
+//    admitted total for the jobs after it.
 #include <algorithm>
+#include <cstdlib>
 
 #include "scheduler/actions/action.h"
+#include "scheduler/statement.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -33,7 +36,9 @@ class EnqueueAction : public Action {
         s.SetPendingReason(*j, reason.empty() ? "not admitted by its queue" : reason);
         continue;
       }
-      j->set_phase(JobPhase::kInqueue);
+      Statement admit(s);
+      admit.SetPhase(*j, JobPhase::kInqueue);
+      if (!admit.Commit().ok()) std::abort();  // a phase change alone cannot fail: a bug
       int q = static_cast<int>(j->queue().value());
       while (q >= 0) {
         s.queues()[q].inqueue += j->min_request();

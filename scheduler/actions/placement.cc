@@ -189,7 +189,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
 
 bool GangPlacer::TryScope(Job& job, const std::vector<uint32_t>& tasks, int need,
                           const Scope& scope, int* placed) {
-  Statement stmt(s_);
+  Statement stmt(s_, parent_);
   QueueInfo& q = s_.queue(job.queue());
   int n = 0;
   for (uint32_t i : tasks) {
@@ -238,7 +238,7 @@ std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& ta
   return absl::StrJoin(parts, " + ");
 }
 
-PlaceOutcome GangPlacer::Place(Job& job) {
+PlaceOutcome GangPlacer::Place(Job& job, int limit) {
   PlaceOutcome out;
   rejections_.clear();
   queue_limited_ = false;
@@ -252,6 +252,7 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   });
   const int need = std::max(0, std::min<int>(job.min_member() - job.ReadyCount(),
                                              static_cast<int>(tasks.size())));
+  if (limit >= 0 && static_cast<int>(tasks.size()) > std::max(need, limit)) tasks.resize(std::max(need, limit));
   int64_t gpus_needed = 0;
   int64_t share_needed = 0;  // milli of the GPU-share tasks of the minimum
   for (int k = 0; k < need; ++k) {
@@ -309,7 +310,7 @@ PlaceOutcome GangPlacer::Place(Job& job) {
   // Could the minimum run once releasing tasks are gone? (reason only; skipped
   // without a releasing task, so a failed job does not walk every node)
   if (st.releasing_tasks() > 0) {
-    Statement stmt(s_);
+    Statement stmt(s_, parent_);
     int n = 0;
     for (int k = 0; k < need; ++k) {
       const uint32_t i = tasks[k];

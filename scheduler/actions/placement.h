@@ -44,10 +44,14 @@ struct PlaceOutcome {
 
 class GangPlacer {
  public:
-  GangPlacer(Session& session, ReservationUse use) : s_(session), use_(use) {}
+  // With `parent`, placements commit into that statement (preemption's
+  // trial) instead of becoming decisions.
+  GangPlacer(Session& session, ReservationUse use, Statement* parent = nullptr)
+      : s_(session), use_(use), parent_(parent) {}
 
-  // Places as much of `job` as the gang rules allow and commits it.
-  PlaceOutcome Place(Job& job);
+  // Places as much of `job` as the gang rules allow and commits it. With
+  // `limit` >= 0, at most max(limit, what the minimum still needs) tasks.
+  PlaceOutcome Place(Job& job, int limit = -1);
 
  private:
   struct Scope {
@@ -67,6 +71,7 @@ class GangPlacer {
 
   Session& s_;
   ReservationUse use_;
+  Statement* parent_;
   // Counts a node check's failure by reason (a handful of distinct reasons:
   // a list, compared by address first).
   void Reject(std::string_view reason) {

@@ -26,7 +26,40 @@ TEST(Policy, DefaultParsesAndBuilds) {
 TEST(Policy, UnknownActionNamesLineAndKnownOnes) {
   auto e = Errors("actions: \"enqueue, allocate, shuffle\"\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0], "p.yaml:1:10: actions: unknown action 'shuffle' (known: enqueue, allocate, backfill)");
+  EXPECT_EQ(e[0],
+            "p.yaml:1:10: actions: unknown action 'shuffle' (known: enqueue, allocate, preempt, reclaim, "
+            "elastic, backfill)");
+}
+
+TEST(Policy, ActionArgumentsAreReadAndChecked) {
+  EXPECT_TRUE(Errors(R"(actions: "enqueue, allocate, preempt, reclaim, elastic, backfill"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 30, cooldown: 300, maxEvictionsPerCycle: 64}
+- name: reclaim
+  arguments: {gracePeriod: 0.5}
+- name: elastic
+  arguments: {growIdle: 60, cooldown: 120, maxGrowPerCycle: 16}
+)").empty());
+  auto e = Errors(R"(actions: "enqueue, allocate, preempt, elastic"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: -1}
+- name: elastic
+  arguments: {growIdel: 60}
+- name: reclaim
+  arguments: {cooldown: 5}
+- name: preempt
+- name: backfill
+  colour: red
+)");
+  ASSERT_EQ(e.size(), 6u) << ::testing::PrintToString(e);
+  EXPECT_EQ(e[0], "p.yaml:4:28: configurations[preempt].arguments.gracePeriod: must be a number of seconds >= 0");
+  EXPECT_EQ(e[1], "p.yaml:6:25: configurations[elastic].arguments.growIdel: unknown argument");
+  EXPECT_EQ(e[2], "p.yaml:7:9: configurations[2].name: configures action 'reclaim', which `actions` does not list");
+  EXPECT_EQ(e[3], "p.yaml:9:9: configurations[3].name: action 'preempt' is configured twice");
+  EXPECT_EQ(e[4], "p.yaml:11:3: configurations[4].colour: unknown field (known: name, arguments)");
+  EXPECT_EQ(e[5], "p.yaml:10:9: configurations[4].name: configures action 'backfill', which `actions` does not list");
 }
 
 TEST(Policy, UnknownPluginAndArgumentAndWrongType) {

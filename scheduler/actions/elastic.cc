@@ -1,0 +1,130 @@
+// elastic: grows running elastic jobs toward their maximum when GPUs have
+// been idle for a while and nobody more deserving could use them. (Shrinks
+// happen in preempt, reclaim and on node failures.)
+//
+// 1. Track since when the cluster has had a free whole GPU; do nothing until
+//    that has lasted `growIdle`.
+// 2. The highest priority among waiting gangs that could use a free GPU
+//    blocks growth of every job at or below that priority.
+// 3. Candidates: running elastic jobs below their maximum, past `cooldown`
+//    since they last started or resized, in job order. Each gets pending
+//    tasks up to its maximum and the GangPlacer places what fits (reserved
+//    nodes stay off limits, queue capabilities hold). At most
+//    `maxGrowPerCycle` tasks per cycle.
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/actions/action.h"
+#include "scheduler/actions/placement.h"
+#include "scheduler/statement.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+int64_t PerTaskGpus(const Job& j) {
+  int64_t g = 0;
+  for (const Task& t : j.tasks()) {
+    if (t.state == TaskState::kPending && j.gpu(t.index).whole()) g = std::max<int64_t>(g, j.gpu(t.index).count);
+  }
+  return g;
+}
+
+// A hard-topology job's members all inside one domain of its tier.
+bool InItsDomain(const State& st, const Job& j) {
+  const JobSpec& spec = j.spec();
+  const topology::Cluster& c = st.cluster();
+  if (spec.topology_mode != TopologyMode::kHard || spec.highest_tier > c.num_tiers()) return true;
+  std::optional<uint32_t> domain;
+  for (const Task& t : j.tasks()) {
+    if (!HoldsNode(t.state)) continue;
+    const uint32_t d = spec.highest_tier == 0 ? t.node.value() : c.DomainOf(t.node, spec.highest_tier).value();
+    if (domain && *domain != d) return false;
+    domain = d;
+  }
+  return true;
+}
+
+class ElasticAction : public Action {
+ public:
+  explicit ElasticAction(ElasticArgs args) : args_(args) {}
+  std::string_view name() const override { return "elastic"; }
+
+  void Execute(Session& s) override {
+    State& st = s.state();
+    if (st.free_index().TotalFree() == 0) {
+      idle_since_ = -1;
+      return;
+    }
+    if (idle_since_ < 0) idle_since_ = s.now();
+    if (s.now() - idle_since_ < args_.grow_idle_ms) return;
+    // 2. Who blocks growth.
+    int64_t largest_free = st.free_index().LargestFree(0);
+    bool blocked = false;
+    int32_t block_priority = 0;
+    for (JobId id : s.jobs()) {
+      const Job& w = st.job(id);
+      if (w.phase() != JobPhase::kInqueue || w.ReadyCount() >= w.min_member() || w.nominated()) continue;
+      if (PerTaskGpus(w) > largest_free) continue;  // could not use what is idle
+      if (!blocked || w.priority() > block_priority) block_priority = w.priority();
+      blocked = true;
+    }
+    // 3. Candidates in job order.
+    std::vector<Job*> grow;
+    for (JobId id : st.active_jobs()) {
+      Job& j = st.job(id);
+      if (!j.elastic() || j.phase() != JobPhase::kRunning) continue;
+      if (j.ReadyCount() >= j.max_member()) continue;
+      if (blocked && j.priority() <= block_priority) continue;
+      if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) continue;
+      grow.push_back(&j);
+    }
+    std::sort(grow.begin(), grow.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+    int budget = args_.max_grow > 0 ? args_.max_grow : std::numeric_limits<int>::max();
+    for (Job* j : grow) {
+      if (budget <= 0 || st.free_index().TotalFree() == 0) break;
+      const int room = j->max_member() - j->ReadyCount();
+      const int want = std::min(room, budget);
+      // Pending tasks up to what it may grow by now.
+      while (j->Count(TaskState::kPending) < want) st.AddTask(*j, j->task(j->tasks().size() - 1).role);
+      const int before = j->ReadyCount();
+      Statement stmt(s);
+      GangPlacer placer(s, ReservationUse::kNone, &stmt);
+      if (placer.Place(*j, want).kind != PlaceOutcome::Kind::kPlaced || !InItsDomain(st, *j)) continue;
+      if (stmt.Commit().ok()) budget -= j->ReadyCount() - before;
+    }
+  }
+
+ private:
+  ElasticArgs args_;
+  Timestamp idle_since_ = -1;
+};
+
+}  // namespace
+
+absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args) {
+  ElasticArgs out;
+  auto secs = [&](std::string_view key, Timestamp def) -> absl::StatusOr<Timestamp> {
+    auto v = args.Double(key, static_cast<double>(def) / 1000.0);
+    if (!v.ok()) return v.status();
+    if (!(*v >= 0) || *v > 1e9) return args.Error(key, "must be a number of seconds >= 0");
+    return static_cast<Timestamp>(*v * 1000.0);
+  };
+  auto idle = secs("growIdle", out.grow_idle_ms);
+  if (!idle.ok()) return idle.status();
+  auto cooldown = secs("cooldown", out.cooldown_ms);
+  if (!cooldown.ok()) return cooldown.status();
+  auto cap = args.Int("maxGrowPerCycle", out.max_grow);
+  if (!cap.ok()) return cap.status();
+  if (*cap < 0 || *cap > 1'000'000) return args.Error("maxGrowPerCycle", "must be an integer in [0, 1000000] (0: no limit)");
+  if (auto s = args.Finish(); !s.ok()) return s;
+  out.grow_idle_ms = *idle;
+  out.cooldown_ms = *cooldown;
+  out.max_grow = static_cast<int>(*cap);
+  return out;
+}
+
+std::unique_ptr<Action> NewElasticAction(ElasticArgs args) { return std::make_unique<ElasticAction>(args); }
+
+}  // namespace ringmaster::scheduler

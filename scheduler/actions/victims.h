@@ -1,0 +1,100 @@
+// Victim selection for preempt and reclaim: which running tasks to stop so
+// that one waiting gang can start, at the least cost, and only when it helps.
+//
+// Algorithm for one preemptor P (a gang below its minimum):
+//   1. Units: every eligible running job V offers shrink units (one surplus
+//      member each, while V stays at or above its minimum) and one whole-job
+//      unit (all it holds: taking a member below the minimum takes the gang).
+//      Eligible: the mode's rule (preempt: same queue, strictly lower
+//      priority; reclaim: another queue above its deserved share, for a
+//      queue below its own, never under a guarantee), the plugins'
+//      Preemptable / Reclaimable answer, past its cooldown, and not a job P
+//      itself yielded to (docs/PREEMPTION.md rule 4).
+//   2. Cost, cheapest first: shrink units before whole jobs; then lower
+//      priority, less work lost since the last checkpoint, younger (later
+//      start, then later submission); ties by job id and task index, later
+//      first.
+//   3. Scope: the domains P may land in (its hard-topology tier, else the
+//      whole cluster). In each, a heap over nodes takes the cheapest next
+//      step that lets one more of P's tasks fit on a node, until the minimum
+//      fits by GPU count. The scope with the fewest whole-job evictions, then
+//      the cheapest worst unit, then the fewest units wins; at most
+//      kMaxDomainTries scopes per preemptor.
+//   4. Simulate: inside one Statement the chosen units are vacated and P is
+//      placed by the same GangPlacer allocate uses. Units with no task on a
+//      node P landed on are dropped and the placement retried without them.
+//      Commit only when P is placed; otherwise nothing is evicted.
+//   5. Graceful: with a grace period the victims go to Releasing with that
+//      deadline and P is pipelined (held) onto their GPUs until they are
+//      gone; without one they are released and P binds in this cycle.
+#ifndef RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
+#define RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/plugin.h"
+#include "scheduler/session.h"
+
+namespace ringmaster::scheduler {
+
+// The policy arguments preempt and reclaim share (configurations[].arguments).
+struct EvictionArgs {
+  Timestamp grace_ms = 30'000;     // gracePeriod (s): victims must be gone by then
+  Timestamp cooldown_ms = 300'000;  // cooldown (s): min time a job runs (since start or resize) before it may be a victim again
+  int max_evictions = 64;           // maxEvictionsPerCycle: tasks stopped per cycle by this action (0: no limit)
+};
+absl::StatusOr<EvictionArgs> ReadEvictionArgs(const PluginArgs& args);
+
+enum class EvictMode { kPreempt, kReclaim };
+
+class VictimPicker {
+ public:
+  VictimPicker(Session& session, EvictMode mode, const EvictionArgs& args);
+
+  // Tries to start `preemptor`'s gang minimum by evicting victims. True when
+  // it committed (P bound now, or held for its releasing victims).
+  bool TryFor(Job& preemptor);
+
+ private:
+  // Cost key: smaller is cheaper.
+  using Cost = std::tuple<int, int32_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
+  struct Unit {
+    Job* job = nullptr;
+    std::vector<uint32_t> tasks;
+    bool shrink = false;
+    Cost cost;
+  };
+  struct Choice {
+    std::vector<int> units;  // indices into units_
+    Cost worst;
+    int whole = 0;  // whole-job units
+    bool ok = false;
+  };
+  // Units of the running jobs P may take from, cheapest first.
+  std::vector<Unit> UnitsFor(const Job& p);
+  bool Eligible(const Job& p, const Job& v) const;
+  // Whether taking `take` from v's queue keeps reclaim's rules.
+  bool ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const;
+  Choice ChooseIn(const Job& p, int64_t per_task, int need, int tier, topology::DomainId domain,
+                  const std::vector<Unit>& units);
+  // Vacates `chosen` and places P in one statement; true when committed.
+  // With `minimize`, retries once without the units that turned out unneeded.
+  bool Apply(Job& p, const std::vector<Unit>& units, std::vector<int> chosen, bool minimize);
+  std::string Reason(const Job& p, const Unit& u) const;
+
+  Session& s_;
+  EvictMode mode_;
+  EvictionArgs args_;
+  int evicted_ = 0;
+  // Plugins' victim answers per (queue, priority) of the preemptor: they
+  // depend on nothing else of it.
+  std::map<std::pair<uint32_t, int32_t>, std::vector<TaskRef>> allowed_;
+};
+
+}  // namespace ringmaster::scheduler
+
+#endif  // RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_

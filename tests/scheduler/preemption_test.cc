@@ -1,0 +1,351 @@
+// Preempt, reclaim and elastic, each scenario one that users of other gang
+// schedulers report going wrong, written so that a scheduler without the rule
+// fails it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tests/support/builders.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::Eviction;
+using scheduler::JobPhase;
+using scheduler::MembershipChange;
+using scheduler::TaskState;
+
+// Every action on, no grace period, no cooldown, growth at once.
+std::string Policy(const std::string& grace = "0", const std::string& extra = "") {
+  return R"(actions: "enqueue, allocate, preempt, reclaim, elastic, backfill"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: )" + grace + R"(, cooldown: 0}
+- name: reclaim
+  arguments: {gracePeriod: )" + grace + R"(, cooldown: 0}
+- name: elastic
+  arguments: {growIdle: 0, cooldown: 0}
+)" + extra;
+}
+
+int Count(const scheduler::Decisions& d, Eviction::Kind k) {
+  int n = 0;
+  for (const auto& e : d.evictions) n += e.kind == k;
+  return n;
+}
+
+TEST(Preempt, HighPriorityTwoNodeGangStartsByEvictingOneLowPriorityJob) {
+  // 4 nodes x 8 GPUs. Three 8-GPU low-priority jobs hold nodes 0-2; node 3 is
+  // idle. A priority-10 gang of 2 x 8 GPUs needs one more node: one victim.
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  for (int i = 0; i < 3; ++i) h.Submit(JobBuilder("low" + std::to_string(i)).GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("urgent").Gang(2).GpusPerTask(8).Priority(10).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("urgent")) << h.job("urgent").pending_reason();
+  ASSERT_EQ(d.evictions.size(), 1u) << "one 8-GPU job is the least sufficient victim set";
+  EXPECT_EQ(d.evictions[0].kind, Eviction::Kind::kEvict);
+  EXPECT_EQ(d.evictions[0].preemptor, "urgent");
+  EXPECT_NE(d.evictions[0].reason.find("preempt"), std::string::npos) << d.evictions[0].reason;
+  // The youngest of the equal-priority victims goes: they started together,
+  // low2 was submitted last.
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "low2");
+  EXPECT_EQ(h.job("low2").phase(), JobPhase::kInqueue) << "evicted whole, waits again";
+}
+
+TEST(Preempt, EqualPriorityNeverPreempts) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("a").Gang(2).GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_FALSE(h.Running("b"));
+}
+
+TEST(Preempt, ThirtyTwoTaskGangStartsInOneCycleByShrinkingOnly) {
+  // 16 nodes x 8 GPUs = 128 GPUs, all held by 8 elastic jobs of 16 x 1 GPU
+  // (min 4): 8 x 12 = 96 surplus members. A 32 x 1 GPU gang at priority 10
+  // needs 32 GPUs: shrinking alone makes room, so no job is evicted whole.
+  EngineHarness h(ClusterBuilder().Racks(4).NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  for (int i = 0; i < 8; ++i) {
+    h.Submit(JobBuilder("el" + std::to_string(i)).Gang(16).Elastic(4, 16).GpusPerTask(1).Build());
+  }
+  h.Cycle();
+  ASSERT_EQ(h.state().free_index().TotalFree(), 0);
+  h.Submit(JobBuilder("big").Gang(32).GpusPerTask(1).Priority(10).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("big")) << h.job("big").pending_reason();
+  EXPECT_EQ(Count(d, Eviction::Kind::kEvict), 0) << "zero whole-job evictions";
+  EXPECT_EQ(Count(d, Eviction::Kind::kShrink), 32) << "exactly the 32 GPUs it needs";
+  for (int i = 0; i < 8; ++i) {
+    const auto& j = h.job("el" + std::to_string(i));
+    EXPECT_EQ(j.phase(), JobPhase::kRunning);
+    EXPECT_GE(j.ReadyCount(), 4) << "never below its minimum";
+  }
+  // Every shrunk job got a new generation without its leavers.
+  std::set<std::string> shrunk;
+  for (const auto& m : d.membership) {
+    if (m.kind == MembershipChange::Kind::kShrink) shrunk.insert(m.job_name);
+  }
+  std::set<std::string> victims;
+  for (const auto& e : d.evictions) victims.insert(h.state().job(e.job).name());
+  EXPECT_EQ(shrunk, victims);
+}
+
+TEST(Preempt, TakingBelowTheMinimumTakesTheWholeGang) {
+  // One node of 8 GPUs: an elastic job 8 x 1 GPU, min 6 (2 surplus). A
+  // priority gang of 4 x 1 GPU cannot be served by shrinking (2 < 4): the
+  // whole elastic job goes, never left at 4 of its minimum 6.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("el").Gang(8).Elastic(6, 8).GpusPerTask(1).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("hp").Gang(4).GpusPerTask(1).Priority(5).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("hp"));
+  EXPECT_EQ(h.job("el").phase(), JobPhase::kInqueue);
+  EXPECT_EQ(Count(d, Eviction::Kind::kEvict), 8);
+  EXPECT_EQ(Count(d, Eviction::Kind::kShrink), 0);
+}
+
+TEST(Preempt, NothingIsEvictedWhenThePreemptorStillCannotStart) {
+  // 2 nodes x 8: low-priority jobs fill them. A hard-topology gang needs 24
+  // GPUs in one rack of 16: evicting everything would not help.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("low").Gang(2).GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("huge").Gang(3).GpusPerTask(8).Priority(10).Hard(1).Build());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_TRUE(h.Running("low"));
+}
+
+TEST(Preempt, HardTopologyVictimsLieInTheDomainThePreemptorLandsIn) {
+  // 2 racks x 2 nodes x 8 GPUs. Rack 0: two low-priority 8-GPU jobs. Rack 1:
+  // one low-priority 8-GPU job and one idle node. A 2 x 8 gang that must stay
+  // in one rack needs one victim, in rack 1 (where a node is idle).
+  EngineHarness h(ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  for (int i = 0; i < 3; ++i) h.Submit(JobBuilder("low" + std::to_string(i)).GpusPerTask(8).Build());
+  h.Cycle();
+  std::set<uint32_t> used_racks;
+  h.Submit(JobBuilder("gang").Gang(2).GpusPerTask(8).Priority(10).Hard(1).Build());
+  auto d = h.Cycle();
+  ASSERT_TRUE(h.Running("gang"));
+  ASSERT_EQ(d.evictions.size(), 1u);
+  const auto& c = h.state().cluster();
+  std::set<uint32_t> racks;
+  for (const auto& t : h.job("gang").tasks()) racks.insert(c.DomainOf(t.node, 1).value());
+  ASSERT_EQ(racks.size(), 1u);
+  EXPECT_EQ(c.DomainOf(d.evictions[0].node, 1).value(), *racks.begin());
+}
+
+TEST(Preempt, GracePeriodHoldsThePreemptorUntilVictimsRelease) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy("30")));
+  h.Submit(JobBuilder("low").GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("hp").GpusPerTask(8).Priority(1).Build());
+  const scheduler::Timestamp t0 = h.clock().Now();
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].deadline, t0 + 30'000) << "stop by the grace period's end";
+  EXPECT_TRUE(d.binds.empty()) << "GPUs count as free only once released";
+  EXPECT_TRUE(h.job("hp").nominated());
+  EXPECT_EQ(h.job("hp").task(0).state, TaskState::kPipelined);
+  EXPECT_EQ(h.job("low").task(0).state, TaskState::kReleasing);
+  EXPECT_EQ(h.engine().ExpectedStart(h.engine().FindJob("hp")), t0 + 30'000);
+  // A third job does not slip in while the victim releases.
+  h.Submit(JobBuilder("other").GpusPerTask(8).Priority(1).Build());
+  EXPECT_TRUE(h.Cycle().binds.empty());
+  // The victim's process exits: the preemptor binds in the next cycle.
+  ASSERT_TRUE(h.engine().TaskReleased(h.engine().FindJob("low"), 0).ok());
+  d = h.Cycle();
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(h.state().job(d.binds[0].job).name(), "hp");
+  EXPECT_TRUE(h.Running("hp"));
+  EXPECT_FALSE(h.Running("other"));
+}
+
+TEST(Preempt, AVictimStillThereAtItsDeadlineIsReleasedByTheEngine) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy("5")));
+  h.Submit(JobBuilder("low").GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("hp").GpusPerTask(8).Priority(1).Build());
+  h.Cycle();
+  const scheduler::Timestamp deadline = h.engine().NextDeadline();
+  ASSERT_GT(deadline, 0);
+  while (h.clock().Now() < deadline) {
+    EXPECT_FALSE(h.Running("hp")) << "before the deadline " << deadline;
+    h.Cycle();
+  }
+  h.Cycle();
+  EXPECT_TRUE(h.Running("hp"));
+}
+
+TEST(Preempt, CooldownProtectsAJobThatJustStarted) {
+  auto policy = PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, backfill"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 60}
+)");
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), policy);
+  h.Submit(JobBuilder("low").GpusPerTask(8).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("hp").GpusPerTask(8).Priority(1).Build());
+  int cycles = 1;
+  while (!h.Running("hp") && cycles < 200) {
+    h.Cycle();
+    ++cycles;
+  }
+  EXPECT_TRUE(h.Running("hp"));
+  EXPECT_GE(cycles, 59) << "the victim ran at least its 60 s cooldown";
+}
+
+TEST(Preempt, PerCycleEvictionCapBoundsTheChurn) {
+  auto policy = PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, backfill"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0, maxEvictionsPerCycle: 2}
+)");
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), policy);
+  for (int i = 0; i < 4; ++i) h.Submit(JobBuilder("low" + std::to_string(i)).GpusPerTask(8).Build());
+  h.Cycle();
+  for (int i = 0; i < 4; ++i) h.Submit(JobBuilder("hp" + std::to_string(i)).GpusPerTask(8).Priority(1).Build());
+  for (int c = 0; c < 4; ++c) EXPECT_LE(h.Cycle().evictions.size(), 2u);
+}
+
+TEST(Reclaim, TwoEqualQueuesDoNotEvictEachOtherInALoop) {
+  // Two equal-weight queues, each with far more 8-GPU jobs than 32 GPUs hold.
+  // Queue a takes the whole cluster first; b arrives and reclaims up to its
+  // deserved half (16 GPUs: 2 jobs). Then nothing moves for 10,000 cycles.
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
+- {name: a, weight: 1}
+- {name: b, weight: 1}
+)")), /*check_invariants=*/false);
+  for (int i = 0; i < 8; ++i) h.Submit(JobBuilder("a" + std::to_string(i)).Queue("a").GpusPerTask(8).Build());
+  h.Cycle();
+  for (int i = 0; i < 8; ++i) h.Submit(JobBuilder("b" + std::to_string(i)).Queue("b").GpusPerTask(8).Build());
+  int evictions = 0;
+  for (int c = 0; c < 10'000; ++c) evictions += static_cast<int>(h.Cycle().evictions.size());
+  EXPECT_LE(evictions, 2) << "b takes back its share once; no ping-pong";
+  const auto& st = h.state();
+  EXPECT_EQ(st.queue_usage(scheduler::QueueId(*st.queues().Find("b"))).allocated.gpu_milli(), 16'000);
+  EXPECT_EQ(st.queue_usage(scheduler::QueueId(*st.queues().Find("a"))).allocated.gpu_milli(), 16'000);
+}
+
+TEST(Reclaim, NeverTakesAQueueBelowItsGuarantee) {
+  // a has a 16-GPU guarantee and holds exactly 16; b (weight 3) wants more.
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
+- {name: a, weight: 1, guarantee: {gpu: 16}}
+- {name: b, weight: 3}
+)")));
+  for (int i = 0; i < 2; ++i) h.Submit(JobBuilder("a" + std::to_string(i)).Queue("a").GpusPerTask(8).Build());
+  for (int i = 0; i < 2; ++i) h.Submit(JobBuilder("b" + std::to_string(i)).Queue("b").GpusPerTask(8).Build());
+  h.Cycle();
+  for (int i = 2; i < 6; ++i) h.Submit(JobBuilder("b" + std::to_string(i)).Queue("b").GpusPerTask(8).Build());
+  for (int c = 0; c < 20; ++c) EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_TRUE(h.Running("a0") && h.Running("a1"));
+}
+
+TEST(Starvation, A64GpuGangIsNotStarvedByAStreamOfOneGpuJobs) {
+  // 8 nodes x 8 GPUs. A new 1-GPU job (10 s walltime) arrives every second;
+  // a 64-GPU gang arrives at t=5 s. The reservation keeps the small jobs from
+  // refilling what the gang waits for: it starts once the running ones end.
+  EngineHarness h(ClusterBuilder().NodesPerRack(8).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  std::map<scheduler::JobId, scheduler::Timestamp> ends;
+  int next = 0;
+  scheduler::Timestamp started = -1, predicted = -1;
+  for (int t = 0; t < 120 && started < 0; ++t) {
+    for (int k = 0; k < 8; ++k) {
+      h.Submit(JobBuilder("s" + std::to_string(next++)).GpusPerTask(1).Walltime(10'000).Build());
+    }
+    if (t == 5) h.Submit(JobBuilder("gang").Gang(8).GpusPerTask(8).Build());
+    for (auto it = ends.begin(); it != ends.end();) {
+      if (it->second <= h.clock().Now()) {
+        ASSERT_TRUE(h.engine().FinishJob(it->first, true).ok());
+        it = ends.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto d = h.Cycle();
+    for (const auto& b : d.binds) {
+      if (h.state().job(b.job).name() != "gang") ends[b.job] = h.clock().Now() - 1000 + 10'000;
+    }
+    if (t == 6) predicted = h.engine().ExpectedStart(h.engine().FindJob("gang"));
+    if (t >= 5 && h.Running("gang")) started = h.clock().Now() - 1000;
+  }
+  ASSERT_GE(started, 0) << "the gang starved: " << h.job("gang").pending_reason();
+  EXPECT_LE(started, 5'000 + 12'000) << "bounded by the small jobs' walltime";
+  ASSERT_GE(predicted, 0) << "a waiting gang gets an expected start";
+  EXPECT_LE(started, predicted + 1'000) << "it started no later than the engine said";
+}
+
+TEST(Elastic, GrowsBackToItsMaximumAfterTheHighPriorityJobEnds) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("el").Gang(8).Elastic(2, 8).GpusPerTask(2).Build());
+  h.Cycle();
+  ASSERT_EQ(h.job("el").ReadyCount(), 8);
+  h.Submit(JobBuilder("hp").Gang(2).GpusPerTask(4).Priority(10).Build());
+  auto d = h.Cycle();
+  ASSERT_TRUE(h.Running("hp"));
+  EXPECT_EQ(h.job("el").ReadyCount(), 4) << "shrunk by exactly the 8 GPUs hp needs";
+  EXPECT_EQ(Count(d, Eviction::Kind::kEvict), 0);
+  const int64_t gen = h.job("el").generation();
+  ASSERT_TRUE(h.engine().FinishJob(h.engine().FindJob("hp"), true).ok());
+  d = h.Cycle();
+  EXPECT_EQ(h.job("el").ReadyCount(), 8) << "grew back into the idle GPUs";
+  ASSERT_EQ(d.membership.size(), 1u);
+  EXPECT_EQ(d.membership[0].kind, MembershipChange::Kind::kGrow);
+  EXPECT_GT(d.membership[0].generation, gen);
+  EXPECT_EQ(d.membership[0].members.size(), 8u);
+}
+
+TEST(Elastic, DoesNotGrowWhileAMoreDeservingGangWaits) {
+  // el (priority 0) could grow into 4 idle GPUs, but a priority-5 gang that
+  // could use them waits (it needs 8): growth would starve it.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, elastic, backfill"
+configurations:
+- name: elastic
+  arguments: {growIdle: 0, cooldown: 0}
+)"));
+  h.Submit(JobBuilder("el").Gang(4).Elastic(2, 8).GpusPerTask(1).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("wait").Gang(8).GpusPerTask(1).Priority(5).Build());
+  for (int c = 0; c < 5; ++c) h.Cycle();
+  EXPECT_EQ(h.job("el").ReadyCount(), 4);
+}
+
+TEST(Elastic, WaitsForGpusToBeIdleForGrowIdle) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, elastic"
+configurations:
+- name: elastic
+  arguments: {growIdle: 10, cooldown: 0}
+)"));
+  h.Submit(JobBuilder("el").Gang(4).Elastic(2, 8).GpusPerTask(1).Build());
+  int cycles = 0;
+  while (h.job("el").ReadyCount() < 8 && cycles < 100) {
+    h.Cycle();
+    ++cycles;
+  }
+  EXPECT_EQ(h.job("el").ReadyCount(), 8);
+  EXPECT_GE(cycles, 10) << "idle 10 s (one cycle per second) before growing";
+}
+
+TEST(Livelock, AJobShrunkForAnotherNeverTakesFromIt) {
+  // Queue a: el (elastic) is shrunk by reclaim for b's job. Then b's share
+  // drops and a's rises so that reclaim would point the other way: el must
+  // not take back from the job it yielded to.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
+- {name: a, weight: 1}
+- {name: b, weight: 1}
+)")));
+  h.Submit(JobBuilder("el").Queue("a").Gang(16).Elastic(4, 16).GpusPerTask(1).Build());
+  h.Cycle();
+  h.Submit(JobBuilder("bj").Queue("b").Gang(8).GpusPerTask(1).Build());
+  auto d = h.Cycle();
+  ASSERT_TRUE(h.Running("bj"));
+  ASSERT_FALSE(d.evictions.empty());
+  EXPECT_TRUE(h.job("el").YieldedTo(h.engine().FindJob("bj")));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
