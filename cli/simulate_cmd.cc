@@ -1,16 +1,31 @@
-// `ringmaster simulate --protocol fgd ...`: the FGD experiment protocol
-// (simulator/fgd_protocol.h) on an openb node list and pod list. Writes
-// OUT/summary.json and OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+// `ringmaster simulate`: replays a workload on a simulated cluster through
+// the engine. Two modes:
+//   * trace replay (simulator/replay.h): --trace FILE [--format F] CLUSTER
+//     [--policy FILE] [--seed S] [--out DIR] [--check] [--quiet]; writes
+//     DIR/summary.json, jobs.csv and timeline.csv and prints a summary;
+//   * --protocol fgd: the FGD experiment protocol (simulator/fgd_protocol.h)
+//     on an openb node list and pod list; writes OUT/summary.json and
+//     OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "plugins/registry.h"
+#include "scheduler/policy.h"
 #include "simulator/fgd_protocol.h"
+#include "simulator/replay.h"
+#include "simulator/replay_report.h"
+#include "simulator/trace.h"
 #include "topology/node_lists.h"
 
 namespace ringmaster::cli {
@@ -18,7 +33,13 @@ namespace {
 
 struct SimulateFlags {
   std::string protocol;
-  std::string nodes;
+  std::string format = "auto";
+  std::string policy;
+  bool check = false;
+  bool quiet = false;
+  double cycle_period_s = 1;
+  double comm_fraction = 0.1;
+  ClusterFlags cluster;
   std::string trace;
   std::string placement = "fgd";
   double tune = 1.3;
@@ -43,6 +64,18 @@ std::string Quote(const std::string& s) {
   return o + "\"";
 }
 
+// The FGD protocol's openb node list: --cluster FILE, or the older --nodes
+// FILE. Prints why and returns "" when neither names a file.
+std::string FgdNodeList(const SimulateFlags& f) {
+  const std::string& file = f.cluster.cluster_file.empty() ? f.cluster.nodes : f.cluster.cluster_file;
+  if (file.empty() || !std::filesystem::is_regular_file(file)) {
+    std::cerr << "--protocol fgd: give the openb node list with --cluster FILE\n";
+    return "";
+  }
+  if (f.cluster.cluster_file.empty()) std::cerr << "--nodes FILE is deprecated; use --cluster " << file << "\n";
+  return file;
+}
+
 int RunFgd(const SimulateFlags& f) {
   auto policy = topology::ParseSharePolicy(f.placement);
   if (!policy.ok()) {
@@ -53,7 +86,9 @@ int RunFgd(const SimulateFlags& f) {
     std::cerr << "--tune: must be in (0, 10]\n";
     return 2;
   }
-  auto nodes = topology::ReadOpenbNodeList(f.nodes);
+  const std::string nodes_file = FgdNodeList(f);
+  if (nodes_file.empty()) return 2;
+  auto nodes = topology::ReadOpenbNodeList(nodes_file);
   if (!nodes.ok()) {
     std::cerr << nodes.status().message() << "\n";
     return 2;
@@ -79,6 +114,10 @@ int RunFgd(const SimulateFlags& f) {
     std::cerr << r.status().message() << "\n";
     return 1;
   }
+  if (f.out.empty()) {
+    std::cerr << "--out: required with --protocol fgd\n";
+    return 2;
+  }
   std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
   if (ec) {
@@ -89,7 +128,7 @@ int RunFgd(const SimulateFlags& f) {
   summary << "{\n"
           << absl::StrFormat("  \"protocol\": \"fgd\",\n  \"driver\": \"%s\",\n  \"placement\": \"%s\",\n",
                              f.driver, topology::SharePolicyName(*policy))
-          << "  \"nodes_file\": " << Quote(f.nodes) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
+          << "  \"nodes_file\": " << Quote(nodes_file) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
           << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
           << (f.driver == "engine"
                   ? absl::StrFormat("  \"nodes_to_score\": %d,\n  \"half_life\": %d,\n  \"relearn_pct\": %d,\n",
@@ -116,61 +155,220 @@ int RunFgd(const SimulateFlags& f) {
   return 0;
 }
 
+// A progress bar with ETA on stderr, drawn at most every 0.2 s once the run
+// has taken a second.
+class ProgressBar {
+ public:
+  void Update(int64_t done, int64_t total) {
+    const double elapsed = Elapsed();
+    if (elapsed < 1 || elapsed - last_ < 0.2 || total == 0) return;
+    last_ = elapsed;
+    const double frac = static_cast<double>(done) / total;
+    const int filled = static_cast<int>(frac * 30);
+    const double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(30 - filled, '.') << "] "
+              << absl::StrFormat("%5.1f%%  %d/%d jobs  ETA %.0f s ", frac * 100, done, total, eta) << std::flush;
+    drawn_ = true;
+  }
+  ~ProgressBar() {
+    if (drawn_) std::cerr << "\r" << std::string(70, ' ') << "\r" << std::flush;
+  }
+
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double last_ = 0;
+  bool drawn_ = false;
+};
+
+void PrintSummary(const simulator::ReplayResult& r, const simulator::RunInfo& info) {
+  const simulator::ReplayStats s = simulator::StatsOf(r);
+  std::cout << absl::StrFormat("trace %s (%s) on %d GPUs, policy %s, seed %d\n", info.trace, info.format,
+                               r.total_gpus, info.policy, info.seed)
+            << absl::StrFormat("jobs         %d total, %d completed, %d never finished\n", s.jobs_total,
+                               s.jobs_completed, s.jobs_total - s.jobs_completed - s.jobs_failed)
+            << absl::StrFormat("JCT          avg %.1f s, p50 %.1f, p95 %.1f, p99 %.1f\n", s.avg_jct_s, s.p50_jct_s,
+                               s.p95_jct_s, s.p99_jct_s)
+            << absl::StrFormat("queue delay  avg %.1f s, p99 %.1f\n", s.avg_queue_delay_s, s.p99_queue_delay_s)
+            << absl::StrFormat("makespan     %.1f s, GPU allocation %.2f%%, cross-tier jobs %d\n", s.makespan_s,
+                               s.gpu_alloc_ratio * 100, s.cross_tier_jobs)
+            << absl::StrFormat("stops        %d evictions (%d preemptions), %d shrinks, %d grows\n", s.evictions,
+                               s.preemptions, s.shrinks, s.grows)
+            << absl::StrFormat("engine       %d cycles, %d events in %.3f s wall (%.0f events/s)\n", r.cycles,
+                               r.events, info.sim_wall_s, info.sim_wall_s > 0 ? r.events / info.sim_wall_s : 0);
+}
+
+absl::StatusOr<scheduler::Policy> LoadPolicy(const std::string& file) {
+  if (file.empty()) return scheduler::DefaultPolicy();
+  std::vector<queue::ConfigError> errors;
+  return scheduler::LoadPolicyFile(file, plugins::BuiltinRegistry(), &errors);
+}
+
+int RunReplay(const SimulateFlags& f) {
+  auto format = simulator::ParseTraceFormat(f.format);
+  if (!format.ok()) {
+    std::cerr << "--format: " << format.status().message() << "\n";
+    return 2;
+  }
+  std::string notes;
+  auto cluster = BuildCluster(f.cluster, &notes);
+  std::cerr << notes;
+  if (!cluster.ok()) {
+    std::cerr << cluster.status().message() << "\n";
+    return 2;
+  }
+  auto policy = LoadPolicy(f.policy);
+  if (!policy.ok()) {
+    std::cerr << policy.status().message() << "\n";
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto text = topology::ReadTextFile(f.trace);
+  if (!text.ok()) {
+    std::cerr << text.status().message() << "\n";
+    return 2;
+  }
+  if (*format == simulator::TraceFormat::kAuto) {
+    format = simulator::DetectTraceFormat(*text, f.trace);
+    if (!format.ok()) {
+      std::cerr << format.status().message() << "\n";
+      return 2;
+    }
+  }
+  auto trace = simulator::ParseTrace(*text, f.trace, *format);
+  if (!trace.ok()) {
+    std::cerr << trace.status().message() << "\n";
+    return 2;
+  }
+  simulator::ReplayOptions o;
+  o.seed = f.seed;
+  o.check = f.check;
+  o.cycle_period_s = f.cycle_period_s;
+  o.comm_fraction = f.comm_fraction;
+  std::optional<ProgressBar> bar;
+  if (!f.quiet && isatty(STDERR_FILENO)) {
+    bar.emplace();
+    o.progress = [&bar](int64_t, int64_t done, int64_t total) { bar->Update(done, total); };
+  }
+  auto r = simulator::Replay(*std::move(cluster), *std::move(policy), *trace, f.trace, o);
+  bar.reset();
+  if (!r.ok()) {
+    std::cerr << r.status().message() << "\n";
+    return 2;
+  }
+  const simulator::RunInfo info{
+      f.trace,
+      std::string(simulator::TraceFormatName(*format)),
+      f.policy.empty() ? "default" : f.policy, f.seed,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  if (!f.out.empty()) {
+    if (auto s = simulator::WriteReplayOutputs(f.out, *r, info); !s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+  }
+  PrintSummary(*r, info);
+  if (r->violation) {
+    std::cerr << absl::StrFormat("invariant broken after cycle %d at t=%.3f s: %s\njobs of that cycle: %s\n",
+                                 r->violation->cycle, r->violation->time_ms / 1000.0, r->violation->message,
+                                 absl::StrJoin(r->violation->jobs, ", "));
+    return 1;
+  }
+  if (f.check) std::cout << "invariants: ok after every cycle\n";
+  return 0;
+}
+
+void AddFgdFlags(CLI::App& sim, SimulateFlags& f) {
+  sim.add_option("--placement", f.placement, "fgd protocol: fgd, bestfit, dotprod, gpuclustering, gpupacking or random");
+  sim.add_option("--tune", f.tune, "fgd protocol: arrivals stop at this multiple of GPU capacity (1.3)");
+  sim.add_option("--driver", f.driver,
+                 "fgd protocol. engine: one cycle of ringmaster's scheduler::Engine with the gpu-share plugin "
+                 "per pod (default); direct: the FGD authors' loop, every node scored with the "
+                 "policy functions (a fidelity replay)")
+      ->check(CLI::IsMember({"direct", "engine"}));
+  sim.add_option("--ties", f.ties,
+                 "direct driver: lowest (lowest node index; default) or random (seeded draw among "
+                 "the equal best nodes, as upstream Kubernetes)")
+      ->check(CLI::IsMember({"random", "lowest"}));
+  sim.add_option("--fgd-score", f.fgd_score,
+                 "direct driver, placement fgd: authors (integer sigmoid score 0..100 as the "
+                 "authors' plugin) or exact (the exact fragmentation gradient; default)")
+      ->check(CLI::IsMember({"authors", "exact"}));
+  sim.add_option("--typical-pct", f.typical_pct,
+                 "FGD's workload: the most popular task classes covering this % of the pod list "
+                 "(100: all, default; the FGD authors' runs: 95)")
+      ->check(CLI::Range(1.0, 100.0));
+  sim.add_option("--relearn-pct", f.relearn_pct,
+                 "engine driver: gpu-share rebuilds its workload model once the pods seen since "
+                 "reach this % of those it was built from (0: on every pod; default)")
+      ->check(CLI::Range(0, 100));
+  sim.add_option("--half-life", f.half_life,
+                 "engine driver: gpu-share's halfLife, in pods (1, default; 0: never forget)")
+      ->check(CLI::Range(0, 1000000));
+  sim.add_option("--nodes-to-score", f.nodes_to_score,
+                 "engine driver: the policy's nodesToScore (16, default; 0: every feasible node)")
+      ->check(CLI::Range(0, 1000000));
+}
+
+// An option of one mode (or driver) given to the other would be silently
+// ignored: refuse it. Returns the exit code (0: fine).
+int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
+  const bool fgd = !f.protocol.empty();
+  const bool engine = f.driver == "engine";
+  const std::vector<const char*> fgd_only = {"--placement", "--tune", "--driver", "--ties", "--fgd-score",
+                                             "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
+  const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--quiet", "--cycle-period",
+                                                "--comm-fraction", "--gpus-per-node", "--nodes-per-rack",
+                                                "--racks-per-spine"};
+  for (const char* opt : fgd ? replay_only : fgd_only) {
+    if (sim.count(opt) > 0) {
+      std::cerr << opt << (fgd ? ": applies to a trace replay only (not --protocol fgd)\n"
+                               : ": applies to --protocol fgd only\n");
+      return 2;
+    }
+  }
+  if (!fgd) return 0;
+  for (const char* opt : engine ? std::vector<const char*>{"--ties", "--fgd-score", "--typical-pct"}
+                                : std::vector<const char*>{"--relearn-pct", "--half-life", "--nodes-to-score"}) {
+    if (sim.count(opt) > 0) {
+      std::cerr << opt << ": applies to --driver " << (engine ? "direct" : "engine") << " only\n";
+      return 2;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterSimulateCommand(CLI::App& app) {
   auto f = std::make_shared<SimulateFlags>();
-  CLI::App* sim = app.add_subcommand("simulate", "replay a workload on a simulated cluster");
-  sim->add_option("--protocol", f->protocol, "experiment protocol: fgd (FGD, ATC'23)")
-      ->required()
-      ->check(CLI::IsMember({"fgd"}));
-  sim->add_option("--nodes", f->nodes, "node list (openb CSV: sn,cpu_milli,memory_mib,gpu,model)")
+  CLI::App* sim = app.add_subcommand("simulate", "replay a trace (or the FGD protocol) on a simulated cluster");
+  sim->add_option("--trace", f->trace, "trace file (docs/TRACE_FORMAT.md; with --protocol fgd an openb pod list)")
       ->required();
-  sim->add_option("--trace", f->trace, "pod list (openb CSV)")->required();
-  sim->add_option("--placement", f->placement,
-                  "fgd, bestfit, dotprod, gpuclustering, gpupacking or random");
-  sim->add_option("--tune", f->tune, "arrivals stop at this multiple of GPU capacity (1.3)");
+  sim->add_option("--format", f->format, "trace format: auto, native, philly, gavel, tiresias, alibaba2023, dlrm2025");
+  AddClusterFlags(*sim, f->cluster);
+  sim->add_option("--policy", f->policy, "policy file (YAML); built-in default when absent")->check(CLI::ExistingFile);
   sim->add_option("--seed", f->seed, "random seed (42)");
-  sim->add_option("--out", f->out, "output folder for summary.json and curve.csv")->required();
-  sim->add_option("--driver", f->driver,
-                  "engine: one cycle of ringmaster's scheduler::Engine with the gpu-share plugin "
-                  "per pod (default); direct: the FGD authors' loop, every node scored with the "
-                  "policy functions (a fidelity replay)")
-      ->check(CLI::IsMember({"direct", "engine"}));
-  sim->add_option("--ties", f->ties,
-                  "direct driver: lowest (lowest node index; default) or random (seeded draw among "
-                  "the equal best nodes, as upstream Kubernetes)")
-      ->check(CLI::IsMember({"random", "lowest"}));
-  sim->add_option("--fgd-score", f->fgd_score,
-                  "direct driver, placement fgd: authors (integer sigmoid score 0..100 as the "
-                  "authors' plugin) or exact (the exact fragmentation gradient; default)")
-      ->check(CLI::IsMember({"authors", "exact"}));
-  sim->add_option("--typical-pct", f->typical_pct,
-                  "FGD's workload: the most popular task classes covering this % of the pod list "
-                  "(100: all, default; the FGD authors' runs: 95)")
-      ->check(CLI::Range(1.0, 100.0));
-  sim->add_option("--relearn-pct", f->relearn_pct,
-                  "engine driver: gpu-share rebuilds its workload model once the pods seen since "
-                  "reach this % of those it was built from (0: on every pod; default)")
-      ->check(CLI::Range(0, 100));
-  sim->add_option("--half-life", f->half_life,
-                  "engine driver: gpu-share's halfLife, in pods (1, default; 0: never forget)")
-      ->check(CLI::Range(0, 1000000));
-  sim->add_option("--nodes-to-score", f->nodes_to_score,
-                  "engine driver: the policy's nodesToScore (16, default; 0: every feasible node)")
-      ->check(CLI::Range(0, 1000000));
+  sim->add_option("--out", f->out, "output folder (summary.json, jobs.csv, timeline.csv)");
+  sim->add_flag("--check", f->check, "check every invariant after each cycle; stop at the first violation");
+  sim->add_flag("--quiet", f->quiet, "no progress bar");
+  sim->add_option("--cycle-period", f->cycle_period_s, "seconds between scheduling cycles (1)")
+      ->check(CLI::Range(0.001, 86400.0));
+  sim->add_option("--comm-fraction", f->comm_fraction,
+                  "share of a job's step spent in all-reduce, when the trace gives none (0.1)")
+      ->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--protocol", f->protocol, "experiment protocol instead of a trace replay: fgd (FGD, ATC'23)")
+      ->check(CLI::IsMember({"fgd"}));
+  AddFgdFlags(*sim, *f);
   sim->callback([f, sim] {
-    // An option of one driver given to the other would be silently ignored.
-    const bool engine = f->driver == "engine";
-    for (const char* opt : engine ? std::vector<const char*>{"--ties", "--fgd-score", "--typical-pct"}
-                                  : std::vector<const char*>{"--relearn-pct", "--half-life", "--nodes-to-score"}) {
-      if (sim->count(opt) > 0) {
-        std::cerr << opt << ": applies to --driver " << (engine ? "direct" : "engine") << " only\n";
-        ExitCode() = 2;
-        return;
-      }
+    const bool fgd = !f->protocol.empty();
+    if (const int bad = CheckModeFlags(*sim, *f); bad != 0) {
+      ExitCode() = bad;
+      return;
     }
-    ExitCode() = RunFgd(*f);
+    ExitCode() = fgd ? RunFgd(*f) : RunReplay(*f);
   });
 }
 

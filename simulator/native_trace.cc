@@ -1,0 +1,149 @@
+// The native trace CSV: every column of docs/TRACE_FORMAT.md, read by name.
+#include "simulator/native_trace.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "simulator/trace_table.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+// Column indices (-1: absent) of the header.
+struct NativeColumns {
+  int job_id, submit, duration, queue, priority, tasks, gpus_per_task, min_tasks, max_tasks;
+  int cpu_milli, memory_mib, gpu_milli, topology_mode, highest_tier, walltime, checkpoint;
+  int gpu_model, comm_fraction;
+};
+
+absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
+  NativeColumns c{};
+  for (auto [slot, name] : {std::pair{&c.job_id, "job_id"}, {&c.submit, "submit_time_s"},
+                            {&c.duration, "duration_s"}}) {
+    auto col = t.RequireColumn(name);
+    if (!col.ok()) return col.status();
+    *slot = *col;
+  }
+  c.queue = t.Column("queue");
+  c.priority = t.Column("priority");
+  c.tasks = t.Column("tasks");
+  c.gpus_per_task = t.Column("gpus_per_task");
+  c.min_tasks = t.Column("min_tasks");
+  c.max_tasks = t.Column("max_tasks");
+  c.cpu_milli = t.Column("cpu_milli_per_task");
+  c.memory_mib = t.Column("memory_mib_per_task");
+  c.gpu_milli = t.Column("gpu_milli");
+  c.topology_mode = t.Column("topology_mode");
+  c.highest_tier = t.Column("highest_tier");
+  c.walltime = t.Column("walltime_s");
+  c.checkpoint = t.Column("checkpoint_interval_s");
+  c.gpu_model = t.Column("gpu_model");
+  c.comm_fraction = t.Column("comm_fraction");
+  return c;
+}
+
+// Sets `out` from an integer field in [lo, hi] (`def` when empty or absent).
+absl::Status IntField(const TraceTable& t, const TableRow& r, int col, std::string_view name,
+                      int64_t def, int64_t lo, int64_t hi, int64_t& out) {
+  auto v = t.Int(r, col, name, def, false);
+  if (!v.ok()) return v.status();
+  if (*v < lo || *v > hi) return t.Error(r.line, name, absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  out = *v;
+  return absl::OkStatus();
+}
+
+absl::Status ReadShape(const TraceTable& t, const TableRow& r, const NativeColumns& c, TraceJob& j) {
+  constexpr int64_t kMaxTasks = 100000;
+  int64_t tasks = 0, gpus = 0, min = 0, max = 0, prio = 0, tier = 0;
+  if (auto s = IntField(t, r, c.tasks, "tasks", 1, 1, kMaxTasks, tasks); !s.ok()) return s;
+  for (auto [col, name, def, lo, hi, out] :
+       {std::tuple{c.gpus_per_task, "gpus_per_task", int64_t{1}, int64_t{0}, int64_t{64}, &gpus},
+        {c.min_tasks, "min_tasks", tasks, 1, kMaxTasks, &min},
+        {c.max_tasks, "max_tasks", tasks, 1, kMaxTasks, &max},
+        {c.priority, "priority", 0, INT32_MIN, INT32_MAX, &prio},
+        {c.highest_tier, "highest_tier", 0, 0, 16, &tier}}) {
+    if (auto s = IntField(t, r, col, name, def, lo, hi, *out); !s.ok()) return s;
+  }
+  j.tasks = static_cast<int>(tasks);
+  j.gpus_per_task = static_cast<int>(gpus);
+  j.min_tasks = static_cast<int>(min);
+  j.max_tasks = static_cast<int>(max);
+  j.priority = static_cast<int32_t>(prio);
+  j.highest_tier = static_cast<int>(tier);
+  return absl::OkStatus();
+}
+
+absl::Status ReadResources(const TraceTable& t, const TableRow& r, const NativeColumns& c,
+                           TraceJob& j) {
+  int64_t milli = 0;
+  constexpr int64_t kBig = int64_t{1} << 40;
+  for (auto [col, name, def, hi, out] :
+       {std::tuple{c.cpu_milli, "cpu_milli_per_task", int64_t{0}, kBig, &j.cpu_milli_per_task},
+        {c.memory_mib, "memory_mib_per_task", 0, kBig, &j.memory_mib_per_task},
+        {c.gpu_milli, "gpu_milli", topology::kMilliPerGpu, topology::kMilliPerGpu, &milli}}) {
+    if (auto s = IntField(t, r, col, name, def, 0, hi, *out); !s.ok()) return s;
+  }
+  j.gpu_milli = milli;
+  auto mode = t.Text(r, c.topology_mode, "topology_mode", false);
+  if (!mode.ok()) return mode.status();
+  if (*mode == "hard") {
+    j.topology_mode = scheduler::TopologyMode::kHard;
+  } else if (*mode == "soft") {
+    j.topology_mode = scheduler::TopologyMode::kSoft;
+  } else if (!mode->empty() && *mode != "none") {
+    return t.Error(r.line, "topology_mode", absl::StrCat("'", std::string(*mode), "': expected none, soft or hard"));
+  }
+  auto model = t.Text(r, c.gpu_model, "gpu_model", false);
+  if (!model.ok()) return model.status();
+  if (!model->empty()) j.gpu_models = absl::StrSplit(std::string(*model), '|', absl::SkipEmpty());
+  return absl::OkStatus();
+}
+
+absl::Status ReadTimes(const TraceTable& t, const TableRow& r, const NativeColumns& c, TraceJob& j) {
+  for (auto [col, name, def, required, out] :
+       {std::tuple{c.submit, "submit_time_s", 0.0, true, &j.submit_s},
+        {c.duration, "duration_s", 0.0, true, &j.duration_s},
+        {c.walltime, "walltime_s", 0.0, false, &j.walltime_s},
+        {c.checkpoint, "checkpoint_interval_s", 0.0, false, &j.checkpoint_interval_s},
+        {c.comm_fraction, "comm_fraction", -1.0, false, &j.comm_fraction}}) {
+    auto v = t.Double(r, col, name, def, required);
+    if (!v.ok()) return v.status();
+    *out = *v;
+  }
+  if (c.comm_fraction >= 0 && j.comm_fraction != -1.0 && (j.comm_fraction < 0 || j.comm_fraction > 1)) {
+    return t.Error(r.line, "comm_fraction", "must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool NativeTraceReader::Recognizes(std::string_view first_line) {
+  const TraceTable t = TraceTable::Split(first_line, "", ',', true);
+  return t.Column("job_id") >= 0 && t.Column("submit_time_s") >= 0 && t.Column("duration_s") >= 0;
+}
+
+absl::StatusOr<std::vector<TraceJob>> NativeTraceReader::Parse(std::string_view text,
+                                                               std::string_view filename) {
+  const TraceTable t = TraceTable::Split(text, filename, ',', true);
+  auto cols = FindColumns(t);
+  if (!cols.ok()) return cols.status();
+  std::vector<TraceJob> jobs;
+  jobs.reserve(t.rows().size());
+  for (const TableRow& r : t.rows()) {
+    TraceJob j;
+    j.line = r.line;
+    auto id = t.Text(r, cols->job_id, "job_id", true);
+    if (!id.ok()) return id.status();
+    j.id = std::string(*id);
+    auto queue = t.Text(r, cols->queue, "queue", false);
+    if (!queue.ok()) return queue.status();
+    if (!queue->empty()) j.queue = std::string(*queue);
+    for (auto step : {ReadShape, ReadResources, ReadTimes}) {
+      if (auto s = step(t, r, *cols, j); !s.ok()) return s;
+    }
+    jobs.push_back(std::move(j));
+  }
+  return FinishTrace(std::move(jobs), filename);
+}
+
+}  // namespace ringmaster::simulator

@@ -1,0 +1,418 @@
+// The trace replay driver: an event loop on a virtual clock over the public
+// scheduler::Engine API (see replay.h for the loop and the speed model).
+#include "simulator/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/engine.h"
+#include "topology/bandwidth.h"
+#include "topology/rank_order.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+using scheduler::Decisions;
+using scheduler::JobId;
+using scheduler::JobPhase;
+
+int64_t Ms(double seconds) { return std::llround(seconds * 1000); }
+
+// The driver's view of one trace job while it runs.
+struct JobRun {
+  JobId id;
+  int traced_tasks = 1;
+  double comm_fraction = 0;
+  double work_total = 0;        // task-ms at the traced size and an ideal placement
+  double work_done = 0;
+  double checkpoint_step = 0;   // work between checkpoints; 0: none
+  bool running = false;
+  int size = 0;                 // tasks running now
+  double speed = 0;             // work per ms
+  int64_t progress_ms = 0;      // work_done is up to here
+  int64_t paused_until_ms = 0;  // no progress before this (re-form, restart)
+  int64_t version = 0;          // invalidates stale completion events
+  bool restart_pending = false;
+  double gpus_held = 0;
+  int64_t held_since_ms = 0;
+};
+
+struct Completion {
+  int64_t time_ms;
+  size_t job;  // trace index
+  int64_t version;
+  bool operator>(const Completion& o) const {
+    return time_ms != o.time_ms ? time_ms > o.time_ms : job > o.job;
+  }
+};
+
+// A placement's ring members (one per GPU; one per task without GPUs).
+std::vector<topology::RankSlot> Members(const scheduler::Job& job) {
+  std::vector<topology::RankSlot> slots;
+  for (const scheduler::Task& t : job.tasks()) {
+    if (!scheduler::HoldsNode(t.state) || t.state == scheduler::TaskState::kPipelined) continue;
+    if (t.gpus.empty()) slots.push_back({t.node, -1});
+    for (int16_t g : t.gpus) slots.push_back({t.node, g});
+  }
+  return slots;
+}
+
+class Driver {
+ public:
+  Driver(const std::vector<TraceJob>& trace, std::string_view trace_name, const ReplayOptions& o)
+      : trace_(trace), trace_name_(trace_name), o_(o), runs_(trace.size()) {}
+
+  absl::Status Init(topology::Cluster cluster, scheduler::Policy policy);
+  absl::StatusOr<ReplayResult> Run();
+
+ private:
+  int64_t NextTime() const;
+  void Account(int64_t now);
+  void Complete(size_t j, int64_t now);
+  absl::Status Arrive(size_t j);
+  void Cycle(int64_t now);
+  void AfterCycle(const Decisions& d, int64_t now);
+  void Start(size_t j, const scheduler::Job& job, int64_t now);
+  void Resize(size_t j, const scheduler::Job& job, int64_t now);
+  void Stop(size_t j, bool preempted, int64_t now);
+  void Progress(JobRun& r, int64_t now);
+  void SetPlacement(size_t j, const scheduler::Job& job, int64_t now);
+  void ScheduleCompletion(size_t j, int64_t now);
+  void AskCycle(int64_t now);
+  void RecordTimeline(int64_t now);
+  double AllocatedGpus() const;
+  double Fragmentation() const;
+
+  const std::vector<TraceJob>& trace_;
+  std::string trace_name_;
+  const ReplayOptions& o_;
+  scheduler::ManualClock clock_;
+  scheduler::PluginRegistry registry_ = plugins::BuiltinRegistry();
+  std::unique_ptr<scheduler::Engine> engine_;
+  std::vector<JobRun> runs_;
+  std::map<JobId, size_t> by_engine_id_;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
+  size_t next_arrival_ = 0;
+  std::optional<int64_t> next_cycle_ms_;
+  int64_t period_ms_ = 1000;
+  int64_t last_account_ms_ = 0;
+  double allocated_now_ = 0;
+  int64_t running_ = 0;
+  int64_t pending_ = 0;
+  int64_t finished_ = 0;
+  ReplayResult result_;
+};
+
+absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
+  if (policy.queues.empty()) {
+    std::set<std::string> names;
+    for (const TraceJob& j : trace_) names.insert(j.queue);
+    for (const std::string& n : names) {
+      queue::QueueSpec q;
+      q.name = n;
+      policy.queues.push_back(q);
+    }
+  }
+  period_ms_ = std::max<int64_t>(1, Ms(o_.cycle_period_s));
+  scheduler::EngineOptions eo;
+  eo.check_invariants = false;  // the driver checks, and reports instead of aborting
+  auto engine = scheduler::Engine::Create(std::move(cluster), policy, registry_, clock_, eo);
+  if (!engine.ok()) return engine.status();
+  engine_ = *std::move(engine);
+  result_.total_gpus = engine_->state().cluster().total_gpus();
+  result_.jobs.resize(trace_.size());
+  for (size_t i = 0; i < trace_.size(); ++i) {
+    const TraceJob& t = trace_[i];
+    JobOutcome& out = result_.jobs[i];
+    out.id = t.id;
+    out.queue = t.queue;
+    out.gpus = t.gpus();
+    out.submit_ms = Ms(t.submit_s);
+    JobRun& r = runs_[i];
+    r.traced_tasks = t.tasks;
+    r.comm_fraction = t.comm_fraction >= 0 ? t.comm_fraction : o_.comm_fraction;
+    r.work_total = static_cast<double>(Ms(t.duration_s)) * t.tasks;
+    r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * t.tasks;
+  }
+  return absl::OkStatus();
+}
+
+int64_t Driver::NextTime() const {
+  int64_t t = INT64_MAX;
+  if (!completions_.empty()) t = std::min(t, completions_.top().time_ms);
+  if (next_arrival_ < trace_.size()) t = std::min(t, result_.jobs[next_arrival_].submit_ms);
+  if (next_cycle_ms_) t = std::min(t, *next_cycle_ms_);
+  return t;
+}
+
+absl::StatusOr<ReplayResult> Driver::Run() {
+  for (int64_t now = NextTime(); now != INT64_MAX; now = NextTime()) {
+    clock_.Set(now);
+    Account(now);
+    while (!completions_.empty() && completions_.top().time_ms == now) {
+      const Completion c = completions_.top();
+      completions_.pop();
+      if (c.version == runs_[c.job].version && runs_[c.job].running) Complete(c.job, now);
+    }
+    while (next_arrival_ < trace_.size() && result_.jobs[next_arrival_].submit_ms == now) {
+      if (auto s = Arrive(next_arrival_++); !s.ok()) return s;
+    }
+    if (next_cycle_ms_ == now) {
+      next_cycle_ms_.reset();
+      Cycle(now);
+      if (result_.violation) break;
+    }
+    RecordTimeline(now);
+    if (o_.progress && (result_.events & 0xfff) == 0) o_.progress(now, finished_, trace_.size());
+  }
+  for (size_t j = 0; j < runs_.size(); ++j) {
+    if (runs_[j].running) Progress(runs_[j], last_account_ms_);
+    result_.jobs[j].gpu_seconds += runs_[j].gpus_held * (last_account_ms_ - runs_[j].held_since_ms) / 1000.0;
+    runs_[j].held_since_ms = last_account_ms_;
+  }
+  result_.makespan_ms = last_account_ms_;
+  result_.cycles = engine_->cycles();
+  return std::move(result_);
+}
+
+void Driver::Account(int64_t now) {
+  result_.allocated_gpu_seconds += allocated_now_ * (now - last_account_ms_) / 1000.0;
+  last_account_ms_ = now;
+}
+
+void Driver::AskCycle(int64_t now) {
+  const int64_t at = (now + period_ms_ - 1) / period_ms_ * period_ms_;
+  if (!next_cycle_ms_ || at < *next_cycle_ms_) next_cycle_ms_ = at;
+}
+
+absl::Status Driver::Arrive(size_t j) {
+  ++result_.events;
+  auto id = engine_->SubmitJob(JobSpecOf(trace_[j]));
+  if (!id.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(trace_name_, ":", trace_[j].line, ": ", std::string(id.status().message())));
+  }
+  runs_[j].id = *id;
+  by_engine_id_[*id] = j;
+  ++pending_;
+  AskCycle(clock_.Now());
+  return absl::OkStatus();
+}
+
+void Driver::Complete(size_t j, int64_t now) {
+  ++result_.events;
+  JobRun& r = runs_[j];
+  Progress(r, now);
+  if (const absl::Status s = engine_->FinishJob(r.id, true); !s.ok()) {
+    // The driver finishes only jobs the engine runs: anything else is a bug.
+    std::fprintf(stderr, "replay: FinishJob(%s): %s\n", trace_[j].id.c_str(), std::string(s.message()).c_str());
+    std::abort();
+  }
+  r.running = false;
+  result_.jobs[j].gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
+  r.gpus_held = 0;
+  result_.jobs[j].end_ms = now;
+  result_.jobs[j].completed = true;
+  --running_;
+  ++finished_;
+  allocated_now_ = AllocatedGpus();
+  AskCycle(now);
+}
+
+void Driver::Cycle(int64_t now) {
+  ++result_.events;
+  const Decisions d = engine_->RunCycle();
+  AfterCycle(d, now);
+  allocated_now_ = AllocatedGpus();
+  if (!o_.check) return;
+  const absl::Status s = engine_->CheckInvariants();
+  if (s.ok()) return;
+  InvariantViolation v{d.cycle, now, std::string(s.message()), {}};
+  std::set<std::string> names;
+  for (const auto& b : d.binds) names.insert(engine_->state().job(b.job).name());
+  for (const auto& e : d.evictions) names.insert(engine_->state().job(e.job).name());
+  for (const auto& m : d.membership) names.insert(m.job_name);
+  v.jobs.assign(names.begin(), names.end());
+  result_.violation = std::move(v);
+}
+
+void Driver::AfterCycle(const Decisions& d, int64_t now) {
+  // Jobs whose membership changed or that lost tasks, in id order.
+  std::map<JobId, bool> touched;  // -> evicted for a preemptor
+  for (const auto& m : d.membership) touched.emplace(m.job, false);
+  for (const auto& e : d.evictions) {
+    touched[e.job] |= e.reason.find("preempt") != std::string::npos;
+  }
+  for (const auto& [id, preempted] : touched) {
+    auto it = by_engine_id_.find(id);
+    if (it == by_engine_id_.end()) continue;
+    const size_t j = it->second;
+    const scheduler::Job& job = engine_->state().job(id);
+    const bool running_now = job.phase() == JobPhase::kRunning;
+    if (!runs_[j].running && running_now) {
+      Start(j, job, now);
+    } else if (runs_[j].running && !running_now) {
+      Stop(j, preempted, now);
+    } else if (running_now) {
+      Resize(j, job, now);
+    }
+  }
+}
+
+void Driver::Progress(JobRun& r, int64_t now) {
+  const int64_t from = std::max(r.progress_ms, r.paused_until_ms);
+  if (now > from) r.work_done = std::min(r.work_total, r.work_done + r.speed * (now - from));
+  r.progress_ms = std::max(r.progress_ms, now);
+}
+
+void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
+  JobRun& r = runs_[j];
+  JobOutcome& out = result_.jobs[j];
+  const topology::Cluster& c = engine_->state().cluster();
+  const std::vector<topology::RankSlot> members = Members(job);
+  int size = 0;
+  double gpus = 0;
+  for (const scheduler::Task& t : job.tasks()) {
+    if (!scheduler::HoldsNode(t.state) || t.state == scheduler::TaskState::kPipelined) continue;
+    ++size;
+    gpus += static_cast<double>(job.gpu(t.index).total_milli()) / topology::kMilliPerGpu;
+  }
+  int tier = 0;
+  for (const topology::RankSlot& m : members) tier = std::max(tier, c.CommonTier(members[0].node, m.node));
+  out.tier_spanned = std::max(out.tier_spanned, tier);
+  double slowdown = 0;
+  if (tier > 0) {
+    const double actual = topology::PlacementBottleneckGbps(c, members);
+    const double ref = topology::LevelBandwidthGbps(c, members[0].node, topology::NetworkLevel(1));
+    slowdown = std::max(0.0, ref / actual - 1);
+  }
+  out.gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
+  r.gpus_held = gpus;
+  r.held_since_ms = now;
+  r.size = size;
+  r.speed = size / (1 + r.comm_fraction * slowdown);
+}
+
+void Driver::ScheduleCompletion(size_t j, int64_t now) {
+  JobRun& r = runs_[j];
+  ++r.version;
+  const double left = std::max(0.0, r.work_total - r.work_done);
+  const int64_t run_ms = r.speed > 0 ? std::llround(left / r.speed) : INT64_MAX / 4;
+  completions_.push({std::max(now, r.paused_until_ms) + run_ms, j, r.version});
+}
+
+void Driver::Start(size_t j, const scheduler::Job& job, int64_t now) {
+  JobRun& r = runs_[j];
+  JobOutcome& out = result_.jobs[j];
+  if (out.start_ms < 0) out.start_ms = now;
+  r.running = true;
+  r.progress_ms = now;
+  r.paused_until_ms = r.restart_pending ? now + Ms(o_.restart_cost_s) : now;
+  r.restart_pending = false;
+  SetPlacement(j, job, now);
+  ScheduleCompletion(j, now);
+  ++running_;
+  --pending_;
+}
+
+void Driver::Resize(size_t j, const scheduler::Job& job, int64_t now) {
+  JobRun& r = runs_[j];
+  Progress(r, now);
+  const int before = r.size;
+  SetPlacement(j, job, now);
+  if (r.size < before) ++result_.jobs[j].shrinks;
+  if (r.size > before) ++result_.jobs[j].grows;
+  r.paused_until_ms = std::max(r.paused_until_ms, now + Ms(o_.reform_pause_s));
+  ScheduleCompletion(j, now);
+}
+
+void Driver::Stop(size_t j, bool preempted, int64_t now) {
+  JobRun& r = runs_[j];
+  JobOutcome& out = result_.jobs[j];
+  Progress(r, now);
+  r.work_done = r.checkpoint_step > 0 ? std::floor(r.work_done / r.checkpoint_step) * r.checkpoint_step : 0;
+  out.gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
+  r.gpus_held = 0;
+  r.held_since_ms = now;
+  r.running = false;
+  r.size = 0;
+  r.restart_pending = true;
+  ++r.version;
+  ++out.evictions;
+  if (preempted) ++out.preemptions;
+  --running_;
+  ++pending_;
+}
+
+double Driver::AllocatedGpus() const {
+  const scheduler::State& st = engine_->state();
+  topology::Quantity milli = 0;
+  for (uint32_t q = 0; q < st.queues().size(); ++q) {
+    if (st.queues().is_leaf(q)) milli += st.queue_usage(scheduler::QueueId(q)).allocated.gpu_milli();
+  }
+  return static_cast<double>(milli) / topology::kMilliPerGpu;
+}
+
+double Driver::Fragmentation() const {
+  const scheduler::State& st = engine_->state();
+  int64_t free_total = 0;
+  int64_t free_partial = 0;
+  for (uint32_t n = 0; n < st.num_nodes(); ++n) {
+    const topology::NodeId id(n);
+    if (!st.cluster().present(id)) continue;
+    const int64_t free = st.FreeWholeGpus(id);
+    free_total += free;
+    if (free < static_cast<int64_t>(st.cluster().node(id).gpus.size())) free_partial += free;
+  }
+  return free_total == 0 ? 0 : static_cast<double>(free_partial) / free_total;
+}
+
+void Driver::RecordTimeline(int64_t now) {
+  const double alloc = allocated_now_;
+  if (!result_.timeline.empty()) {
+    const TimelinePoint& last = result_.timeline.back();
+    if (last.allocated_gpus == alloc && last.running == running_ && last.pending == pending_) return;
+  }
+  result_.timeline.push_back({now, alloc, running_, pending_, Fragmentation()});
+}
+
+}  // namespace
+
+scheduler::JobSpec JobSpecOf(const TraceJob& t) {
+  scheduler::JobSpec s;
+  s.name = t.id;
+  s.queue = t.queue;
+  s.priority = t.priority;
+  scheduler::RoleSpec role;
+  role.replicas = t.tasks;
+  role.request.set_cpu_milli(t.cpu_milli_per_task).set_memory(t.memory_mib_per_task << 20);
+  role.gpu.count = t.gpus_per_task;
+  role.gpu.milli = t.gpus_per_task == 0 ? topology::kMilliPerGpu : t.gpu_milli;
+  s.roles.push_back(role);
+  s.min_member = t.min_tasks;
+  if (t.elastic()) {
+    s.elastic_min = t.min_tasks;
+    s.elastic_max = t.max_tasks;
+  }
+  s.topology_mode = t.topology_mode;
+  s.highest_tier = t.highest_tier;
+  s.gpu_models = t.gpu_models;
+  s.walltime_ms = Ms(t.walltime_s);
+  return s;
+}
+
+absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy policy,
+                                    const std::vector<TraceJob>& trace, std::string_view trace_name,
+                                    const ReplayOptions& options) {
+  Driver d(trace, trace_name, options);
+  if (auto s = d.Init(std::move(cluster), std::move(policy)); !s.ok()) return s;
+  return d.Run();
+}
+
+}  // namespace ringmaster::simulator

@@ -1,0 +1,122 @@
+// Trace replay: a trace's jobs run through scheduler::Engine on a virtual
+// clock, the same engine and plugins the daemon runs. The driver only moves
+// time and carries out the engine's decisions; every placement is the
+// engine's.
+//
+// The event loop, in virtual milliseconds:
+//   1. Events at the same instant are handled in this order: completions,
+//      arrivals (trace order), then the scheduling cycle. A completion calls
+//      Engine::FinishJob, an arrival Engine::SubmitJob.
+//   2. Anything that changed the engine's state asks for a cycle at the next
+//      multiple of the cycle period (at or after now); no change, no cycle.
+//   3. After a cycle: a job that started (membership kStart) gets its speed
+//      from its placement and a completion event; a job whose size changed
+//      (shrink, grow, failure) has its remaining time recomputed after a
+//      re-form pause; a job no longer running after evictions loses the
+//      progress since its last checkpoint and pays a restart cost when it
+//      next starts.
+//   4. With `check`, Engine::CheckInvariants runs after every cycle; the first
+//      violation stops the replay and is reported with its cycle, time and the
+//      jobs of that cycle's decisions.
+//
+// How jobs progress (the speed model): a job's work is its traced duration at
+// its traced task count on an ideal placement. Running with n tasks on a
+// placement whose ring bottleneck is B, it does
+//     speed = n / (1 + comm_fraction * slowdown),
+//     slowdown = max(0, B_ref / B - 1)
+// units of work per second, where B_ref is the bandwidth the gang needs at
+// least: its node's own links for a one-node gang (slowdown 0), the first
+// network tier's (a rack) for a gang over several nodes (topology/
+// bandwidth.h). So a job at its traced size inside one rack runs exactly its
+// traced duration, and a ring across spines runs slower.
+//
+// Deterministic: the same cluster, policy, trace and options give the same
+// result; ties break on the trace order.
+#ifndef RINGMASTER_SIMULATOR_REPLAY_H_
+#define RINGMASTER_SIMULATOR_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugins/registry.h"
+#include "scheduler/policy.h"
+#include "simulator/trace.h"
+#include "topology/cluster.h"
+
+namespace ringmaster::simulator {
+
+struct ReplayOptions {
+  uint64_t seed = 42;
+  double cycle_period_s = 1;         // cycles at multiples of this, only after a change
+  double comm_fraction = 0.1;        // for jobs whose trace gives none
+  double restart_cost_s = 30;        // added to a job's remaining time after an eviction
+  double reform_pause_s = 5;         // no progress for this long after a resize
+  bool check = false;                // Engine::CheckInvariants after every cycle
+  // Called now and then with the virtual time and the jobs finished so far
+  // (a progress bar); may be empty.
+  std::function<void(int64_t now_ms, int64_t finished, int64_t total)> progress;
+};
+
+// What happened to one job of the trace.
+struct JobOutcome {
+  std::string id;
+  std::string queue;
+  int gpus = 0;          // traced GPUs (tasks x gpus_per_task)
+  int64_t submit_ms = 0;
+  int64_t start_ms = -1;  // first start; -1 never started
+  int64_t end_ms = -1;    // -1 never ended
+  bool completed = false;
+  int tier_spanned = 0;   // highest topology tier its gang spanned (0: one node)
+  int preemptions = 0;    // whole-job stops for a preemptor
+  int evictions = 0;      // whole-job stops (any reason, preemptions included)
+  int shrinks = 0;
+  int grows = 0;
+  double gpu_seconds = 0;  // GPUs held x time held
+};
+
+// The cluster after each instant at which it changed.
+struct TimelinePoint {
+  int64_t time_ms = 0;
+  double allocated_gpus = 0;
+  int64_t running = 0;
+  int64_t pending = 0;
+  double fragmentation = 0;  // free GPUs on partly used nodes / free GPUs
+};
+
+struct InvariantViolation {
+  int64_t cycle = 0;
+  int64_t time_ms = 0;
+  std::string message;
+  std::vector<std::string> jobs;  // the jobs of that cycle's decisions
+};
+
+struct ReplayResult {
+  std::vector<JobOutcome> jobs;  // trace order
+  std::vector<TimelinePoint> timeline;
+  int64_t total_gpus = 0;
+  int64_t events = 0;  // arrivals + completions + cycles
+  int64_t cycles = 0;
+  int64_t makespan_ms = 0;  // last completion (or last event)
+  double allocated_gpu_seconds = 0;  // integral of allocated GPUs over time
+  std::optional<InvariantViolation> violation;
+};
+
+// Replays `trace` (sorted by submit time, as the readers return it) on
+// `cluster` under `policy`. When the policy declares no queues, one queue of
+// weight 1 per queue name in the trace is added. Errors: the policy does not
+// build an engine, or a job is refused (message names `trace_name`, the job's
+// line and the field).
+absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy policy,
+                                    const std::vector<TraceJob>& trace, std::string_view trace_name,
+                                    const ReplayOptions& options);
+
+// The engine's job for a trace job (one role "worker").
+scheduler::JobSpec JobSpecOf(const TraceJob& job);
+
+}  // namespace ringmaster::simulator
+
+#endif  // RINGMASTER_SIMULATOR_REPLAY_H_

@@ -1,0 +1,181 @@
+// summary.json, jobs.csv and timeline.csv of a replay.
+#include "simulator/replay_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000; }
+
+// Nearest-rank percentile of sorted values (0 when empty).
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100 * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+std::string Quote(std::string_view s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o.push_back('\\');
+    if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&o, absl::StrFormat("\\u%04x", c));
+      continue;
+    }
+    o.push_back(c);
+  }
+  return o + "\"";
+}
+
+struct QueueStats {
+  int64_t jobs = 0;
+  std::vector<double> jcts;
+  double gpu_seconds = 0;
+};
+
+std::string QueuesJson(const ReplayResult& r) {
+  std::map<std::string, QueueStats> q;
+  double total = 0;
+  for (const JobOutcome& j : r.jobs) {
+    QueueStats& s = q[j.queue];
+    ++s.jobs;
+    if (j.completed) s.jcts.push_back(Seconds(j.end_ms - j.submit_ms));
+    s.gpu_seconds += j.gpu_seconds;
+    total += j.gpu_seconds;
+  }
+  std::string out = "  \"queues\": {";
+  double sum = 0, sum_sq = 0;
+  bool first = true;
+  for (const auto& [name, s] : q) {
+    const double share = total > 0 ? s.gpu_seconds / total : 0;
+    sum += share;
+    sum_sq += share * share;
+    absl::StrAppend(&out, first ? "\n" : ",\n", "    ", Quote(name),
+                    absl::StrFormat(": {\"jobs\": %d, \"avg_jct_s\": %.3f, \"gpu_share\": %.6f}", s.jobs,
+                                    Mean(s.jcts), share));
+    first = false;
+  }
+  const double jain = sum_sq > 0 ? sum * sum / (q.size() * sum_sq) : 1;
+  absl::StrAppend(&out, q.empty() ? "},\n" : "\n  },\n", absl::StrFormat("  \"jain_fairness\": %.6f,\n", jain));
+  return out;
+}
+
+}  // namespace
+
+ReplayStats StatsOf(const ReplayResult& r) {
+  ReplayStats s;
+  std::vector<double> jct, delay;
+  for (const JobOutcome& j : r.jobs) {
+    ++s.jobs_total;
+    if (j.completed) {
+      ++s.jobs_completed;
+      jct.push_back(Seconds(j.end_ms - j.submit_ms));
+      delay.push_back(Seconds(j.start_ms - j.submit_ms));
+    } else if (j.end_ms >= 0) {
+      ++s.jobs_failed;
+    }
+    s.preemptions += j.preemptions;
+    s.evictions += j.evictions;
+    s.shrinks += j.shrinks;
+    s.grows += j.grows;
+    if (j.tier_spanned > 1) ++s.cross_tier_jobs;
+  }
+  std::sort(jct.begin(), jct.end());
+  std::sort(delay.begin(), delay.end());
+  s.avg_jct_s = Mean(jct);
+  s.p50_jct_s = Percentile(jct, 50);
+  s.p95_jct_s = Percentile(jct, 95);
+  s.p99_jct_s = Percentile(jct, 99);
+  s.avg_queue_delay_s = Mean(delay);
+  s.p99_queue_delay_s = Percentile(delay, 99);
+  s.makespan_s = Seconds(r.makespan_ms);
+  const double capacity = static_cast<double>(r.total_gpus) * s.makespan_s;
+  s.gpu_alloc_ratio = capacity > 0 ? r.allocated_gpu_seconds / capacity : 0;
+  return s;
+}
+
+std::string SummaryJson(const ReplayResult& r, const RunInfo& info) {
+  const ReplayStats s = StatsOf(r);
+  std::string out = "{\n";
+  absl::StrAppend(&out, "  \"trace\": ", Quote(info.trace), ",\n  \"format\": ", Quote(info.format),
+                  ",\n  \"policy\": ", Quote(info.policy), ",\n");
+  absl::StrAppend(&out, absl::StrFormat("  \"gpus\": %d,\n  \"jobs_total\": %d,\n  \"jobs_completed\": %d,\n"
+                                        "  \"jobs_failed\": %d,\n",
+                                        r.total_gpus, s.jobs_total, s.jobs_completed, s.jobs_failed));
+  absl::StrAppend(&out, absl::StrFormat("  \"avg_jct_s\": %.3f,\n  \"p50_jct_s\": %.3f,\n  \"p95_jct_s\": %.3f,\n"
+                                        "  \"p99_jct_s\": %.3f,\n  \"avg_queue_delay_s\": %.3f,\n"
+                                        "  \"p99_queue_delay_s\": %.3f,\n  \"makespan_s\": %.3f,\n"
+                                        "  \"gpu_alloc_ratio\": %.6f,\n",
+                                        s.avg_jct_s, s.p50_jct_s, s.p95_jct_s, s.p99_jct_s, s.avg_queue_delay_s,
+                                        s.p99_queue_delay_s, s.makespan_s, s.gpu_alloc_ratio));
+  absl::StrAppend(&out, absl::StrFormat("  \"preemptions\": %d,\n  \"evictions\": %d,\n  \"shrinks\": %d,\n"
+                                        "  \"grows\": %d,\n  \"cross_tier_jobs\": %d,\n",
+                                        s.preemptions, s.evictions, s.shrinks, s.grows, s.cross_tier_jobs));
+  absl::StrAppend(&out, QueuesJson(r));
+  absl::StrAppend(&out, absl::StrFormat("  \"cycles\": %d,\n  \"events\": %d,\n  \"seed\": %d,\n", r.cycles,
+                                        r.events, info.seed));
+  if (r.violation) {
+    absl::StrAppend(&out, absl::StrFormat("  \"invariant_violation\": {\"cycle\": %d, \"time_s\": %.3f, ",
+                                          r.violation->cycle, Seconds(r.violation->time_ms)),
+                    "\"message\": ", Quote(r.violation->message), "},\n");
+  }
+  absl::StrAppend(&out, absl::StrFormat("  \"sim_wall_s\": %.3f\n}\n", info.sim_wall_s));
+  return out;
+}
+
+std::string JobsCsv(const ReplayResult& r) {
+  std::string out =
+      "job_id,queue,submit_s,start_s,end_s,jct_s,queue_delay_s,gpus,tier_spanned,preemptions,evictions,"
+      "shrinks,grows,gpu_seconds\n";
+  for (const JobOutcome& j : r.jobs) {
+    const bool started = j.start_ms >= 0;
+    const bool ended = j.end_ms >= 0;
+    absl::StrAppend(&out, j.id, ",", j.queue, ",", absl::StrFormat("%.3f,", Seconds(j.submit_ms)),
+                    started ? absl::StrFormat("%.3f", Seconds(j.start_ms)) : "", ",",
+                    ended ? absl::StrFormat("%.3f", Seconds(j.end_ms)) : "", ",",
+                    ended ? absl::StrFormat("%.3f", Seconds(j.end_ms - j.submit_ms)) : "", ",",
+                    started ? absl::StrFormat("%.3f", Seconds(j.start_ms - j.submit_ms)) : "",
+                    absl::StrFormat(",%d,%d,%d,%d,%d,%d,%.3f\n", j.gpus, j.tier_spanned, j.preemptions,
+                                    j.evictions, j.shrinks, j.grows, j.gpu_seconds));
+  }
+  return out;
+}
+
+std::string TimelineCsv(const ReplayResult& r) {
+  std::string out = "time_s,allocated_gpus,running_jobs,pending_jobs,fragmentation\n";
+  for (const TimelinePoint& p : r.timeline) {
+    absl::StrAppend(&out, absl::StrFormat("%.3f,%.3f,%d,%d,%.4f\n", Seconds(p.time_ms), p.allocated_gpus,
+                                          p.running, p.pending, p.fragmentation));
+  }
+  return out;
+}
+
+absl::Status WriteReplayOutputs(const std::string& dir, const ReplayResult& r, const RunInfo& info) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", ec.message()));
+  for (const auto& [name, text] : {std::pair{"summary.json", SummaryJson(r, info)},
+                                   {"jobs.csv", JobsCsv(r)}, {"timeline.csv", TimelineCsv(r)}}) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringmaster::simulator

@@ -1,0 +1,168 @@
+// Formats, auto detection, and the checks every trace reader ends with.
+#include "simulator/trace.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "simulator/alibaba2023_trace.h"
+#include "simulator/dlrm2025_trace.h"
+#include "simulator/gavel_trace.h"
+#include "simulator/native_trace.h"
+#include "simulator/philly_trace.h"
+#include "simulator/tiresias_trace.h"
+#include "topology/node_lists.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+constexpr TraceFormat kConcreteFormats[] = {TraceFormat::kNative,   TraceFormat::kPhilly,
+                                            TraceFormat::kGavel,    TraceFormat::kTiresias,
+                                            TraceFormat::kAlibaba2023, TraceFormat::kDlrm2025};
+
+std::string FormatList() {
+  std::string s = "auto";
+  for (TraceFormat f : kConcreteFormats) absl::StrAppend(&s, ", ", std::string(TraceFormatName(f)));
+  return s;
+}
+
+
+bool Recognizes(TraceFormat f, std::string_view first) {
+  switch (f) {
+    case TraceFormat::kNative: return NativeTraceReader::Recognizes(first);
+    case TraceFormat::kPhilly: return PhillyTraceReader::Recognizes(first);
+    case TraceFormat::kGavel: return GavelTraceReader::Recognizes(first);
+    case TraceFormat::kTiresias: return TiresiasTraceReader::Recognizes(first);
+    case TraceFormat::kAlibaba2023: return Alibaba2023TraceReader::Recognizes(first);
+    case TraceFormat::kDlrm2025: return Dlrm2025TraceReader::Recognizes(first);
+    case TraceFormat::kAuto: return false;
+  }
+  return false;
+}
+
+absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
+  auto bad = [&](std::string_view field, std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(filename), ":", j.line, ": ", std::string(field), ": ", std::string(what)));
+  };
+  if (j.id.empty()) return bad("job_id", "empty");
+  if (j.submit_s < 0) return bad("submit_time_s", "must be >= 0");
+  if (j.duration_s < 0) return bad("duration_s", "must be >= 0");
+  if (j.tasks < 1) return bad("tasks", "must be >= 1");
+  if (j.gpus_per_task < 0 || j.gpus_per_task > 64) return bad("gpus_per_task", "must be in [0, 64]");
+  if (j.min_tasks < 1 || j.min_tasks > j.tasks) return bad("min_tasks", "must be in [1, tasks]");
+  if (j.max_tasks < j.tasks) return bad("max_tasks", "must be >= tasks");
+  if (j.cpu_milli_per_task < 0) return bad("cpu_milli_per_task", "must be >= 0");
+  if (j.memory_mib_per_task < 0) return bad("memory_mib_per_task", "must be >= 0");
+  if (j.gpu_milli < 0 || j.gpu_milli > topology::kMilliPerGpu) return bad("gpu_milli", "must be in [0, 1000]");
+  if (j.gpu_milli < topology::kMilliPerGpu && j.gpus_per_task > 1) {
+    return bad("gpu_milli", "a share below 1000 needs gpus_per_task 1");
+  }
+  if (j.highest_tier < 0) return bad("highest_tier", "must be >= 0");
+  if (j.walltime_s < 0) return bad("walltime_s", "must be >= 0");
+  if (j.checkpoint_interval_s < 0) return bad("checkpoint_interval_s", "must be >= 0");
+  if (j.comm_fraction > 1) return bad("comm_fraction", "must be in [0, 1]");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view TraceFormatName(TraceFormat f) {
+  switch (f) {
+    case TraceFormat::kAuto: return "auto";
+    case TraceFormat::kNative: return "native";
+    case TraceFormat::kPhilly: return "philly";
+    case TraceFormat::kGavel: return "gavel";
+    case TraceFormat::kTiresias: return "tiresias";
+    case TraceFormat::kAlibaba2023: return "alibaba2023";
+    case TraceFormat::kDlrm2025: return "dlrm2025";
+  }
+  return "?";
+}
+
+absl::StatusOr<TraceFormat> ParseTraceFormat(std::string_view name) {
+  if (name == "auto") return TraceFormat::kAuto;
+  for (TraceFormat f : kConcreteFormats) {
+    if (TraceFormatName(f) == name) return f;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown trace format '", std::string(name), "' (formats: ", FormatList(), ")"));
+}
+
+std::string_view FirstLine(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") != std::string_view::npos) return line;
+    pos = end + 1;
+  }
+  return {};
+}
+
+absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string_view filename) {
+  const std::string_view first = FirstLine(text);
+  for (TraceFormat f : kConcreteFormats) {
+    if (Recognizes(f, first)) return f;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(filename), ":1: header: no trace format recognizes it; give --format (one of ",
+      FormatList(), "; docs/TRACE_FORMAT.md)"));
+}
+
+absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
+                                                 TraceFormat format) {
+  if (format == TraceFormat::kAuto) {
+    auto detected = DetectTraceFormat(text, filename);
+    if (!detected.ok()) return detected.status();
+    format = *detected;
+  }
+  switch (format) {
+    case TraceFormat::kNative: return NativeTraceReader::Parse(text, filename);
+    case TraceFormat::kPhilly: return PhillyTraceReader::Parse(text, filename);
+    case TraceFormat::kGavel: return GavelTraceReader::Parse(text, filename);
+    case TraceFormat::kTiresias: return TiresiasTraceReader::Parse(text, filename);
+    case TraceFormat::kAlibaba2023: return Alibaba2023TraceReader::Parse(text, filename);
+    case TraceFormat::kDlrm2025: return Dlrm2025TraceReader::Parse(text, filename);
+    case TraceFormat::kAuto: break;
+  }
+  return absl::InternalError("unreachable trace format");
+}
+
+absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format) {
+  auto text = topology::ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParseTrace(*text, path, format);
+}
+
+absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
+                                                  std::string_view filename) {
+  std::map<std::string_view, int> first_line;
+  for (const TraceJob& j : jobs) {
+    if (auto s = CheckJob(j, filename); !s.ok()) return s;
+    auto [it, fresh] = first_line.emplace(j.id, j.line);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(filename), ":", j.line,
+                                                     ": job_id: '", j.id, "' already on line ",
+                                                     it->second));
+    }
+  }
+  std::stable_sort(jobs.begin(), jobs.end(), [](const TraceJob& a, const TraceJob& b) {
+    return a.submit_s != b.submit_s ? a.submit_s < b.submit_s : a.line < b.line;
+  });
+  return jobs;
+}
+
+void SplitGang(int gpus, int max_per_task, TraceJob& job) {
+  int tasks = 1;
+  if (gpus > max_per_task) {
+    tasks = (gpus + max_per_task - 1) / max_per_task;
+    while (gpus % tasks != 0) ++tasks;
+  }
+  job.tasks = job.min_tasks = job.max_tasks = tasks;
+  job.gpus_per_task = gpus / tasks;
+}
+
+}  // namespace ringmaster::simulator

@@ -1,0 +1,88 @@
+// A trace is the workload a replay submits: one TraceJob per job of a real
+// GPU-cluster trace (or of the project's native CSV, docs/TRACE_FORMAT.md),
+// in submission order. Each format has its own reader (one file pair each:
+// native_trace, philly_trace, gavel_trace, tiresias_trace, alibaba2023_trace,
+// dlrm2025_trace), all with the same contract, which
+// tests/simulator/trace_contract_test.cc checks over every reader:
+//   1. every data row becomes exactly one TraceJob (no row is dropped) and
+//      remembers its line;
+//   2. a bad row fails the whole read with "file:line: field: what";
+//   3. jobs come out sorted by submit time, ties in file order; ids are
+//      unique and submit times start at or after 0;
+//   4. the reader recognizes its own header (or first line), so `auto`
+//      detection picks it, and no other reader claims it.
+#ifndef RINGMASTER_SIMULATOR_TRACE_H_
+#define RINGMASTER_SIMULATOR_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/job.h"
+
+namespace ringmaster::simulator {
+
+// One job of a trace. Times in seconds from the trace's start.
+struct TraceJob {
+  std::string id;
+  double submit_s = 0;
+  // Run time at `tasks` tasks on an ideal placement: the job's work.
+  double duration_s = 0;
+  std::string queue = "default";
+  int32_t priority = 0;
+  int tasks = 1;
+  int gpus_per_task = 1;
+  int min_tasks = 1;  // gang minimum; = tasks unless elastic
+  int max_tasks = 1;  // above min_tasks: elastic
+  topology::Quantity cpu_milli_per_task = 0;
+  int64_t memory_mib_per_task = 0;
+  topology::Quantity gpu_milli = topology::kMilliPerGpu;  // share of each GPU
+  scheduler::TopologyMode topology_mode = scheduler::TopologyMode::kNone;
+  int highest_tier = 0;
+  double walltime_s = 0;             // 0: unknown
+  double checkpoint_interval_s = 0;  // 0: no checkpoints (an eviction loses all progress)
+  std::vector<std::string> gpu_models;  // allowed models; empty: any
+  double comm_fraction = -1;            // < 0: the replay's default
+  int line = 0;                         // where the job's row is in its file
+
+  int gpus() const { return tasks * gpus_per_task; }
+  bool elastic() const { return max_tasks > min_tasks; }
+};
+
+enum class TraceFormat { kAuto, kNative, kPhilly, kGavel, kTiresias, kAlibaba2023, kDlrm2025 };
+
+// "native", "philly", ... ("auto" for kAuto).
+std::string_view TraceFormatName(TraceFormat f);
+// The inverse; the error lists every format.
+absl::StatusOr<TraceFormat> ParseTraceFormat(std::string_view name);
+
+// The format whose reader recognizes the text's first non-blank line; an
+// error listing the formats when none does.
+absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string_view filename);
+
+// Reads a trace in `format` (kAuto: detected).
+absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
+                                                 TraceFormat format);
+absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format);
+
+// --- For the readers -----------------------------------------------------------
+
+// Checks every job (ranges, unique ids; errors name the job's line and the
+// field) and sorts by submit time, ties by line. Every reader ends with it.
+absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
+                                                  std::string_view filename);
+
+// A gang of `gpus` GPUs as tasks of at most `max_per_task` GPUs each: the
+// fewest tasks that divide `gpus` evenly (16 -> 2 x 8, 12 -> 2 x 6,
+// 20 -> 4 x 5, 7 -> 1 x 7). Sets tasks, min_tasks, max_tasks and
+// gpus_per_task. gpus 0 gives one task without GPUs.
+void SplitGang(int gpus, int max_per_task, TraceJob& job);
+
+// The first non-blank line of `text`, without its line ending.
+std::string_view FirstLine(std::string_view text);
+
+}  // namespace ringmaster::simulator
+
+#endif  // RINGMASTER_SIMULATOR_TRACE_H_

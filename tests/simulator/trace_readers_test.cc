@@ -1,0 +1,169 @@
+// Format-specific rules of each trace reader (the shared contract is in
+// trace_contract_test.cc): defaults of the native CSV, Philly's dates, VCs
+// and gang split, Gavel's queue from the file name, the Alibaba lifetimes.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simulator/dlrm2025_trace.h"
+#include "simulator/gavel_trace.h"
+#include "simulator/native_trace.h"
+#include "simulator/philly_trace.h"
+#include "simulator/trace.h"
+
+namespace ringmaster::simulator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(NativeTrace, OptionalColumnsTakeTheirDefaults) {
+  auto jobs = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\nj1,0,60\n", "t.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const TraceJob& j = jobs->front();
+  EXPECT_EQ(j.queue, "default");
+  EXPECT_EQ(j.priority, 0);
+  EXPECT_EQ(j.tasks, 1);
+  EXPECT_EQ(j.gpus_per_task, 1);
+  EXPECT_EQ(j.min_tasks, 1);
+  EXPECT_EQ(j.max_tasks, 1);
+  EXPECT_EQ(j.gpu_milli, 1000);
+  EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kNone);
+  EXPECT_LT(j.comm_fraction, 0);  // the replay's default
+  EXPECT_FALSE(j.elastic());
+}
+
+TEST(NativeTrace, ReadsEveryColumnInAnyOrder) {
+  auto jobs = NativeTraceReader::Parse(
+      "gpu_model,max_tasks,min_tasks,tasks,gpus_per_task,queue,priority,duration_s,submit_time_s,job_id,"
+      "cpu_milli_per_task,memory_mib_per_task,gpu_milli,topology_mode,highest_tier,walltime_s,"
+      "checkpoint_interval_s,comm_fraction\n"
+      "A100|H100,8,2,4,8,research,5,3600,12.5,big,4000,8192,1000,hard,1,7200,600,0.3\n",
+      "t.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const TraceJob& j = jobs->front();
+  EXPECT_EQ(j.id, "big");
+  EXPECT_EQ(j.submit_s, 12.5);
+  EXPECT_EQ(j.duration_s, 3600);
+  EXPECT_EQ(j.queue, "research");
+  EXPECT_EQ(j.priority, 5);
+  EXPECT_EQ(j.tasks, 4);
+  EXPECT_EQ(j.gpus_per_task, 8);
+  EXPECT_EQ(j.min_tasks, 2);
+  EXPECT_EQ(j.max_tasks, 8);
+  EXPECT_TRUE(j.elastic());
+  EXPECT_EQ(j.cpu_milli_per_task, 4000);
+  EXPECT_EQ(j.memory_mib_per_task, 8192);
+  EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kHard);
+  EXPECT_EQ(j.highest_tier, 1);
+  EXPECT_EQ(j.walltime_s, 7200);
+  EXPECT_EQ(j.checkpoint_interval_s, 600);
+  EXPECT_EQ(j.comm_fraction, 0.3);
+  EXPECT_THAT(j.gpu_models, ElementsAre("A100", "H100"));
+}
+
+TEST(NativeTrace, ErrorsNameLineAndField) {
+  auto missing = NativeTraceReader::Parse("job_id,duration_s\na,1\n", "t.csv");
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("t.csv:1: header has no column 'submit_time_s'"));
+  auto mode = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,topology_mode\na,0,1,tight\n", "t.csv");
+  EXPECT_THAT(std::string(mode.status().message()), HasSubstr("t.csv:2: topology_mode: 'tight'"));
+  auto range = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,tasks,min_tasks\na,0,1,2,3\n", "t.csv");
+  EXPECT_THAT(std::string(range.status().message()), HasSubstr("t.csv:2: min_tasks:"));
+  auto empty = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\na,,1\n", "t.csv");
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("t.csv:2: submit_time_s: required"));
+  auto dup = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\na,0,1\nb,0,1\na,3,1\n", "t.csv");
+  EXPECT_THAT(std::string(dup.status().message()), HasSubstr("t.csv:4: job_id: 'a' already on line 2"));
+  auto short_row = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\na,0\n", "t.csv");
+  EXPECT_THAT(std::string(short_row.status().message()), HasSubstr("t.csv:2: duration_s: missing"));
+}
+
+TEST(PhillyTrace, DatesCountFromTheEarliestRowAndBigGangsSplit) {
+  auto jobs = PhillyTraceReader::Parse(
+      "timestamp,duration,num_gpus,gpu_time,cluster\n"
+      "2017-10-09 07:01:55,66.0,1,66.0,vcA\n"
+      "2017-10-08 23:59:59,10.0,16,160.0,vcB\n"
+      "2017-10-09 00:00:01,10.0,12,120.0,vcB\n",
+      "p.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].id, "philly-2");  // the earliest: second data row
+  EXPECT_EQ((*jobs)[0].submit_s, 0);
+  EXPECT_EQ((*jobs)[0].tasks, 2);  // 16 GPUs = 2 x 8
+  EXPECT_EQ((*jobs)[0].gpus_per_task, 8);
+  EXPECT_EQ((*jobs)[0].queue, "vcB");
+  EXPECT_EQ((*jobs)[1].submit_s, 2);   // 00:00:01 is 2 s after 23:59:59
+  EXPECT_EQ((*jobs)[1].tasks, 2);      // 12 GPUs = 2 x 6
+  EXPECT_EQ((*jobs)[1].gpus_per_task, 6);
+  EXPECT_EQ((*jobs)[2].submit_s, 7 * 3600 + 1 * 60 + 56);
+}
+
+TEST(PhillyTrace, BadDateNamesTheField) {
+  auto jobs = PhillyTraceReader::Parse("timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,1,1,1,a\n", "p.csv");
+  EXPECT_THAT(std::string(jobs.status().message()), HasSubstr("p.csv:2: timestamp: '2017-13-01 00:00:00'"));
+}
+
+TEST(SplitGang, FewestEvenTasksOfAtMostEightGpus) {
+  TraceJob j;
+  auto shape = [&](int gpus) {
+    SplitGang(gpus, 8, j);
+    return std::pair{j.tasks, j.gpus_per_task};
+  };
+  EXPECT_EQ(shape(1), (std::pair{1, 1}));
+  EXPECT_EQ(shape(7), (std::pair{1, 7}));
+  EXPECT_EQ(shape(8), (std::pair{1, 8}));
+  EXPECT_EQ(shape(12), (std::pair{2, 6}));
+  EXPECT_EQ(shape(20), (std::pair{4, 5}));
+  EXPECT_EQ(shape(24), (std::pair{3, 8}));
+  EXPECT_EQ(shape(128), (std::pair{16, 8}));
+  EXPECT_EQ(shape(0), (std::pair{1, 0}));
+}
+
+TEST(GavelTrace, QueueIsTheFileStemAndStepsAreSeconds) {
+  auto jobs = GavelTraceReader::Parse("A3C\tcmd\t-n\t0\t500\t3.5\t2\n", "traces/seed0/0e4a51.trace");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->front().queue, "0e4a51");
+  EXPECT_EQ(jobs->front().id, "0e4a51-1");
+  EXPECT_EQ(jobs->front().duration_s, 500);
+  EXPECT_EQ(jobs->front().submit_s, 3.5);
+  EXPECT_EQ(jobs->front().gpus(), 2);
+}
+
+TEST(Dlrm2025Trace, OpenLifetimesCloseAtTheTraceWindow) {
+  const std::string head =
+      "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,"
+      "memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,"
+      "scheduled_time,deletion_time\n";
+  auto jobs = Dlrm2025TraceReader::Parse(head +
+                                             "old,HN,a,12,12,1,1,25,25,120.0,120.0,1,1,8,,,\n"
+                                             "mid,CN,a,4,4,0,0,0,0,0.5,0.5,1,1,-1,100,101,300\n"
+                                             "new,HN,a,2,2,1,1,0,0,1,1,1,1,8,200,,\n",
+                                         "d.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].id, "old");  // before the window: submit 0, ends at the last time (300)
+  EXPECT_EQ((*jobs)[0].duration_s, 300);
+  EXPECT_EQ((*jobs)[0].cpu_milli_per_task, 12000);
+  EXPECT_EQ((*jobs)[0].memory_mib_per_task, 120 * 1024);
+  EXPECT_EQ((*jobs)[1].id, "mid");
+  EXPECT_EQ((*jobs)[1].duration_s, 200);
+  EXPECT_EQ((*jobs)[1].gpus_per_task, 0);
+  EXPECT_EQ((*jobs)[1].memory_mib_per_task, 512);
+  EXPECT_EQ((*jobs)[2].duration_s, 100);  // 200 -> 300
+}
+
+TEST(TraceFormat, AutoFailsListingTheFormats) {
+  auto f = DetectTraceFormat("a,b,c\n1,2,3\n", "x.csv");
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(std::string(f.status().message()),
+              HasSubstr("x.csv:1: header: no trace format recognizes it; give --format (one of auto, native, "
+                        "philly, gavel, tiresias, alibaba2023, dlrm2025"));
+  EXPECT_FALSE(ParseTraceFormat("csv").ok());
+}
+
+TEST(TraceFormat, MultiGpuPodListsWithoutTimesAreRefused) {
+  auto jobs = ParseTrace("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1000\n", "m.csv", TraceFormat::kAuto);
+  EXPECT_THAT(std::string(jobs.status().message()), HasSubstr("m.csv:1: header has no column 'creation_time'"));
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator
