@@ -243,22 +243,39 @@ void Driver::Cycle(int64_t now) {
 }
 
 void Driver::AfterCycle(const Decisions& d, int64_t now) {
-  // Jobs whose membership changed or that lost tasks, in id order.
-  std::map<JobId, bool> touched;  // -> evicted for a preemptor
-  for (const auto& m : d.membership) touched.emplace(m.job, false);
+  // Per job touched (id order): stopped whole, and for a preemptor.
+  struct Touch {
+    bool evicted = false;
+    bool preempted = false;
+  };
+  std::map<JobId, Touch> touched;
+  for (const auto& m : d.membership) touched.emplace(m.job, Touch{});
   for (const auto& e : d.evictions) {
-    touched[e.job] |= e.reason.find("preempt") != std::string::npos;
+    Touch& t = touched[e.job];
+    if (e.kind != scheduler::Eviction::Kind::kShrink) t.evicted = true;
+    if (!e.preemptor.empty()) t.preempted = true;
   }
-  for (const auto& [id, preempted] : touched) {
+  // A simulated process leaves at once: every Releasing task is released now
+  // (the engine's grace period is the upper bound, not the model).
+  bool released = false;
+  for (const auto& e : d.evictions) {
+    const scheduler::Job& job = engine_->state().job(e.job);
+    if (e.task < job.tasks().size() && job.task(e.task).state == scheduler::TaskState::kReleasing) {
+      released |= engine_->TaskReleased(e.job, e.task).ok();
+    }
+  }
+  if (released) AskCycle(now);
+  for (const auto& [id, touch] : touched) {
     auto it = by_engine_id_.find(id);
     if (it == by_engine_id_.end()) continue;
     const size_t j = it->second;
     const scheduler::Job& job = engine_->state().job(id);
-    const bool running_now = job.phase() == JobPhase::kRunning;
+    if (runs_[j].running && touch.evicted) Stop(j, touch.preempted, now);
+    const bool running_now = job.phase() == JobPhase::kRunning && job.ReadyCount() >= job.min_member();
     if (!runs_[j].running && running_now) {
       Start(j, job, now);
     } else if (runs_[j].running && !running_now) {
-      Stop(j, preempted, now);
+      Stop(j, touch.preempted, now);
     } else if (running_now) {
       Resize(j, job, now);
     }
