@@ -83,6 +83,8 @@ class Driver {
   void Stop(size_t j, bool preempted, int64_t now);
   void Progress(JobRun& r, int64_t now);
   void SetPlacement(size_t j, const scheduler::Job& job, int64_t now);
+  // Keeps growable_ in step when job j's running size becomes `size`.
+  void SetGrowable(size_t j, int size);
   void ScheduleCompletion(size_t j, int64_t now);
   void AskCycle(int64_t now);
   void RecordTimeline(int64_t now);
@@ -106,6 +108,7 @@ class Driver {
   int64_t running_ = 0;
   int64_t pending_ = 0;
   int64_t finished_ = 0;
+  int64_t growable_ = 0;  // running elastic jobs below their maximum
   ReplayResult result_;
 };
 
@@ -215,6 +218,8 @@ void Driver::Complete(size_t j, int64_t now) {
     std::abort();
   }
   r.running = false;
+  SetGrowable(j, 0);
+  r.size = 0;
   result_.jobs[j].gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
   r.gpus_held = 0;
   result_.jobs[j].end_ms = now;
@@ -230,6 +235,10 @@ void Driver::Cycle(int64_t now) {
   const Decisions d = engine_->RunCycle();
   AfterCycle(d, now);
   allocated_now_ = AllocatedGpus();
+  const bool more_to_come = !d.empty() || !completions_.empty() || next_arrival_ < trace_.size();
+  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come) {
+    AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
+  }
   if (!o_.check) return;
   const absl::Status s = engine_->CheckInvariants();
   if (s.ok()) return;
@@ -312,8 +321,15 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
   out.gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
   r.gpus_held = gpus;
   r.held_since_ms = now;
+  SetGrowable(j, size);
   r.size = size;
   r.speed = size / (1 + r.comm_fraction * slowdown);
+}
+
+void Driver::SetGrowable(size_t j, int size) {
+  const int max = trace_[j].max_tasks;
+  if (!trace_[j].elastic()) return;
+  growable_ += (size > 0 && size < max) - (runs_[j].size > 0 && runs_[j].size < max);
 }
 
 void Driver::ScheduleCompletion(size_t j, int64_t now) {
@@ -358,6 +374,7 @@ void Driver::Stop(size_t j, bool preempted, int64_t now) {
   r.gpus_held = 0;
   r.held_since_ms = now;
   r.running = false;
+  SetGrowable(j, 0);
   r.size = 0;
   r.restart_pending = true;
   ++r.version;

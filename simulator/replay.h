@@ -8,7 +8,9 @@
 //      arrivals (trace order), then the scheduling cycle. A completion calls
 //      Engine::FinishJob, an arrival Engine::SubmitJob.
 //   2. Anything that changed the engine's state asks for a cycle at the next
-//      multiple of the cycle period (at or after now); no change, no cycle.
+//      multiple of the cycle period (at or after now); no change, no cycle,
+//      except the wake-up cycles of ReplayOptions::wake_period_s while a job
+//      waits or could grow.
 //   3. After a cycle: a job that started (membership kStart) gets its speed
 //      from its placement and a completion event; a job whose size changed
 //      (shrink, grow, failure) has its remaining time recomputed after a
@@ -55,6 +57,11 @@ struct ReplayOptions {
   double comm_fraction = 0.1;        // for jobs whose trace gives none
   double restart_cost_s = 30;        // added to a job's remaining time after an eviction
   double reform_pause_s = 5;         // no progress for this long after a resize
+  // While a job waits or an elastic job runs below its maximum, a cycle also
+  // runs this long after the last one (so time-based decisions, such as
+  // growth after growIdle or a victim's cooldown ending, are taken), as long
+  // as anything is still to happen. 0: only after changes.
+  double wake_period_s = 60;
   bool check = false;                // Engine::CheckInvariants after every cycle
   // Called now and then with the virtual time and the jobs finished so far
   // (a progress bar); may be empty.

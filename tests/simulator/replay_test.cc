@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plugins/registry.h"
 #include "simulator/native_trace.h"
 #include "simulator/replay_report.h"
 #include "topology/uniform_cluster.h"
@@ -169,6 +170,78 @@ TEST(Replay, QueuesComeFromTheTraceWhenThePolicyHasNone) {
   EXPECT_THAT(json, HasSubstr("\"a\": {\"jobs\": "));
   EXPECT_THAT(json, HasSubstr("\"b\": {\"jobs\": "));
   EXPECT_THAT(json, HasSubstr("\"jain_fairness\": "));
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator
+
+namespace ringmaster::simulator {
+namespace {
+
+scheduler::Policy ElasticPolicy() {
+  std::vector<queue::ConfigError> errors;
+  auto p = scheduler::ParsePolicy(
+      "actions: \"enqueue, allocate, backfill, preempt, elastic\"\n"
+      "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n"
+      "configurations:\n- name: elastic\n  arguments: {growIdle: 10, cooldown: 10}\n"
+      "- name: preempt\n  arguments: {cooldown: 5}\n",
+      "elastic.yaml", plugins::BuiltinRegistry(), &errors);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+TEST(Replay, AnElasticJobThatGrowsFinishesWhenItsRemainingWorkSays) {
+  // 1 node x 8 GPUs. e wants 2 tasks (elastic 1..4), 100 s at 2 tasks:
+  // 200 task-s of work. It starts at 0 on 2 GPUs; 6 GPUs stay idle, so at
+  // t = 10 (growIdle and cooldown 10 s) it grows to 4: done 2 x 10 = 20,
+  // then a 5 s re-form pause, then 180 / 4 = 45 s: it ends at 10 + 5 + 45 = 60.
+  const auto trace = Native("job_id,submit_time_s,duration_s,tasks,min_tasks,max_tasks\ne,0,100,2,1,4\n");
+  ReplayOptions o;
+  o.wake_period_s = 1;
+  o.check = true;
+  auto r = Replay(Uniform(1, 8, 1), ElasticPolicy(), trace, "t.csv", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const JobOutcome& e = r->jobs[0];
+  EXPECT_FALSE(r->violation.has_value());
+  ASSERT_TRUE(e.completed);
+  EXPECT_EQ(e.grows, 1);
+  EXPECT_EQ(e.end_ms, 60'000);
+  // GPU-seconds: 2 GPUs x 10 s + 4 GPUs x 50 s.
+  EXPECT_DOUBLE_EQ(e.gpu_seconds, 2 * 10 + 4 * 50);
+  EXPECT_NEAR(r->allocated_gpu_seconds, e.gpu_seconds, 1e-9);
+}
+
+TEST(Replay, AnElasticJobThatShrinksAndGrowsFinishesWhenItsRemainingWorkSays) {
+  // 1 node x 4 GPUs. e (elastic 1..4, wants 2, 100 s at 2 tasks = 200 task-s)
+  // starts on 2 GPUs and grows to 4 at t = 10. h (priority 10, 2 GPUs, 20 s)
+  // arrives at 30: preempt shrinks e to 2 and h runs 30 -> 50. The GPUs are
+  // idle from 50, so e grows back at 60 (growIdle 10).
+  //   0-10   2 tasks        20   (20)
+  //   10-15  re-form pause   0
+  //   15-30  4 tasks        60   (80)
+  //   30-35  re-form pause   0
+  //   35-60  2 tasks        50   (130)
+  //   60-65  re-form pause   0
+  //   65-    4 tasks: 70 / 4 = 17.5 s, so e ends at 82.5.
+  const auto trace = Native(
+      "job_id,submit_time_s,duration_s,tasks,min_tasks,max_tasks,priority\n"
+      "e,0,100,2,1,4,0\n"
+      "h,30,20,2,2,2,10\n");
+  ReplayOptions o;
+  o.wake_period_s = 1;
+  o.check = true;
+  auto r = Replay(Uniform(1, 4, 1), ElasticPolicy(), trace, "t.csv", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->violation.has_value());
+  const JobOutcome& e = r->jobs[0];
+  const JobOutcome& h = r->jobs[1];
+  ASSERT_TRUE(e.completed && h.completed);
+  EXPECT_EQ(h.start_ms, 30'000);
+  EXPECT_EQ(h.end_ms, 50'000);
+  EXPECT_EQ(e.grows, 2);
+  EXPECT_EQ(e.shrinks, 1);
+  EXPECT_EQ(e.evictions, 0);  // a shrink is not an eviction
+  EXPECT_EQ(e.end_ms, 82'500);
 }
 
 }  // namespace
