@@ -1,6 +1,12 @@
 // BM_Cycle/N: one scheduling cycle on N nodes x 8 GPUs (racks of 32), the
 // cluster 70 % full of running jobs, 2,000 pending gangs whose sizes follow
 // the Philly job-size distribution (1-128 GPUs). Setup is untimed.
+// BM_Cycle/16384/5000: 131,072 GPUs (today's largest training clusters) with
+// 5,000 pending gangs.
+// BM_PreemptCycle/N: one cycle on N nodes x 8 GPUs, full: 2N running tasks of
+// 4 GPUs, half in elastic jobs (8 tasks, minimum 2) at their maximum, half in
+// rigid 2-task gangs; N/20 pending priority-10 gangs of 4 x 4 GPUs that can
+// start only by preemption (shrinks, here). No eviction cap.
 // BM_RunningTasks: memory with 100,000 running tasks (peak RSS counter).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -66,6 +72,69 @@ void BM_Cycle(benchmark::State& state) {
   state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Cycle)->Arg(1000)->Arg(5000)->Arg(10000)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_CycleLarge(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int pending = static_cast<int>(state.range(1));
+  int64_t tasks = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto h = Setup(nodes, pending, 42);
+    state.ResumeTiming();
+    auto d = h->engine().RunCycle();
+    benchmark::DoNotOptimize(d);
+    tasks += static_cast<int64_t>(d.binds.size());
+    state.PauseTiming();
+    h.reset();
+    state.ResumeTiming();
+  }
+  state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(tasks) / state.iterations());
+}
+BENCHMARK(BM_CycleLarge)->Args({16384, 5000})->Unit(benchmark::kMillisecond)->Iterations(3);
+
+std::unique_ptr<EngineHarness> SetupPreempt(int nodes) {
+  testing::ClusterBuilder cb;
+  cb.Racks((nodes + 31) / 32).NodesPerRack(32).Gpus(8);
+  auto policy = testing::PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, backfill"
+configurations:
+- {name: preempt, arguments: {gracePeriod: 30, cooldown: 0, maxEvictionsPerCycle: 0}}
+)");
+  auto h = std::make_unique<EngineHarness>(cb.Build(), policy, false);
+  // 2N tasks x 4 GPUs = 8N GPUs: half elastic (N / 8 jobs of 8), half rigid
+  // (N / 2 jobs of 2).
+  for (int i = 0; i < nodes / 8; ++i) {
+    h->Submit(JobBuilder("el" + std::to_string(i)).Gang(8).Elastic(2, 8).GpusPerTask(4).Build());
+  }
+  for (int i = 0; i < nodes / 2; ++i) h->Submit(JobBuilder("rg" + std::to_string(i)).Gang(2).GpusPerTask(4).Build());
+  h->Cycle();
+  h->Cycle();
+  for (int j = 0; j < nodes / 20; ++j) {
+    h->Submit(JobBuilder("hp" + std::to_string(j)).Gang(4).GpusPerTask(4).Priority(10).Build());
+  }
+  return h;
+}
+
+void BM_PreemptCycle(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  int64_t evicted = 0, held = 0, free_gpus = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto h = SetupPreempt(nodes);
+    free_gpus = h->state().free_index().TotalFree();
+    state.ResumeTiming();
+    auto d = h->engine().RunCycle();
+    benchmark::DoNotOptimize(d);
+    state.PauseTiming();
+    evicted += static_cast<int64_t>(d.evictions.size());
+    for (auto id : h->state().active_jobs()) held += h->state().job(id).nominated();
+    h.reset();
+    state.ResumeTiming();
+  }
+  state.counters["evictions"] = benchmark::Counter(static_cast<double>(evicted) / state.iterations());
+  state.counters["preemptors_held"] = benchmark::Counter(static_cast<double>(held) / state.iterations());
+  state.counters["free_gpus_before"] = static_cast<double>(free_gpus);
+}
+BENCHMARK(BM_PreemptCycle)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_RunningTasks(benchmark::State& state) {
   for (auto _ : state) {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up, builds ringmaster (Release) and runs the scheduler on the
-# bundled example: a 16-node, 128-GPU cluster in racks and spines, two queues,
-# eight jobs. Prints where each job went or why it waits.
+# bundled example: a 16-node, 128-GPU cluster in racks and spines, two queues.
+# Act 1: eight jobs; prints where each went or why it waits. Act 2: a full
+# cluster of elastic jobs at their maximum, an urgent multi-node gang arrives
+# and starts by shrinking them (no job stopped whole), and they grow back
+# once it ends: a time-stamped event log, then the final table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +19,10 @@ echo
 echo "== ringmaster schedule (16 nodes x 8 GPUs, 4 nodes per rack, 2 racks per spine)"
 build/release/cli/ringmaster schedule --nodes 16 --gpus-per-node 8 --nodes-per-rack 4 \
   --racks-per-spine 2 --jobs examples/demo/jobs.yaml --policy examples/demo/policy.yaml --check
+echo
+echo "== act 2: ringmaster policy check examples/policies/elastic.yaml"
+build/release/cli/ringmaster policy check examples/policies/elastic.yaml
+echo
+echo "== act 2: an urgent gang on a full cluster of elastic jobs (virtual clock)"
+build/release/cli/ringmaster schedule --nodes 16 --gpus-per-node 8 --nodes-per-rack 4 \
+  --racks-per-spine 2 --jobs examples/demo/elastic-jobs.yaml --policy examples/policies/elastic.yaml --check

@@ -71,13 +71,9 @@ bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resource
     vv.pop_back();
   }
   if (pv.empty() || vv.empty()) return false;  // one contains the other
-  const QueueInfo& taker = s_.queues()[pv.back()];
   const QueueInfo& giver = s_.queues()[vv.back()];
   // The giver borrows: above its deserved share (GPUs) before this take.
-  if (giver.allocated().gpu_milli() - take.gpu_milli() < 0) return false;
   if (giver.allocated().gpu_milli() <= giver.deserved.gpu_milli()) return false;
-  // The taker ends no higher than its deserved share.
-  if (taker.allocated().gpu_milli() + p.min_request().gpu_milli() > taker.deserved.gpu_milli()) return false;
   // No queue on the giver's side goes below its guarantee.
   for (int q : vv) {
     const QueueInfo& info = s_.queues()[q];
@@ -86,97 +82,172 @@ bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resource
   return true;
 }
 
-std::vector<VictimPicker::Unit> VictimPicker::UnitsFor(const Job& p) {
-  const State& st = s_.state();
-  const auto key = std::make_pair(p.queue().value(), p.priority());
-  auto it = allowed_.find(key);
-  if (it == allowed_.end()) {
-    std::vector<TaskRef> candidates;
-    for (JobId id : st.active_jobs()) {
-      const Job& v = st.job(id);
-      if (v.phase() != JobPhase::kRunning) continue;
-      for (const Task& t : v.tasks()) {
-        if (Stoppable(t.state)) candidates.push_back({&v, t.index});
-      }
-    }
-    uint32_t first = 0;
-    while (first < p.tasks().size() && p.task(first).state != TaskState::kPending) ++first;
-    const TaskRef who{&p, first};
-    it = allowed_
-             .emplace(key, mode_ == EvictMode::kPreempt ? s_.Preemptable(who, candidates)
-                                                        : s_.Reclaimable(who, candidates))
-             .first;
+// The taker ends no higher than its deserved share (every level up to the
+// common ancestor with a giver: checked on the taker's own chain).
+bool TakerStaysWithinShare(const Session& s, const Job& p) {
+  const auto& tree = s.state().queues();
+  for (int q = static_cast<int>(p.queue().value()); q >= 0; q = tree.parent(q)) {
+    const QueueInfo& info = s.queues()[q];
+    if (info.allocated().gpu_milli() + p.min_request().gpu_milli() > info.deserved.gpu_milli()) return false;
   }
-  // Group the plugins' answer by job (ids ascending: deterministic).
-  std::map<JobId, std::vector<uint32_t>> by_job;
-  for (const TaskRef& t : it->second) by_job[t.job->id()].push_back(t.index);
-  std::vector<Unit> units;
-  const Timestamp now = s_.now();
-  for (auto& [id, allowed] : by_job) {
-    Job& v = s_.state().job(id);
-    if (!Eligible(p, v)) continue;
-    std::vector<uint32_t> held;
-    for (const Task& t : v.tasks()) {
-      if (Stoppable(t.state)) held.push_back(t.index);
-    }
-    std::sort(allowed.begin(), allowed.end());
-    // Shrink units: the highest-indexed surplus members first.
-    const int spare = v.ReadyCount() - v.min_member();
-    int made = 0;
-    for (auto t = held.rbegin(); t != held.rend() && made < spare; ++t) {
-      if (!std::binary_search(allowed.begin(), allowed.end(), *t)) continue;
-      if (v.task(*t).state == TaskState::kSucceeded) continue;
-      Unit u;
-      u.job = &v;
-      u.tasks = {*t};
-      u.shrink = true;
-      u.cost = {0, v.priority(), 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
-                -static_cast<int64_t>(*t)};
-      units.push_back(std::move(u));
-      ++made;
-    }
-    if (allowed.size() >= held.size()) {
-      Unit u;
-      u.job = &v;
-      u.tasks = held;
-      u.cost = {1, v.priority(), v.WorkAtRisk(now), -v.started(), -v.created(),
-                -static_cast<int64_t>(v.id().value()), 0};
-      units.push_back(std::move(u));
-    }
-  }
-  std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost < b.cost; });
-  return units;
+  return true;
 }
 
-VictimPicker::Choice VictimPicker::ChooseIn(const Job& /*p*/, int64_t per_task, int need, int tier,
-                                            topology::DomainId domain, const std::vector<Unit>& units) {
+void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uint32_t>& allowed) const {
+  Job& v = s_.state().job(cv.id());
+  std::vector<uint32_t> held;
+  for (const Task& t : v.tasks()) {
+    if (Stoppable(t.state) && t.state != TaskState::kSucceeded) held.push_back(t.index);
+  }
+  // Shrink units: the highest-indexed surplus members first.
+  const int spare = v.ReadyCount() - v.min_member();
+  int made = 0;
+  for (auto t = held.rbegin(); t != held.rend() && made < spare; ++t) {
+    if (!std::binary_search(allowed.begin(), allowed.end(), *t)) continue;
+    Unit u;
+    u.job = &v;
+    u.tasks = {*t};
+    u.shrink = true;
+    u.cost = {0, v.priority(), 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
+              -static_cast<int64_t>(*t)};
+    offer.units.push_back(std::move(u));
+    ++made;
+  }
+  if (allowed.size() >= held.size()) {
+    Unit u;
+    u.job = &v;
+    u.tasks = held;
+    u.cost = {1, v.priority(), v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
+              -static_cast<int64_t>(v.id().value()), 0};
+    offer.units.push_back(std::move(u));
+  }
+}
+
+VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
+  const auto key = std::make_pair(p.queue().value(), p.priority());
+  auto it = offers_.find(key);
+  if (it != offers_.end()) return it->second;
+  Offer& offer = offers_[key];
   const State& st = s_.state();
-  const topology::Cluster& c = st.cluster();
-  auto in_scope = [&](NodeId n) {
-    if (!st.node(n).schedulable) return false;
-    if (tier < 0) return true;
-    if (tier == 0) return n.value() == domain.value();
-    return c.DomainOf(n, tier) == domain;
-  };
-  // Units with a task in scope, per node, cheapest first (units are sorted).
-  std::unordered_map<uint32_t, std::vector<int>> on_node;
-  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
-    for (uint32_t t : units[u].tasks) {
-      const NodeId n = units[u].job->task(t).node;
-      if (!in_scope(n)) continue;
-      auto& list = on_node[n.value()];
+  std::vector<TaskRef> candidates;
+  for (JobId id : st.active_jobs()) {
+    const Job& v = st.job(id);
+    if (!Eligible(p, v)) continue;
+    for (const Task& t : v.tasks()) {
+      if (Stoppable(t.state)) candidates.push_back({&v, t.index});
+    }
+  }
+  uint32_t first = 0;
+  while (first < p.tasks().size() && p.task(first).state != TaskState::kPending) ++first;
+  const TaskRef who{&p, first};
+  const std::vector<TaskRef> allowed =
+      mode_ == EvictMode::kPreempt ? s_.Preemptable(who, candidates) : s_.Reclaimable(who, candidates);
+  // Group the plugins' answer by job (ids ascending: deterministic).
+  std::map<JobId, std::vector<uint32_t>> by_job;
+  for (const TaskRef& t : allowed) by_job[t.job->id()].push_back(t.index);
+  for (auto& [id, tasks] : by_job) {
+    std::sort(tasks.begin(), tasks.end());
+    BuildUnits(offer, st.job(id), tasks);
+  }
+  std::sort(offer.units.begin(), offer.units.end(), [](const Unit& a, const Unit& b) { return a.cost < b.cost; });
+  for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
+    const Unit& unit = offer.units[u];
+    offer.by_job[unit.job->id()].push_back(u);
+    for (uint32_t t : unit.tasks) {
+      auto& list = offer.by_node[unit.job->task(t).node.value()];
       if (list.empty() || list.back() != u) list.push_back(u);
     }
   }
-  std::unordered_map<uint32_t, int64_t> free;  // free whole GPUs once the taken units are gone
-  auto free_of = [&](uint32_t n) -> int64_t& {
-    auto [f, inserted] = free.try_emplace(n, 0);
-    if (inserted) f->second = st.FreeWholeGpus(NodeId(n));
-    return f->second;
+  return offer;
+}
+
+bool VictimPicker::Usable(const Job* p, const Unit& u) const {
+  if (u.dead) return false;
+  if (!p) return true;  // the generic part only (the global step order)
+  if (p->YieldedTo(u.job->id())) return false;
+  if (mode_ == EvictMode::kReclaim) {
+    Resources take;
+    for (uint32_t t : u.tasks) take += u.job->request(t);
+    return ReclaimKeepsShares(*p, *u.job, take);
+  }
+  return true;
+}
+
+struct VictimPicker::Draft {
+  std::unordered_map<uint32_t, int64_t> free;  // nodes touched: free whole GPUs once the taken units are gone
+  std::set<int> taken;
+  std::set<JobId> whole_taken;
+  int64_t FreeOf(const State& st, uint32_t n) const {
+    auto it = free.find(n);
+    return it == free.end() ? st.FreeWholeGpus(NodeId(n)) : it->second;
+  }
+};
+
+bool VictimPicker::StepAt(const Offer& offer, const Job* p, int64_t per_task, uint32_t node, const Draft* draft,
+                          Cost* cost) const {
+  auto list = offer.by_node.find(node);
+  if (list == offer.by_node.end()) return false;
+  const int64_t base = draft ? draft->FreeOf(s_.state(), node) : s_.state().FreeWholeGpus(NodeId(node));
+  int64_t acc = 0;
+  for (int u : list->second) {
+    const Unit& unit = offer.units[u];
+    if (!Usable(p, unit)) continue;
+    if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id()))) continue;
+    for (uint32_t t : unit.tasks) {
+      if (unit.job->task(t).node.value() == node) acc += WholeGpusOf(*unit.job, t);
+    }
+    if ((base + acc) / per_task > base / per_task) {
+      *cost = unit.cost;
+      return true;
+    }
+  }
+  return false;
+}
+
+VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, int64_t per_task) {
+  auto [it, inserted] = offer.steps.try_emplace(per_task);
+  if (inserted) {
+    for (const auto& [node, list] : offer.by_node) {
+      if (!s_.state().node(NodeId(node)).schedulable) continue;
+      Cost c;
+      if (StepAt(offer, nullptr, per_task, node, nullptr, &c)) {
+        it->second.order.insert({c, node});
+        it->second.of[node] = c;
+      }
+    }
+  }
+  return it->second;
+}
+
+void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes) {
+  for (auto& [per_task, steps] : offer.steps) {
+    for (uint32_t n : nodes) {
+      if (auto old = steps.of.find(n); old != steps.of.end()) {
+        steps.order.erase({old->second, n});
+        steps.of.erase(old);
+      }
+      Cost c;
+      if (s_.state().node(NodeId(n)).schedulable && StepAt(offer, nullptr, per_task, n, nullptr, &c)) {
+        steps.order.insert({c, n});
+        steps.of[n] = c;
+      }
+    }
+  }
+}
+
+VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier,
+                                            topology::DomainId domain) {
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
+  auto in_scope = [&](uint32_t n) {
+    if (!st.node(NodeId(n)).schedulable) return false;
+    if (tier < 0) return true;
+    if (tier == 0) return n == domain.value();
+    return c.DomainOf(NodeId(n), tier) == domain;
   };
   int64_t cap = 0;
   auto count_free = [&](NodeId n) {
-    if (in_scope(n)) cap += free_of(n.value()) / per_task;
+    if (in_scope(n.value())) cap += st.FreeWholeGpus(n) / per_task;
     return cap < need;
   };
   if (tier == 0) {
@@ -189,10 +260,12 @@ VictimPicker::Choice VictimPicker::ChooseIn(const Job& /*p*/, int64_t per_task, 
   Choice out;
   if (cap >= need) return out;  // GPUs are not what it waits for
 
-  std::vector<char> taken(units.size(), 0);
-  std::set<JobId> whole_taken;
-  std::unordered_map<uint32_t, size_t> pos;        // next unit to look at on a node
-  std::unordered_map<uint32_t, uint64_t> version;  // bumps when a node's free changes
+  // Steps come from the offer's global order (whole cluster, preempt, no
+  // yielded-to jobs: nothing preemptor-specific) merged with a local heap of
+  // the nodes this choice has changed; otherwise from the local heap alone.
+  const bool global = tier < 0 && mode_ == EvictMode::kPreempt && p.yielded_to().empty();
+  Draft draft;
+  std::unordered_map<uint32_t, uint64_t> version;
   struct Step {
     Cost cost;
     uint32_t node;
@@ -200,66 +273,58 @@ VictimPicker::Choice VictimPicker::ChooseIn(const Job& /*p*/, int64_t per_task, 
     bool operator>(const Step& o) const { return std::tie(cost, node) > std::tie(o.cost, o.node); }
   };
   std::priority_queue<Step, std::vector<Step>, std::greater<Step>> heap;
-  auto usable = [&](int u) {
-    return !taken[u] && !whole_taken.count(units[u].job->id());
+  auto push = [&](uint32_t n) {
+    Cost cost;
+    if (in_scope(n) && StepAt(offer, &p, per_task, n, &draft, &cost)) heap.push({cost, n, version[n]});
   };
-  // The cheapest prefix of the node's units that fits one more task there.
-  auto push_step = [&](uint32_t n) {
-    const auto& list = on_node[n];
-    size_t k = pos[n];
-    const int64_t base = free_of(n);
-    int64_t acc = 0;
-    for (; k < list.size(); ++k) {
-      const int u = list[k];
-      if (!usable(u)) continue;
-      for (uint32_t t : units[u].tasks) {
-        if (units[u].job->task(t).node.value() == n) acc += WholeGpusOf(*units[u].job, t);
-      }
-      if ((base + acc) / per_task > base / per_task) {
-        heap.push({units[u].cost, n, version[n]});
-        return;
-      }
-    }
-  };
-  for (const auto& [n, list] : on_node) push_step(n);
+  Offer::Steps* steps = global ? &StepsFor(offer, per_task) : nullptr;
+  auto it = steps ? steps->order.begin() : std::set<std::pair<Cost, uint32_t>>::iterator();
+  if (!global) {
+    for (const auto& [n, list] : offer.by_node) push(n);
+  }
   auto take = [&](int u) {
-    taken[u] = 1;
+    const Unit& unit = offer.units[u];
+    draft.taken.insert(u);
     out.units.push_back(u);
-    out.worst = std::max(out.worst, units[u].cost);
-    if (!units[u].shrink) {
-      whole_taken.insert(units[u].job->id());
+    out.worst = std::max(out.worst, unit.cost);
+    if (!unit.shrink) {
+      draft.whole_taken.insert(unit.job->id());
       ++out.whole;
     }
-    for (uint32_t t : units[u].tasks) {
-      const NodeId n = units[u].job->task(t).node;
-      int64_t& f = free_of(n.value());
-      const int64_t before = f / per_task;
-      f += WholeGpusOf(*units[u].job, t);
-      if (in_scope(n)) {
-        cap += f / per_task - before;
-        ++version[n.value()];
-      }
+    for (uint32_t t : unit.tasks) {
+      const uint32_t n = unit.job->task(t).node.value();
+      const int64_t before = draft.FreeOf(st, n);
+      const int64_t after = before + WholeGpusOf(*unit.job, t);
+      draft.free[n] = after;
+      if (in_scope(n)) cap += after / per_task - before / per_task;
+      ++version[n];
     }
   };
-  while (cap < need && !heap.empty()) {
-    const Step step = heap.top();
-    heap.pop();
-    if (step.version != version[step.node]) {
-      push_step(step.node);
-      continue;
+  while (cap < need) {
+    while (!heap.empty() && heap.top().version != version[heap.top().node]) heap.pop();
+    if (global) {
+      while (it != steps->order.end() && version.count(it->second)) ++it;
     }
+    const bool from_heap = !heap.empty() && (!global || it == steps->order.end() ||
+                                             std::tie(heap.top().cost, heap.top().node) < std::tie(it->first, it->second));
+    if (!from_heap && (!global || it == steps->order.end())) break;
+    const uint32_t node = from_heap ? heap.top().node : it->second;
+    const Cost cost = from_heap ? heap.top().cost : it->first;
+    if (from_heap) heap.pop();
     // Take the node's usable units up to and including the step's last one.
-    const auto& list = on_node[step.node];
-    for (size_t& k = pos[step.node]; k < list.size(); ++k) {
-      const int u = list[k];
-      if (!usable(u)) continue;
+    std::vector<uint32_t> touched;
+    for (int u : offer.by_node[node]) {
+      const Unit& unit = offer.units[u];
+      if (!Usable(&p, unit) || draft.taken.count(u) || draft.whole_taken.count(unit.job->id())) continue;
       take(u);
-      if (units[u].cost == step.cost) {
-        ++k;
-        break;
-      }
+      for (uint32_t t : unit.tasks) touched.push_back(unit.job->task(t).node.value());
+      if (unit.cost == cost) break;
     }
-    push_step(step.node);
+    version.try_emplace(node, 0);  // the node's global entry is stale from now on
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint32_t n : touched) push(n);
+    push(node);
   }
   out.ok = cap >= need;
   return out;
@@ -275,7 +340,8 @@ std::string VictimPicker::Reason(const Job& p, const Unit& u) const {
                       "' above its deserved share, '", s_.queue(p.queue()).name(), "' below)");
 }
 
-bool VictimPicker::Apply(Job& p, const std::vector<Unit>& units, std::vector<int> chosen, bool minimize) {
+bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize) {
+  const std::vector<Unit>& units = offer.units;
   // A whole-job unit covers that job's shrink units.
   std::set<JobId> whole;
   for (int u : chosen) {
@@ -291,6 +357,7 @@ bool VictimPicker::Apply(Job& p, const std::vector<Unit>& units, std::vector<int
   }
   const Timestamp deadline = s_.now() + args_.grace_ms;
   std::vector<std::vector<NodeId>> were_on(chosen.size());
+  std::vector<std::pair<JobId, uint32_t>> vacated;
   Statement stmt(s_);
   for (size_t k = 0; k < chosen.size(); ++k) {
     const Unit& u = units[chosen[k]];
@@ -298,6 +365,7 @@ bool VictimPicker::Apply(Job& p, const std::vector<Unit>& units, std::vector<int
     const std::string why = Reason(p, u);
     for (uint32_t t : u.tasks) {
       were_on[k].push_back(u.job->task(t).node);
+      vacated.push_back({u.job->id(), t});
       stmt.Vacate(*u.job, t, p.id(), why, deadline);
     }
   }
@@ -316,13 +384,39 @@ bool VictimPicker::Apply(Job& p, const std::vector<Unit>& units, std::vector<int
   }
   if (minimize && needed.size() < chosen.size()) {
     stmt.Discard();
-    if (!needed.empty() && Apply(p, units, needed, /*minimize=*/false)) return true;
-    return Apply(p, units, chosen, /*minimize=*/false);
+    if (!needed.empty() && Apply(p, offer, needed, /*minimize=*/false)) return true;
+    return Apply(p, offer, chosen, /*minimize=*/false);
   }
   if (!stmt.Commit().ok()) return false;
   evicted_ += tasks;
-  allowed_.clear();  // the running set changed
+  std::vector<uint32_t> nodes;
+  for (const auto& list : were_on) {
+    for (NodeId n : list) nodes.push_back(n.value());
+  }
+  for (NodeId n : landed) nodes.push_back(n.value());
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  Taken(vacated, nodes);
   return true;
+}
+
+void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes) {
+  for (auto& [key, offer] : offers_) {
+    for (const auto& [job, task] : tasks) {
+      auto it = offer.by_job.find(job);
+      if (it == offer.by_job.end()) continue;
+      const bool stopped = offer.units[it->second.front()].job->phase() != JobPhase::kRunning;
+      for (int u : it->second) {
+        Unit& unit = offer.units[u];
+        if (stopped || (unit.shrink && unit.tasks.front() == task)) {
+          unit.dead = true;
+        } else if (!unit.shrink) {
+          std::erase(unit.tasks, task);
+        }
+      }
+    }
+    RefreshSteps(offer, nodes);
+  }
 }
 
 bool VictimPicker::TryFor(Job& p) {
@@ -342,19 +436,9 @@ bool VictimPicker::TryFor(Job& p) {
   int64_t per_task = 0;
   for (int k = 0; k < need; ++k) per_task = std::max(per_task, WholeGpusOf(p, pending[k]));
   if (per_task == 0) return false;  // CPU-only and GPU-share gangs do not preempt
-  if (mode_ == EvictMode::kReclaim) {
-    const QueueInfo& q = s_.queue(p.queue());
-    if (q.allocated().gpu_milli() + p.min_request().gpu_milli() > q.deserved.gpu_milli()) return false;
-  }
-  std::vector<Unit> units = UnitsFor(p);
-  if (mode_ == EvictMode::kReclaim) {
-    std::erase_if(units, [&](const Unit& u) {
-      Resources take;
-      for (uint32_t t : u.tasks) take += u.job->request(t);
-      return !ReclaimKeepsShares(p, *u.job, take);
-    });
-  }
-  if (units.empty()) return false;
+  if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
+  Offer& offer = OfferFor(p);
+  if (offer.units.empty()) return false;
 
   struct Scope {
     int tier;
@@ -364,10 +448,11 @@ bool VictimPicker::TryFor(Job& p) {
   const JobSpec& spec = p.spec();
   if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) {
     // The domains at the allowed tier with the most GPUs free or held by
-    // units, enough for the minimum.
+    // usable units, enough for the minimum.
     const int t = spec.highest_tier;
     std::map<uint32_t, int64_t> gpus;
-    for (const Unit& u : units) {
+    for (const Unit& u : offer.units) {
+      if (!Usable(&p, u)) continue;
       for (uint32_t i : u.tasks) {
         const NodeId n = u.job->task(i).node;
         gpus[t == 0 ? n.value() : c.DomainOf(n, t).value()] += WholeGpusOf(*u.job, i);
@@ -387,7 +472,7 @@ bool VictimPicker::TryFor(Job& p) {
   }
   Choice best;
   for (const Scope& sc : scopes) {
-    Choice ch = ChooseIn(p, per_task, need, sc.tier, sc.domain, units);
+    Choice ch = ChooseIn(offer, p, per_task, need, sc.tier, sc.domain);
     if (!ch.ok) continue;
     if (!best.ok || std::make_tuple(ch.whole, ch.worst, ch.units.size()) <
                         std::make_tuple(best.whole, best.worst, best.units.size())) {
@@ -395,7 +480,7 @@ bool VictimPicker::TryFor(Job& p) {
     }
   }
   if (!best.ok) return false;
-  return Apply(p, units, best.units, /*minimize=*/true);
+  return Apply(p, offer, best.units, /*minimize=*/true);
 }
 
 }  // namespace ringmaster::scheduler

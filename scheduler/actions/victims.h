@@ -31,6 +31,8 @@
 #define RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
 
 #include <map>
+#include <set>
+#include <unordered_map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -66,33 +68,60 @@ class VictimPicker {
     Job* job = nullptr;
     std::vector<uint32_t> tasks;
     bool shrink = false;
+    bool dead = false;  // taken by an earlier preemptor this cycle
     Cost cost;
   };
+  // Units offered to preemptors of one (queue, priority), kept for the whole
+  // action and updated as victims are taken.
+  struct Offer {
+    std::vector<Unit> units;  // cheapest first
+    std::unordered_map<uint32_t, std::vector<int>> by_node;  // cheapest first
+    std::map<JobId, std::vector<int>> by_job;
+    // Per whole-GPU task size: every node's cheapest step (the units that
+    // let one more task fit there), ordered by cost.
+    struct Steps {
+      std::set<std::pair<Cost, uint32_t>> order;
+      std::unordered_map<uint32_t, Cost> of;
+    };
+    std::map<int64_t, Steps> steps;
+  };
   struct Choice {
-    std::vector<int> units;  // indices into units_
+    std::vector<int> units;  // indices into Offer::units
     Cost worst;
     int whole = 0;  // whole-job units
     bool ok = false;
   };
-  // Units of the running jobs P may take from, cheapest first.
-  std::vector<Unit> UnitsFor(const Job& p);
+  // Local view of a choice in progress: units taken, GPUs they free.
+  struct Draft;
+
+  Offer& OfferFor(const Job& p);
+  void BuildUnits(Offer& offer, const Job& v, const std::vector<uint32_t>& allowed) const;
   bool Eligible(const Job& p, const Job& v) const;
   // Whether taking `take` from v's queue keeps reclaim's rules.
   bool ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const;
-  Choice ChooseIn(const Job& p, int64_t per_task, int need, int tier, topology::DomainId domain,
-                  const std::vector<Unit>& units);
+  // `p` null: only what does not depend on the preemptor.
+  bool Usable(const Job* p, const Unit& u) const;
+  // The cheapest prefix of `node`'s usable units that fits one more task of
+  // `per_task` GPUs there, given `draft`; false when none.
+  bool StepAt(const Offer& offer, const Job* p, int64_t per_task, uint32_t node, const Draft* draft,
+              Cost* cost) const;
+  Offer::Steps& StepsFor(Offer& offer, int64_t per_task);
+  void RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes);
+  Choice ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier, topology::DomainId domain);
   // Vacates `chosen` and places P in one statement; true when committed.
   // With `minimize`, retries once without the units that turned out unneeded.
-  bool Apply(Job& p, const std::vector<Unit>& units, std::vector<int> chosen, bool minimize);
+  bool Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize);
+  // After a commit: units of the victims are updated in every offer.
+  void Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes);
   std::string Reason(const Job& p, const Unit& u) const;
 
   Session& s_;
   EvictMode mode_;
   EvictionArgs args_;
   int evicted_ = 0;
-  // Plugins' victim answers per (queue, priority) of the preemptor: they
-  // depend on nothing else of it.
-  std::map<std::pair<uint32_t, int32_t>, std::vector<TaskRef>> allowed_;
+  // Offers per (queue, priority) of the preemptor: the plugins' victim
+  // answers depend on nothing else of it (a documented assumption).
+  std::map<std::pair<uint32_t, int32_t>, Offer> offers_;
 };
 
 }  // namespace ringmaster::scheduler

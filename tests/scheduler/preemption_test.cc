@@ -6,6 +6,10 @@
 #include <map>
 #include <set>
 
+#include "plugins/gang.h"
+#include "plugins/priority.h"
+#include "scheduler/actions/action.h"
+#include "scheduler/statement.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::testing {
@@ -330,21 +334,43 @@ configurations:
   EXPECT_GE(cycles, 10) << "idle 10 s (one cycle per second) before growing";
 }
 
-TEST(Livelock, AJobShrunkForAnotherNeverTakesFromIt) {
-  // Queue a: el (elastic) is shrunk by reclaim for b's job. Then b's share
-  // drops and a's rises so that reclaim would point the other way: el must
-  // not take back from the job it yielded to.
-  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
-- {name: a, weight: 1}
-- {name: b, weight: 1}
-)")));
-  h.Submit(JobBuilder("el").Queue("a").Gang(16).Elastic(4, 16).GpusPerTask(1).Build());
-  h.Cycle();
-  h.Submit(JobBuilder("bj").Queue("b").Gang(8).GpusPerTask(1).Build());
-  auto d = h.Cycle();
-  ASSERT_TRUE(h.Running("bj"));
-  ASSERT_FALSE(d.evictions.empty());
-  EXPECT_TRUE(h.job("el").YieldedTo(h.engine().FindJob("bj")));
+// Rule 3 of docs/PREEMPTION.md on its own: a job that yielded to another
+// never takes from it, even where priority alone would let it. Run on a bare
+// State so the mark can be set directly; the control run without the mark
+// must preempt, or the test proves nothing.
+bool PreemptsWithMark(bool yielded) {
+  scheduler::State state(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), queue::QueueTree::Default());
+  scheduler::ManualClock clock(1'000'000);
+  const scheduler::JobId y = state.AddJob(JobBuilder("y").GpusPerTask(8).Build(), scheduler::QueueId(0), 0);
+  const scheduler::JobId x =
+      state.AddJob(JobBuilder("x").GpusPerTask(8).Priority(5).Build(), scheduler::QueueId(0), 1);
+  auto prio = plugins::PriorityPlugin::Create({});
+  auto gang = plugins::GangPlugin::Create({});
+  std::vector<std::vector<scheduler::Plugin*>> tiers = {{prio->get(), gang->get()}};
+  {
+    scheduler::Session s(state, clock, 1, tiers);
+    scheduler::Statement st(s);
+    st.Allocate(state.job(y), 0, topology::NodeId(0), {0, 1, 2, 3, 4, 5, 6, 7});
+    EXPECT_TRUE(st.Commit().ok());
+    s.Close();
+  }
+  state.SetState(state.job(y), 0, TaskState::kRunning);
+  state.job(y).set_phase(JobPhase::kRunning);
+  state.job(y).set_started(0);
+  state.job(x).set_phase(JobPhase::kInqueue);
+  if (yielded) state.job(x).AddYieldedTo(y);
+  scheduler::PluginArgs args("preempt", "", {{"gracePeriod", {"0", 0, 0}}, {"cooldown", {"0", 0, 0}}},
+                             "configurations");
+  auto preempt = scheduler::MakeAction("preempt", args);
+  EXPECT_TRUE(preempt.ok());
+  scheduler::Session s(state, clock, 2, tiers);
+  (*preempt)->Execute(s);
+  return !s.Close().evictions.empty();
+}
+
+TEST(Livelock, AJobThatYieldedToAnotherNeverTakesFromIt) {
+  EXPECT_TRUE(PreemptsWithMark(false)) << "control: priority 5 > 0 preempts";
+  EXPECT_FALSE(PreemptsWithMark(true));
 }
 
 }  // namespace
