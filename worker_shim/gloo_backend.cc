@@ -12,8 +12,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,29 +48,6 @@ void RunAllReduce(const std::shared_ptr<gloo::Context>& ctx, void* data,
   gloo::allreduce(opts);
 }
 
-// A gloo::Context whose transport context is set from outside (gloo::Context
-// keeps it protected; gloo::rendezvous::Context sets it the same way).
-class MeshContext final : public gloo::Context {
- public:
-  MeshContext(int rank, int size) : gloo::Context(rank, size) {}
-  void Adopt(std::shared_ptr<gloo::transport::Device> device,
-             std::shared_ptr<RevocableContext> transport) {
-    device_ = std::move(device);
-    transportContext_ = transport;
-    revocable_ = std::move(transport);
-  }
-  const std::shared_ptr<RevocableContext>& revocable() const {
-    return revocable_;
-  }
-
- private:
-  std::shared_ptr<RevocableContext> revocable_;
-};
-
-RevocableContext& TransportOf(const std::shared_ptr<gloo::Context>& ctx) {
-  return *static_cast<MeshContext&>(*ctx).revocable();
-}
-
 constexpr char kRevokedMessage[] =
     "gloo: communicator revoked after a peer failed";
 
@@ -106,188 +81,7 @@ bool Dials(const std::vector<char>& self_bytes,
   return true;
 }
 
-// Closes every pair of `t` from a thread a pair: each close waits for a tick
-// of the device loop, and this way one tick serves them all (peers blocked on
-// this rank also learn at once).
-void ClosePairsAtOnce(gloo::transport::Context& t) {
-  std::vector<std::thread> closers;
-  for (int i = 0; i < t.size; ++i) {
-    if (i == t.rank) continue;
-    gloo::transport::Pair* pair = t.getPair(i).get();
-    if (pair != nullptr) closers.emplace_back([pair] { pair->close(); });
-  }
-  for (auto& c : closers) c.join();
-}
-
 }  // namespace
-
-LoopPoker::LoopPoker(std::shared_ptr<gloo::transport::tcp::Device> device)
-    : device_(std::move(device)) {
-  fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (fd_ < 0) {
-    throw gloo::IoException(absl::StrCat("eventfd: ", strerror(errno)));
-  }
-  device_->registerDescriptor(fd_, EPOLLIN, this);
-}
-
-LoopPoker::~LoopPoker() {
-  device_->unregisterDescriptor(fd_, this);
-  ::close(fd_);
-}
-
-void LoopPoker::Poke() {
-  const uint64_t one = 1;
-  (void)!::write(fd_, &one, sizeof(one));
-}
-
-void LoopPoker::handleEvents(int events) {
-  (void)events;
-  uint64_t count = 0;
-  (void)!::read(fd_, &count, sizeof(count));
-}
-
-class RevocableContext::Buffer final : public gloo::transport::UnboundBuffer {
- public:
-  Buffer(RevocableContext* owner,
-         std::unique_ptr<gloo::transport::UnboundBuffer> inner)
-      : UnboundBuffer(inner->ptr, inner->size),
-        owner_(owner),
-        inner_(std::move(inner)) {}
-
-  bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
-    return Tracked([&] { return inner_->waitRecv(rank, timeout); });
-  }
-  bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
-    return Tracked([&] { return inner_->waitSend(rank, timeout); });
-  }
-  void abortWaitRecv() override { inner_->abortWaitRecv(); }
-  void abortWaitSend() override { inner_->abortWaitSend(); }
-  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
-    inner_->send(dst, slot, offset, nbytes);
-  }
-  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
-    inner_->recv(src, slot, offset, nbytes);
-  }
-  void recv(std::vector<int> srcs, uint64_t slot, size_t offset,
-            size_t nbytes) override {
-    inner_->recv(std::move(srcs), slot, offset, nbytes);
-  }
-  // Ends the current wait (it throws, see Tracked()).
-  void Abort() {
-    inner_->abortWaitRecv();
-    inner_->abortWaitSend();
-  }
-
- private:
-  // A wait registers with the owner for its duration (creating a buffer
-  // costs nothing more than the wrapper: a one-rank all-reduce, which never
-  // waits, stays as fast as raw Gloo's); one that Revoke() aborted, or that
-  // begins after it, throws the revocation.
-  template <typename Wait>
-  bool Tracked(Wait wait) {
-    owner_->BeginWait(this);
-    absl::Cleanup end = [this] { owner_->EndWait(this); };
-    if (wait()) return true;
-    owner_->ThrowIfRevoked();
-    return false;
-  }
-
-  RevocableContext* owner_;  // outlives the buffer: gloo::Context holds both
-  std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
-};
-
-RevocableContext::RevocableContext(
-    std::shared_ptr<gloo::transport::Context> inner)
-    : gloo::transport::Context(inner->rank, inner->size),
-      inner_(std::move(inner)) {}
-
-RevocableContext::~RevocableContext() = default;
-
-std::unique_ptr<gloo::transport::Pair>& RevocableContext::getPair(int rank) {
-  return inner_->getPair(rank);
-}
-
-std::unique_ptr<gloo::transport::Pair>& RevocableContext::createPair(
-    int rank) {
-  return inner_->createPair(rank);
-}
-
-std::unique_ptr<gloo::transport::UnboundBuffer>
-RevocableContext::createUnboundBuffer(void* ptr, size_t size) {
-  return std::make_unique<Buffer>(this, inner_->createUnboundBuffer(ptr, size));
-}
-
-void RevocableContext::BeginWait(Buffer* buffer) {
-  absl::MutexLock lock(&mu_);
-  if (revoked_.load(std::memory_order_relaxed)) {
-    throw gloo::IoException(why_);
-  }
-  waiting_.push_back(buffer);
-}
-
-void RevocableContext::EndWait(Buffer* buffer) {
-  absl::MutexLock lock(&mu_);
-  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), buffer),
-                 waiting_.end());
-}
-
-void RevocableContext::ThrowIfRevoked() const {
-  std::string why;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!revoked_.load(std::memory_order_relaxed)) return;
-    why = why_;
-  }
-  throw gloo::IoException(why);
-}
-
-void RevocableContext::Revoke(const std::string& why) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (revoked_.load(std::memory_order_relaxed)) return;
-    why_ = why;
-    revoked_.store(true, std::memory_order_release);
-  }
-  ClosePairsAtOnce(*inner_);
-  absl::MutexLock lock(&mu_);
-  for (Buffer* b : waiting_) b->Abort();
-}
-
-ContextReaper::ContextReaper() : thread_([this] { Run(); }) {}
-
-ContextReaper::~ContextReaper() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  thread_.join();
-}
-
-void ContextReaper::Add(std::shared_ptr<gloo::Context> context,
-                        bool urgent) {
-  if (context == nullptr) return;
-  absl::MutexLock lock(&mu_);
-  doomed_.push_back({std::move(context), urgent});
-}
-
-void ContextReaper::Run() {
-  while (true) {
-    std::vector<Doomed> batch;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !doomed_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (doomed_.empty()) return;  // stopping, nothing left
-      batch.swap(doomed_);
-    }
-    for (const auto& [ctx, urgent] : batch) {
-      if (urgent) ClosePairsAtOnce(TransportOf(ctx));
-    }
-    batch.clear();
-  }
-}
 
 absl::StatusOr<std::unique_ptr<GlooBackend>> GlooBackend::Create(
     GlooOptions options) {
@@ -335,6 +129,15 @@ void GlooBackend::Revoke(int64_t failure_generation) {
   }
   target->Revoke(absl::StrCat("gloo: revoked: generation ", failure_generation,
                               " was published after a peer failed"));
+}
+
+absl::Status GlooBackend::Usable() {
+  if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
+  if (TransportOf(context_).revoked()) {
+    Install(nullptr, 0, /*urgent_drop=*/true);
+    return absl::UnavailableError(kRevokedMessage);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
@@ -533,11 +336,7 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
 
 absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
                                     ReduceOp op) {
-  if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
-  if (TransportOf(context_).revoked()) {
-    Install(nullptr, 0, /*urgent_drop=*/true);
-    return absl::UnavailableError(kRevokedMessage);
-  }
+  if (absl::Status s = Usable(); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   try {
     switch (type) {
@@ -558,11 +357,7 @@ absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
 }
 
 absl::Status GlooBackend::Broadcast(void* data, size_t bytes, int root) {
-  if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
-  if (TransportOf(context_).revoked()) {
-    Install(nullptr, 0, /*urgent_drop=*/true);
-    return absl::UnavailableError(kRevokedMessage);
-  }
+  if (absl::Status s = Usable(); !s.ok()) return s;
   if (root < 0 || root >= context_->size) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: bad root ", root));
   }
@@ -580,11 +375,7 @@ absl::Status GlooBackend::Broadcast(void* data, size_t bytes, int root) {
 }
 
 absl::Status GlooBackend::Barrier() {
-  if (!context_) return absl::FailedPreconditionError("gloo: no communicator");
-  if (TransportOf(context_).revoked()) {
-    Install(nullptr, 0, /*urgent_drop=*/true);
-    return absl::UnavailableError(kRevokedMessage);
-  }
+  if (absl::Status s = Usable(); !s.ok()) return s;
   try {
     gloo::BarrierOptions opts(context_);
     opts.setTag(++tag_);

@@ -90,6 +90,7 @@
 #include "server/coordinator_service.h"
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/gloo_backend.h"
+#include "worker_shim/gloo_transport.h"
 #include "worker_shim/shim.h"
 
 namespace {
