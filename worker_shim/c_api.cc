@@ -1,8 +1,12 @@
 // The C API over Shim; see ringmaster_shim.h.
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/ringmaster_shim.h"
@@ -15,6 +19,10 @@ using ringmaster::shim::Shim;
 struct rm_shim {
   std::unique_ptr<Shim> shim;
   std::string error;
+  std::string kv_value;  // the last rm_shim_kv_get's value
+  // Read by the re-formation hook (training or preparing thread).
+  std::shared_ptr<std::atomic<int>> reform_delay_ms =
+      std::make_shared<std::atomic<int>>(0);
 };
 
 namespace {
@@ -71,6 +79,11 @@ rm_shim* rm_shim_create(const char* coordinator, const char* job,
   o.client.job = FromArgOrEnv(job, "RINGMASTER_JOB");
   o.client.worker_id = FromArgOrEnv(worker, "RINGMASTER_WORKER");
   o.client.desired_workers = desired_workers;
+  o.on_reform_start = [delay = h->reform_delay_ms](const auto&) {
+    if (const int ms = delay->load(); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+  };
   auto b = ringmaster::shim::MakeBackend(backend == nullptr ? "gloo" : backend,
                                          absl::Seconds(30));
   if (!b.ok()) {
@@ -151,6 +164,96 @@ rm_status rm_shim_recover(rm_shim* h) {
 rm_status rm_shim_leave(rm_shim* h, int finished) {
   if (!Usable(h)) return RM_ERROR;
   return Report(h, h->shim->Leave(finished != 0));
+}
+
+rm_status rm_shim_kv_set(rm_shim* h, int64_t generation, const char* key,
+                         const void* value, size_t bytes) {
+  if (!Usable(h)) return RM_ERROR;
+  if (key == nullptr || (value == nullptr && bytes > 0)) {
+    return Report(h, absl::InvalidArgumentError("null key or value"));
+  }
+  return Report(h, h->shim->client().KvSet(
+                       generation, key,
+                       std::string(static_cast<const char*>(value), bytes)));
+}
+
+rm_status rm_shim_kv_get(rm_shim* h, int64_t generation, const char* key,
+                         int64_t timeout_ms, const void** value,
+                         size_t* bytes) {
+  if (!Usable(h)) return RM_ERROR;
+  if (key == nullptr || value == nullptr || bytes == nullptr) {
+    return Report(h, absl::InvalidArgumentError("null argument"));
+  }
+  *value = nullptr;
+  *bytes = 0;
+  if (timeout_ms < 0) {
+    auto v = h->shim->client().KvGet(generation, key);
+    if (!v.ok()) return Report(h, v.status());
+    if (!v->has_value()) return Report(h, absl::OkStatus());
+    h->kv_value = **std::move(v);
+  } else {
+    auto v = h->shim->client().KvWaitGet(generation, key,
+                                         absl::Milliseconds(timeout_ms));
+    if (!v.ok()) return Report(h, v.status());
+    h->kv_value = *std::move(v);
+  }
+  *value = h->kv_value.data();
+  *bytes = h->kv_value.size();
+  return Report(h, absl::OkStatus());
+}
+
+rm_status rm_shim_kv_wait(rm_shim* h, int64_t generation,
+                          const char* const* keys, size_t count,
+                          int64_t timeout_ms) {
+  if (!Usable(h)) return RM_ERROR;
+  if (keys == nullptr && count > 0) {
+    return Report(h, absl::InvalidArgumentError("null keys"));
+  }
+  std::vector<std::string> k;
+  for (size_t i = 0; i < count; ++i) {
+    if (keys[i] == nullptr) {
+      return Report(h, absl::InvalidArgumentError("null key"));
+    }
+    k.emplace_back(keys[i]);
+  }
+  return Report(h, h->shim->client().KvWait(
+                       generation, k,
+                       absl::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms)));
+}
+
+rm_status rm_shim_last_reform(rm_shim* h, rm_reform_info* info) {
+  if (!Usable(h)) return RM_ERROR;
+  if (info == nullptr) return Report(h, absl::InvalidArgumentError("null info"));
+  const auto& reforms = h->shim->reforms();
+  if (reforms.empty()) {
+    return Report(h, absl::FailedPreconditionError("not formed yet"));
+  }
+  const ringmaster::shim::ReformRecord& r = reforms.back();
+  *info = rm_reform_info{};
+  info->generation = r.generation;
+  info->rank = r.rank;
+  info->world_size = r.world_size;
+  info->rolled_back = r.rolled_back ? 1 : 0;
+  info->sync_root = r.sync_root;
+  info->reason = static_cast<int>(r.reason);
+  info->prepared = r.prepared ? 1 : 0;
+  info->published_unix_us = r.published_unix_us;
+  info->boundary_unix_us = r.boundary_unix_us;
+  info->formed_unix_us = r.formed_unix_us;
+  info->synced_unix_us = r.synced_unix_us;
+  return Report(h, absl::OkStatus());
+}
+
+rm_status rm_shim_set_reform_delay(rm_shim* h, int ms) {
+  if (h == nullptr) return RM_ERROR;
+  h->reform_delay_ms->store(ms < 0 ? 0 : ms);
+  return RM_OK;
+}
+
+int64_t rm_shim_latest_generation(const rm_shim* h) {
+  return h == nullptr || h->shim == nullptr
+             ? 0
+             : h->shim->client().LatestGeneration();
 }
 
 int rm_shim_rank(const rm_shim* h) {

@@ -99,9 +99,11 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   }
   const ClientOptions& c = options.client;
   if (options.in_process) {
-    Exec(options.command, Environment({{"RINGMASTER_COORDINATOR", c.address},
-                                       {"RINGMASTER_JOB", c.job},
-                                       {"RINGMASTER_WORKER", c.worker_id}}));
+    Exec(options.command,
+         Environment({{"RINGMASTER_COORDINATOR", c.address},
+                      {"RINGMASTER_JOB", c.job},
+                      {"RINGMASTER_WORKER", c.worker_id},
+                      {"RINGMASTER_WORKERS", absl::StrCat(c.desired_workers)}}));
   }
   auto client_or = CoordinatorClient::Connect(c);
   if (!client_or.ok()) return client_or.status();

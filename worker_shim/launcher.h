@@ -13,8 +13,9 @@
 //    (Leave, finished); a non-zero exit is reported as a failure, so every
 //    member restarts in the next generation.
 //  - In-process (Horovod-style, no restart): CMD is exec'd once with
-//    RINGMASTER_COORDINATOR / _JOB / _WORKER set; it links the shim (C++ or
-//    the C API in ringmaster_shim.h) and joins by itself.
+//    RINGMASTER_COORDINATOR / _JOB / _WORKER / _WORKERS (gang size) set;
+//    it links the shim (C++ or the C API in ringmaster_shim.h) and joins
+//    by itself.
 #ifndef RINGMASTER_WORKER_SHIM_LAUNCHER_H_
 #define RINGMASTER_WORKER_SHIM_LAUNCHER_H_
 

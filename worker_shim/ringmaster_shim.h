@@ -20,6 +20,11 @@
  *   }
  *   rm_shim_leave(s, done); rm_shim_destroy(s);
  *
+ * The job's key-value store (rm_shim_kv_*) is scoped to one generation:
+ * the coordinator keeps the current generation's keys only, so a call for
+ * an older generation fails ("stale generation"). Python's
+ * torch.distributed.Store over it is python/ringmaster/torch/store.py.
+ *
  * Threads: one thread drives a handle. Errors: functions return an
  * rm_status; rm_shim_last_error() says what went wrong (valid until the next
  * call on the handle). A handle whose creation failed returns RM_ERROR from
@@ -76,6 +81,47 @@ rm_status rm_shim_step_boundary(rm_shim* shim);
  * RM_REMOVED. */
 rm_status rm_shim_recover(rm_shim* shim);
 rm_status rm_shim_leave(rm_shim* shim, int finished);
+
+/* Key-value store of `generation` (bytes in, bytes out). rm_shim_kv_get
+ * with timeout_ms < 0 does not wait: RM_OK with *value == NULL when the key
+ * is absent; with timeout_ms >= 0 it waits that long for the key (RM_ERROR
+ * "DEADLINE_EXCEEDED ..." when it does not come). *value points into the
+ * handle and stays valid until the next call on it. */
+rm_status rm_shim_kv_set(rm_shim* shim, int64_t generation, const char* key,
+                         const void* value, size_t bytes);
+rm_status rm_shim_kv_get(rm_shim* shim, int64_t generation, const char* key,
+                         int64_t timeout_ms, const void** value,
+                         size_t* bytes);
+rm_status rm_shim_kv_wait(rm_shim* shim, int64_t generation,
+                          const char* const* keys, size_t count,
+                          int64_t timeout_ms);
+
+/* The last completed re-formation (what rm_shim_start, _step_boundary or
+ * _recover did): times are Unix microseconds. */
+typedef struct {
+  int64_t generation;
+  int rank;
+  int world_size;
+  int rolled_back;  /* the registered state was restored to the last commit */
+  int sync_root;    /* rank the state was synced from; -1 = nobody had state */
+  int reason;       /* api::Reason: 1 initial, 2 planned shrink, 3 grow,
+                       4 failure, 5 recovery */
+  int prepared;     /* the rendezvous ran ahead of the step boundary */
+  int64_t published_unix_us;  /* coordinator published the generation */
+  int64_t boundary_unix_us;   /* this worker began moving to it */
+  int64_t formed_unix_us;     /* the new communicator works */
+  int64_t synced_unix_us;     /* the registered state is synced */
+} rm_reform_info;
+/* RM_ERROR before the first re-formation. */
+rm_status rm_shim_last_reform(rm_shim* shim, rm_reform_info* info);
+
+/* For tests and demos: every later re-formation waits `ms` before its
+ * rendezvous (so that a kill can land while the members are re-forming). */
+rm_status rm_shim_set_reform_delay(rm_shim* shim, int ms);
+
+/* The newest generation this worker has heard of (>= rm_shim_generation
+ * once started; greater while a change is pending). */
+int64_t rm_shim_latest_generation(const rm_shim* shim);
 
 int rm_shim_rank(const rm_shim* shim);
 int rm_shim_world_size(const rm_shim* shim);

@@ -255,6 +255,7 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     record.rank = rank_;
     record.world_size = world_size();
     record.rolled_back = rollback_needed;
+    record.sync_root = root;
     record.published_unix_us = update->published_unix_us();
     record.received_unix_us = received;
     record.boundary_unix_us = boundary;

@@ -68,6 +68,8 @@ struct ReformRecord {
   int rank = -1;
   int world_size = 0;
   bool rolled_back = false;
+  int sync_root = -1;             // rank the state was synced from (the
+                                  // lowest member with state; -1 = none)
   int64_t published_unix_us = 0;  // coordinator published the generation
   int64_t received_unix_us = 0;   // this rank's watcher received it
   int64_t boundary_unix_us = 0;   // this rank began moving to it (the step

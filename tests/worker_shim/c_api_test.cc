@@ -48,6 +48,60 @@ TEST(CApi, TwoWorkersAllReduceCommitAndLeave) {
   EXPECT_EQ(server->core().GetJob("capi")->committed_position(), 64);
 }
 
+TEST(CApi, KeyValueStoreAndLastReformation) {
+  auto server = *ringmaster::server::CoordinatorServer::Start(
+      "127.0.0.1:0", ringmaster::server::CoordinatorOptions());
+  const std::string addr = server->address();
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 2; ++i) {
+    fns.push_back([&, i] {
+      const std::string worker = "k" + std::to_string(i);
+      rm_shim* s = rm_shim_create(addr.c_str(), "kv", worker.c_str(), 2,
+                                  "gloo");
+      ASSERT_EQ(rm_shim_set_reform_delay(s, 0), RM_OK);
+      rm_reform_info info;
+      EXPECT_EQ(rm_shim_last_reform(s, &info), RM_ERROR);  // not formed yet
+      ASSERT_EQ(rm_shim_start(s), RM_OK) << rm_shim_last_error(s);
+      ASSERT_EQ(rm_shim_last_reform(s, &info), RM_OK);
+      EXPECT_EQ(info.generation, 1);
+      EXPECT_EQ(info.world_size, 2);
+      EXPECT_EQ(info.rank, rm_shim_rank(s));
+      EXPECT_EQ(info.reason, 1);  // initial
+      EXPECT_EQ(info.sync_root, -1);  // nobody held state
+      EXPECT_EQ(info.rolled_back, 0);
+      EXPECT_LE(info.published_unix_us, info.formed_unix_us);
+      EXPECT_EQ(rm_shim_latest_generation(s), 1);
+      const void* value = nullptr;
+      size_t bytes = 0;
+      // No wait: an absent key is RM_OK with no value.
+      ASSERT_EQ(rm_shim_kv_get(s, 1, "absent", -1, &value, &bytes), RM_OK);
+      EXPECT_EQ(value, nullptr);
+      const std::string key = "from" + std::to_string(rm_shim_rank(s));
+      const std::string mine = "v" + std::to_string(rm_shim_rank(s));
+      ASSERT_EQ(rm_shim_kv_set(s, 1, key.c_str(), mine.data(), mine.size()),
+                RM_OK);
+      const std::string other = "from" + std::to_string(1 - rm_shim_rank(s));
+      const char* keys[] = {other.c_str()};
+      ASSERT_EQ(rm_shim_kv_wait(s, 1, keys, 1, 10000), RM_OK)
+          << rm_shim_last_error(s);
+      ASSERT_EQ(rm_shim_kv_get(s, 1, other.c_str(), 10000, &value, &bytes),
+                RM_OK);
+      EXPECT_EQ(std::string(static_cast<const char*>(value), bytes),
+                "v" + std::to_string(1 - rm_shim_rank(s)));
+      // A key that never comes: the wait ends at its timeout.
+      EXPECT_EQ(rm_shim_kv_get(s, 1, "never", 50, &value, &bytes), RM_ERROR);
+      EXPECT_NE(std::string(rm_shim_last_error(s)).find("DEADLINE_EXCEEDED"),
+                std::string::npos);
+      // A generation that does not exist yet is refused.
+      EXPECT_EQ(rm_shim_kv_set(s, 7, "k", "x", 1), RM_ERROR);
+      EXPECT_EQ(rm_shim_barrier(s), RM_OK);
+      EXPECT_EQ(rm_shim_leave(s, 1), RM_OK);
+      rm_shim_destroy(s);
+    });
+  }
+  ringmaster::shim::testing::RunRanks(fns);
+}
+
 TEST(CApi, MissingSettingsGiveAHandleThatReportsTheError) {
   ::unsetenv("RINGMASTER_JOB");
   rm_shim* s = rm_shim_create("127.0.0.1:1", nullptr, "w", 1, "gloo");

@@ -1,0 +1,300 @@
+"""One worker's membership in an elastic job, as PyTorch sees it.
+
+``init()`` joins the job through the shim (``libringmaster_shim.so``), waits
+to be a member, and creates the ``torch.distributed`` default process group
+of the current generation over ``CoordinatorStore`` (the coordinator's
+key-value store of that generation). After every membership change the
+process group is destroyed and the new generation's created, in the same
+process (``reform_process_group``).
+
+Two communicators live side by side, on purpose:
+  1. the shim's (Gloo or NCCL, built by the shim): it carries the gradient
+     all-reduce (the DDP communication hook below), the step-boundary
+     agreement, the state sync and ``allreduce_``. The shim revokes it as
+     soon as the coordinator publishes a failure generation, so a survivor
+     blocked on a dead peer (kill -9) fails within tens of milliseconds,
+     not at a timeout;
+  2. PyTorch's own process group: everything else the user's code or DDP
+     does through ``torch.distributed`` (DDP's parameter check and
+     broadcast when it is wrapped, its bucket rebuild after the first step,
+     the user's own collectives). PyTorch 1.13's Gloo process group has no
+     abort and is a different Gloo build from the shim's, so revocation
+     cannot reach it: a call that waits on a dead peer ends when its socket
+     reports the death (usually at once) or at ``pg_timeout`` (default
+     30 s, instead of torch's 30 minutes). docs/PYTORCH.md measures both.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from .._shim import DType, ReduceOp, Shim, ShimError, Status
+from .errors import CollectiveError, HostsUpdatedInterrupt, WorkerRemoved
+from .store import CoordinatorStore
+
+_DTYPES = {torch.float32: DType.FLOAT32, torch.float64: DType.FLOAT64,
+           torch.int64: DType.INT64}
+
+
+class Context:
+    """The process's elastic membership (one per process, see ``init``)."""
+
+    def __init__(self, shim: Shim, backend: str,
+                 pg_timeout: datetime.timedelta):
+        self.shim = shim
+        self.backend = backend
+        self.pg_timeout = pg_timeout
+        self.pg_generation = 0
+        # Set by a shim collective that failed (the DDP hook's failure
+        # surfaces from autograd as a plain RuntimeError).
+        self.collective_failed = False
+        self.finished = False
+        # The re-formations this worker completed (ReformInfo), in order.
+        self.reforms = []
+
+    def record_reform(self) -> None:
+        info = self.shim.last_reform()
+        if not self.reforms or self.reforms[-1].generation != info.generation:
+            self.reforms.append(info)
+
+    # -- membership ---------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.shim.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.shim.world_size
+
+    @property
+    def generation(self) -> int:
+        return self.shim.generation
+
+    def reform_process_group(self) -> None:
+        """Destroys the process group (if any) and creates the current
+        generation's. Raises CollectiveError when the rendezvous fails (a
+        peer died, or a newer generation superseded this one)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        gen, rank, world = self.generation, self.rank, self.world_size
+        store = CoordinatorStore(self.shim, gen, rank, world,
+                                 timeout=self.pg_timeout)
+        try:
+            dist.init_process_group(self.backend, store=store, rank=rank,
+                                    world_size=world, timeout=self.pg_timeout)
+        except (RuntimeError, ShimError) as e:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            raise CollectiveError(
+                f"process group of generation {gen}: {e}") from e
+        self.pg_generation = gen
+
+    def form_process_group(self) -> bool:
+        """Creates the current generation's process group, with the same
+        outcome on every member: after trying, the members agree (a max
+        all-reduce through the shim) whether anyone failed. If so, and a
+        newer generation exists (the usual cause: it was published during
+        the rendezvous, and the old generation's store refuses every call),
+        everyone moves to it through a step boundary and tries again. Returns
+        whether a failure generation came meanwhile (the state must roll
+        back). Raises CollectiveError (a peer died: recover) or
+        WorkerRemoved."""
+        rolled_back = False
+        while True:
+            error = None
+            try:
+                self.reform_process_group()
+            except CollectiveError as e:
+                error = e
+            failed = torch.tensor([0 if error is None else 1],
+                                  dtype=torch.int64)
+            self.allreduce_(failed, op="max")
+            if int(failed.item()) == 0:
+                return rolled_back
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            self.pg_generation = 0
+            if self.shim.latest_generation() <= self.generation:
+                raise CollectiveError(
+                    f"process group of generation {self.generation}: "
+                    f"{error or 'a peer failed to form it'}")
+            try:
+                self.step_boundary()
+            except HostsUpdatedInterrupt as e:
+                rolled_back = rolled_back or e.rolled_back
+
+    def step_boundary(self) -> None:
+        """The shim's step boundary: returns when the membership is
+        unchanged; raises HostsUpdatedInterrupt after the shim re-formed
+        (the caller then re-forms the process group), WorkerRemoved, or
+        CollectiveError."""
+        try:
+            status = self.shim.step_boundary()
+        except ShimError as e:
+            raise CollectiveError(str(e)) from e
+        if status == Status.REMOVED:
+            raise WorkerRemoved()
+        if status == Status.REFORMED:
+            raise HostsUpdatedInterrupt(self.shim.last_reform().rolled_back)
+
+    def recover(self) -> None:
+        """After a failed collective: the next generation, rolled back.
+        Raises WorkerRemoved when this worker is no longer a member."""
+        self.collective_failed = False
+        status = self.shim.recover()
+        if status == Status.REMOVED:
+            raise WorkerRemoved()
+
+    def is_failure(self, error: BaseException, wait_s: float = 2.0) -> bool:
+        """Whether `error`, raised in the training function, is a lost peer
+        rather than a bug: a shim collective failed, or (a torch.distributed
+        error) the coordinator publishes a newer generation within
+        `wait_s`."""
+        if isinstance(error, CollectiveError) or self.collective_failed:
+            return True
+        if not isinstance(error, RuntimeError):
+            return False
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.shim.latest_generation() > self.generation:
+                return True
+            time.sleep(0.01)
+        return False
+
+    # -- collectives through the shim ----------------------------------------
+    def allreduce_(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In-place all-reduce of a contiguous CPU tensor through the shim
+        (float32, float64 or int64; op "sum" or "max"). Raises
+        CollectiveError."""
+        if not tensor.is_contiguous() or tensor.device.type != "cpu":
+            raise ValueError("allreduce_ needs a contiguous CPU tensor")
+        dtype = _DTYPES.get(tensor.dtype)
+        if dtype is None:
+            raise TypeError(f"allreduce_ does not take {tensor.dtype}")
+        try:
+            self.shim.allreduce(tensor.data_ptr(), tensor.numel(), dtype,
+                                ReduceOp.SUM if op == "sum" else ReduceOp.MAX)
+        except ShimError as e:
+            self.collective_failed = True
+            raise CollectiveError(str(e)) from e
+        return tensor
+
+    def broadcast_bytes(self, payload: Optional[bytes], root: int) -> bytes:
+        """Root's `payload` on every rank (length first, then the bytes)."""
+        try:
+            n = torch.tensor([len(payload) if self.rank == root else 0],
+                             dtype=torch.int64)
+            self.shim.broadcast(n.data_ptr(), 8, root)
+            buf = torch.empty(int(n.item()), dtype=torch.uint8)
+            if self.rank == root:
+                buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+            if buf.numel() > 0:
+                self.shim.broadcast(buf.data_ptr(), buf.numel(), root)
+        except ShimError as e:
+            self.collective_failed = True
+            raise CollectiveError(str(e)) from e
+        return buf.numpy().tobytes()
+
+    def ddp_comm_hook(self, _state, bucket):
+        """DDP communication hook: the bucket's gradients summed over the
+        ranks through the shim (not averaged: see ElasticSampler on the
+        loss scale)."""
+        buf = bucket.buffer()
+        self.allreduce_(buf)
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
+    # -- end ------------------------------------------------------------------
+    def shutdown(self, finished: bool = True) -> None:
+        """Leaves the job (finished: the whole job is done; every member
+        passes a barrier first) and destroys the process group."""
+        if self.finished:
+            return
+        self.finished = True
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if finished:
+            try:
+                self.shim.barrier()
+            except ShimError:
+                pass
+        try:
+            self.shim.leave(finished)
+        except ShimError:
+            pass
+        self.shim.close()
+
+
+_context: Optional[Context] = None
+
+
+def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
+         pg_timeout: datetime.timedelta = datetime.timedelta(seconds=30),
+         coordinator: Optional[str] = None, job: Optional[str] = None,
+         worker: Optional[str] = None) -> Context:
+    """Joins the job and creates the process group of the first generation
+    this worker is a member of.
+
+    coordinator / job / worker default to RINGMASTER_COORDINATOR /
+    RINGMASTER_JOB / RINGMASTER_WORKER (what ``ringmaster shim run --mode
+    inprocess`` sets), desired_workers (the gang size, used by whoever
+    creates the job) to RINGMASTER_WORKERS. backend: "gloo" (CPU) or
+    "nccl"; default NCCL where CUDA exists. A second call returns the same
+    context."""
+    global _context
+    if _context is not None and not _context.finished:
+        return _context
+    if desired_workers is None:
+        desired_workers = int(os.environ.get("RINGMASTER_WORKERS", "0") or 0)
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    shim = Shim(coordinator, job, worker, desired_workers, backend)
+    delay = os.environ.get("RINGMASTER_REFORM_DELAY_MS")
+    if delay:
+        shim.set_reform_delay(int(delay))
+    shim.start()
+    ctx = Context(shim, backend, pg_timeout)
+    while True:
+        try:
+            ctx.form_process_group()
+            break
+        except CollectiveError:
+            ctx.recover()
+    _context = ctx
+    return ctx
+
+
+def context() -> Context:
+    if _context is None or _context.finished:
+        raise RuntimeError("ringmaster.torch.init() has not been called")
+    return _context
+
+
+def shutdown(finished: bool = True) -> None:
+    global _context
+    if _context is not None:
+        _context.shutdown(finished)
+        _context = None
+
+
+def allreduce_(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    return context().allreduce_(tensor, op)
+
+
+def rank() -> int:
+    return context().rank
+
+
+def world_size() -> int:
+    return context().world_size
+
+
+def generation() -> int:
+    return context().generation

@@ -1,0 +1,126 @@
+"""ElasticState: what a worker must carry across membership changes.
+
+Holds the model (the plain ``torch.nn.Module``), its optimizer, an
+ElasticSampler and any extra picklable values given as keyword arguments
+(``ElasticState(model=m, optimizer=o, sampler=s, step=0)`` makes
+``state.step``).
+
+  - ``commit()``: copies everything in memory (the rollback point), reports
+    the step and sample position to the coordinator, then runs the step
+    boundary (``check_host_updates()``).
+  - ``check_host_updates()``: the step boundary; call it once per step
+    (every member must, the same number of times). It raises
+    HostsUpdatedInterrupt when the membership changed; ``@elastic.run``
+    then re-forms and calls the training function again.
+  - ``restore()``: back to the last commit.
+  - ``sync()``: everything from the lowest surviving rank to the others
+    (torch.save'd once, broadcast through the shim).
+
+``ddp_model`` is the model wrapped in DistributedDataParallel for the
+current generation (rebuilt at every re-formation, gradients all-reduced
+through the shim); train through it, save and inspect ``model``.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import _context as _ctx
+from .sampler import ElasticSampler
+
+
+class ElasticState:
+    def __init__(self, model: Optional[torch.nn.Module] = None,
+                 optimizer: Optional[torch.optim.Optimizer] = None,
+                 sampler: Optional[ElasticSampler] = None,
+                 ddp_kwargs: Optional[Dict[str, Any]] = None, **extra: Any):
+        self.model = model
+        self.optimizer = optimizer
+        self.sampler = sampler
+        self.ddp_model: Optional[torch.nn.Module] = None
+        self._ddp_kwargs = dict(ddp_kwargs or {})
+        self._extra_keys = list(extra)
+        for k, v in extra.items():
+            setattr(self, k, v)
+        self._saved: Optional[Dict[str, Any]] = None
+        self.commits = 0
+
+    # -- what is carried --------------------------------------------------------
+    def _snapshot(self) -> Dict[str, Any]:
+        s: Dict[str, Any] = {"extra": {k: getattr(self, k)
+                                       for k in self._extra_keys}}
+        if self.model is not None:
+            s["model"] = self.model.state_dict()
+        if self.optimizer is not None:
+            s["optimizer"] = self.optimizer.state_dict()
+        if self.sampler is not None:
+            s["sampler"] = self.sampler.state_dict()
+        return s
+
+    def _load(self, s: Dict[str, Any]) -> None:
+        if self.model is not None:
+            self.model.load_state_dict(s["model"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(s["optimizer"])
+        if self.sampler is not None:
+            self.sampler.load_state_dict(s["sampler"])
+        for k, v in s["extra"].items():
+            setattr(self, k, v)
+
+    # -- commit / restore / sync ------------------------------------------------
+    def save(self) -> None:
+        """The in-memory rollback point (no boundary, no report)."""
+        self._saved = copy.deepcopy(self._snapshot())
+        self.commits += 1
+
+    def commit(self, step: Optional[int] = None) -> None:
+        self.save()
+        ctx = _ctx.context()
+        position = 0
+        if self.sampler is not None:
+            position = (self.sampler.epoch * self.sampler.num_samples +
+                        self.sampler.position)
+        if step is None:
+            step = int(getattr(self, "step", 0))
+        ctx.shim.commit(step, position)
+        self.check_host_updates()
+
+    def check_host_updates(self) -> None:
+        _ctx.context().step_boundary()
+
+    def restore(self) -> None:
+        if self._saved is not None:
+            self._load(copy.deepcopy(self._saved))
+
+    def sync(self, root: int = 0) -> None:
+        ctx = _ctx.context()
+        payload = None
+        if ctx.rank == root:
+            buf = io.BytesIO()
+            torch.save(self._snapshot(), buf)
+            payload = buf.getvalue()
+        data = ctx.broadcast_bytes(payload, root)
+        if ctx.rank != root:
+            self._load(torch.load(io.BytesIO(data)))
+        # A newcomer's rollback point is what it just received.
+        if self._saved is None:
+            self.save()
+
+    # -- per generation -----------------------------------------------------------
+    def on_reform(self) -> None:
+        """Called by @elastic.run after every (re-)formation and sync: points
+        the sampler at the new rank and world size and wraps the model in
+        DDP over the new process group, with the shim's all-reduce hook."""
+        ctx = _ctx.context()
+        if self.sampler is not None:
+            self.sampler.set_world(ctx.rank, ctx.world_size)
+        if self.model is not None:
+            self.ddp_model = None
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, **self._ddp_kwargs)
+            ddp.register_comm_hook(None, ctx.ddp_comm_hook)
+            self.ddp_model = ddp

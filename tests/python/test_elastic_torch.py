@@ -1,0 +1,117 @@
+"""Real PyTorch DDP jobs on the shim (examples/pytorch/train_mlp.py, four
+workers under `ringmaster shim run --mode inprocess`), through (a) a
+planned shrink to 2 by `ringmaster resize` and a grow back to 4 with new
+processes, (b) a kill -9 of a worker frozen while its peers wait in the
+gradient all-reduce, (c) a kill -9 while the members are re-forming (each
+re-formation waits 1 s before its rendezvous). Every run must end with 0
+duplicate and 0 skipped samples (per step and over the committed history),
+no step where ranks disagreed on the position, and the weights of the
+single-process reference run within 1e-5 relative.
+"""
+
+import time
+import unittest
+
+from harness import (Coordinator, Job, reference, relative_error,
+                     require_torch)
+
+# 2 epochs of 1536 samples, global batch 32: 96 steps.
+SAMPLES, EPOCHS, BATCH = 1536, 2, 32
+TOTAL = SAMPLES * EPOCHS
+TRAIN = ["--samples", str(SAMPLES), "--epochs", str(EPOCHS), "--batch",
+         str(BATCH), "--dim", "16", "--hidden", "32", "--commit-every", "4",
+         "--check", "--pg-timeout-s", "20"]
+_reference = None
+
+
+def ref():
+    global _reference
+    if _reference is None:
+        _reference = reference(TRAIN)
+    return _reference
+
+
+class ElasticTorch(unittest.TestCase):
+    def setUp(self):
+        require_torch(self)
+        self.coordinator = Coordinator()
+        self.job = None
+
+    def tearDown(self):
+        if self.job is not None:
+            self.job.cleanup()
+        self.coordinator.stop()
+
+    def start(self, step_delay_ms=40, env=None):
+        self.job = Job(self, self.coordinator, "mlp",
+                       TRAIN + ["--step-delay-ms", str(step_delay_ms)],
+                       env=env)
+        for i in range(4):
+            self.job.spawn(f"w{i}")
+        return self.job
+
+    def check_result(self, final_world_size):
+        r = self.job.result()
+        self.assertEqual(r["duplicate_samples"], 0, r["generations"])
+        self.assertEqual(r["skipped_samples"], 0, r["generations"])
+        self.assertEqual(r["inconsistent_steps"], 0)
+        self.assertEqual(len(r["history"]), TOTAL // BATCH)
+        self.assertEqual(r["final_world_size"], final_world_size)
+        err = relative_error(r["weights"], ref()["weights"])
+        self.assertLess(err, 1e-5, f"relative weight error {err}")
+        return r
+
+    def reasons(self, r):
+        return [(g["reason"], g["rolled_back"]) for g in r["generations"]]
+
+    def test_shrink_to_two_and_grow_back(self):
+        # Slower steps: the two new processes (python, import torch) must
+        # join before the run ends.
+        job = self.start(step_delay_ms=80)
+        job.wait_for(lambda p: p["position"] >= TOTAL * 2 // 10, 60,
+                     "20 % of the samples")
+        self.coordinator.resize("mlp", 2)  # w2, w3 leave
+        job.wait_for(lambda p: p["world_size"] == 2, 30, "world size 2")
+        job.expect_clean_exit("w2", 30)
+        job.expect_clean_exit("w3", 30)
+        # New processes join as standbys; the resize lets them in as soon
+        # as they have joined (the coordinator fills missing slots).
+        job.spawn("w4")
+        job.spawn("w5")
+        self.coordinator.resize("mlp", 4)
+        p = job.wait_for(lambda p: p["world_size"] == 4, 40, "world size 4")
+        self.assertLess(p["position"], TOTAL, "grew only after the end")
+        for w in ("w0", "w1", "w4", "w5"):
+            job.expect_clean_exit(w)
+        r = self.check_result(4)
+        self.assertIn(("planned_shrink", False), self.reasons(r))
+        self.assertIn(("grow", False), self.reasons(r))
+
+    def test_kill_nine_in_the_middle_of_an_all_reduce(self):
+        job = self.start()
+        job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
+                     "30 % of the samples")
+        # Frozen, w2 leaves the others blocked in the step's all-reduce;
+        # then it dies there.
+        job.kill9("w2", stop_first_s=0.3)
+        for w in ("w0", "w1", "w3"):
+            job.expect_clean_exit(w)
+        r = self.check_result(3)
+        self.assertIn(("failure", True), self.reasons(r))
+
+    def test_kill_during_rendezvous(self):
+        job = self.start(env={"RINGMASTER_REFORM_DELAY_MS": "1000"})
+        job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
+                     "30 % of the samples")
+        gen = self.coordinator.resize("mlp", 3)  # w3 leaves; w0..w2 re-form
+        self.assertGreaterEqual(gen, 2)
+        time.sleep(0.3)  # inside the 1 s before the rendezvous
+        job.kill9("w1")
+        for w in ("w0", "w2", "w3"):
+            job.expect_clean_exit(w)
+        r = self.check_result(2)
+        self.assertIn(("failure", True), self.reasons(r))
+
+
+if __name__ == "__main__":
+    unittest.main()
