@@ -41,6 +41,7 @@ struct JobRun {
   bool restart_pending = false;
   double gpus_held = 0;
   int64_t held_since_ms = 0;
+  std::vector<topology::NodeId> nodes;  // where its tasks run
 };
 
 struct Completion {
@@ -89,7 +90,10 @@ class Driver {
   void AskCycle(int64_t now);
   void RecordTimeline(int64_t now);
   double AllocatedGpus() const;
-  double Fragmentation() const;
+  // Free GPUs on partly used nodes / free GPUs, from per-node counts kept up
+  // to date for the nodes whose jobs changed (MarkDirty).
+  double Fragmentation();
+  void MarkDirty(const std::vector<topology::NodeId>& nodes);
 
   const std::vector<TraceJob>& trace_;
   std::string trace_name_;
@@ -109,6 +113,11 @@ class Driver {
   int64_t pending_ = 0;
   int64_t finished_ = 0;
   int64_t growable_ = 0;  // running elastic jobs below their maximum
+  std::vector<int64_t> node_free_;  // whole free GPUs per node, as last counted
+  std::vector<bool> dirty_;
+  std::vector<topology::NodeId> dirty_list_;
+  int64_t free_total_ = 0;
+  int64_t free_partial_ = 0;
   ReplayResult result_;
 };
 
@@ -129,6 +138,10 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
   result_.total_gpus = engine_->state().cluster().total_gpus();
+  const scheduler::State& st = engine_->state();
+  node_free_.assign(st.num_nodes(), 0);
+  dirty_.assign(st.num_nodes(), true);
+  for (uint32_t n = 0; n < st.num_nodes(); ++n) dirty_list_.push_back(topology::NodeId(n));
   result_.jobs.resize(trace_.size());
   for (size_t i = 0; i < trace_.size(); ++i) {
     const TraceJob& t = trace_[i];
@@ -220,6 +233,8 @@ void Driver::Complete(size_t j, int64_t now) {
   r.running = false;
   SetGrowable(j, 0);
   r.size = 0;
+  MarkDirty(r.nodes);
+  r.nodes.clear();
   result_.jobs[j].gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
   r.gpus_held = 0;
   result_.jobs[j].end_ms = now;
@@ -302,6 +317,12 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
   JobOutcome& out = result_.jobs[j];
   const topology::Cluster& c = engine_->state().cluster();
   const std::vector<topology::RankSlot> members = Members(job);
+  MarkDirty(r.nodes);
+  r.nodes.clear();
+  for (const topology::RankSlot& m : members) {
+    if (r.nodes.empty() || r.nodes.back() != m.node) r.nodes.push_back(m.node);
+  }
+  MarkDirty(r.nodes);
   int size = 0;
   double gpus = 0;
   for (const scheduler::Task& t : job.tasks()) {
@@ -376,6 +397,8 @@ void Driver::Stop(size_t j, bool preempted, int64_t now) {
   r.running = false;
   SetGrowable(j, 0);
   r.size = 0;
+  MarkDirty(r.nodes);
+  r.nodes.clear();
   r.restart_pending = true;
   ++r.version;
   ++out.evictions;
@@ -393,18 +416,29 @@ double Driver::AllocatedGpus() const {
   return static_cast<double>(milli) / topology::kMilliPerGpu;
 }
 
-double Driver::Fragmentation() const {
-  const scheduler::State& st = engine_->state();
-  int64_t free_total = 0;
-  int64_t free_partial = 0;
-  for (uint32_t n = 0; n < st.num_nodes(); ++n) {
-    const topology::NodeId id(n);
-    if (!st.cluster().present(id)) continue;
-    const int64_t free = st.FreeWholeGpus(id);
-    free_total += free;
-    if (free < static_cast<int64_t>(st.cluster().node(id).gpus.size())) free_partial += free;
+void Driver::MarkDirty(const std::vector<topology::NodeId>& nodes) {
+  for (topology::NodeId n : nodes) {
+    if (dirty_[n.value()]) continue;
+    dirty_[n.value()] = true;
+    dirty_list_.push_back(n);
   }
-  return free_total == 0 ? 0 : static_cast<double>(free_partial) / free_total;
+}
+
+double Driver::Fragmentation() {
+  const scheduler::State& st = engine_->state();
+  for (topology::NodeId n : dirty_list_) {
+    dirty_[n.value()] = false;
+    const int64_t gpus = static_cast<int64_t>(st.cluster().node(n).gpus.size());
+    const int64_t old_free = node_free_[n.value()];
+    free_total_ -= old_free;
+    if (old_free < gpus) free_partial_ -= old_free;
+    const int64_t free = st.cluster().present(n) ? st.FreeWholeGpus(n) : 0;
+    node_free_[n.value()] = free;
+    free_total_ += free;
+    if (free < gpus) free_partial_ += free;
+  }
+  dirty_list_.clear();
+  return free_total_ == 0 ? 0 : static_cast<double>(free_partial_) / free_total_;
 }
 
 void Driver::RecordTimeline(int64_t now) {
