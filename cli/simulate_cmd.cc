@@ -6,6 +6,7 @@
 //   * --protocol fgd: the FGD experiment protocol (simulator/fgd_protocol.h)
 //     on an openb node list and pod list; writes OUT/summary.json and
 //     OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "scheduler/policy.h"
 #include "simulator/fgd_protocol.h"
 #include "simulator/replay.h"
+#include "simulator/replay_plot.h"
 #include "simulator/replay_report.h"
 #include "simulator/trace.h"
 #include "topology/node_lists.h"
@@ -36,6 +38,7 @@ struct SimulateFlags {
   std::string format = "auto";
   std::string policy;
   bool check = false;
+  bool plot = false;
   bool quiet = false;
   double cycle_period_s = 1;
   double comm_fraction = 0.1;
@@ -200,6 +203,24 @@ void PrintSummary(const simulator::ReplayResult& r, const simulator::RunInfo& in
                                r.events, info.sim_wall_s, info.sim_wall_s > 0 ? r.events / info.sim_wall_s : 0);
 }
 
+// Runs `gnuplot plots.gp` inside `dir`; false (with a message) when it fails.
+bool RunGnuplot(const std::string& dir) {
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    if (chdir(dir.c_str()) != 0) _exit(126);
+    execlp("gnuplot", "gnuplot", "plots.gp", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return false;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  std::cerr << "--plot: gnuplot failed"
+            << (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (not installed? scripts/setup.sh installs gnuplot-nox)" : "")
+            << "; the script is " << dir << "/plots.gp\n";
+  return false;
+}
+
 absl::StatusOr<scheduler::Policy> LoadPolicy(const std::string& file) {
   if (file.empty()) return scheduler::DefaultPolicy();
   std::vector<queue::ConfigError> errors;
@@ -263,6 +284,10 @@ int RunReplay(const SimulateFlags& f) {
       std::string(simulator::TraceFormatName(*format)),
       f.policy.empty() ? "default" : f.policy, f.seed,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  if (f.plot && f.out.empty()) {
+    std::cerr << "--plot: needs --out DIR\n";
+    return 2;
+  }
   if (!f.out.empty()) {
     if (auto s = simulator::WriteReplayOutputs(f.out, *r, info); !s.ok()) {
       std::cerr << s.message() << "\n";
@@ -270,6 +295,15 @@ int RunReplay(const SimulateFlags& f) {
     }
   }
   PrintSummary(*r, info);
+  if (f.plot) {
+    const std::string title = std::filesystem::path(f.trace).filename().string();
+    if (auto s = simulator::WritePlotInputs(f.out, *r, title); !s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+    if (!RunGnuplot(f.out)) return 1;
+    std::cout << "plots: " << f.out << "/alloc.png, jct_cdf.png, queue_delay.png\n";
+  }
   if (r->violation) {
     std::cerr << absl::StrFormat("invariant broken after cycle %d at t=%.3f s: %s\njobs of that cycle: %s\n",
                                  r->violation->cycle, r->violation->time_ms / 1000.0, r->violation->message,
@@ -319,7 +353,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
   const bool engine = f.driver == "engine";
   const std::vector<const char*> fgd_only = {"--placement", "--tune", "--driver", "--ties", "--fgd-score",
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
-  const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--quiet", "--cycle-period",
+  const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
                                                 "--comm-fraction", "--gpus-per-node", "--nodes-per-rack",
                                                 "--racks-per-spine"};
   for (const char* opt : fgd ? replay_only : fgd_only) {
@@ -353,6 +387,7 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--seed", f->seed, "random seed (42)");
   sim->add_option("--out", f->out, "output folder (summary.json, jobs.csv, timeline.csv)");
   sim->add_flag("--check", f->check, "check every invariant after each cycle; stop at the first violation");
+  sim->add_flag("--plot", f->plot, "draw alloc.png, jct_cdf.png and queue_delay.png in --out with gnuplot");
   sim->add_flag("--quiet", f->quiet, "no progress bar");
   sim->add_option("--cycle-period", f->cycle_period_s, "seconds between scheduling cycles (1)")
       ->check(CLI::Range(0.001, 86400.0));

@@ -18,6 +18,7 @@ PACKAGES=(
   libbenchmark-dev
   openmpi-bin libopenmpi-dev
   python3-torch pybind11-dev python3-numpy python3-pip
+  gnuplot-nox
 )
 
 missing=()
