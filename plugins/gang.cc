@@ -25,20 +25,22 @@ void GangPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddReclaimableFn(kName, victims);
 }
 
-scheduler::Check GangPlugin::Valid(const Job& job) {
+scheduler::Verdict GangPlugin::Valid(const Job& job) {
   const int tasks = static_cast<int>(job.tasks().size());
   if (tasks < job.min_member()) {
-    return scheduler::Check::Fail(absl::StrCat("gang: job has ", tasks,
-                                               " tasks, fewer than its minimum ", job.min_member()));
+    return scheduler::Verdict::Because(scheduler::Verdict::Code::kUnresolvable,
+                                       absl::StrCat("gang: job has ", tasks, " tasks, fewer than its minimum ",
+                                                    job.min_member()));
   }
-  return scheduler::Check::Pass();
+  return scheduler::Verdict::Fit();
 }
 
 bool GangPlugin::Ready(const Job& job) { return job.ReadyCount() >= job.min_member(); }
 
-scheduler::Vote GangPlugin::Pipelined(const Job& job) {
-  return job.ReadyCount() + job.PipelinedCount() >= job.min_member() ? scheduler::Vote::kPermit
-                                                                     : scheduler::Vote::kReject;
+scheduler::Verdict GangPlugin::Pipelined(const Job& job) {
+  return job.ReadyCount() + job.PipelinedCount() >= job.min_member()
+             ? scheduler::Verdict::Fit()
+             : scheduler::Verdict::Unschedulable("gang: not enough tasks pipelined");
 }
 
 bool GangPlugin::Starving(const Job& job) { return job.ReadyCount() < job.min_member(); }

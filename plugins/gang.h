@@ -17,9 +17,9 @@ class GangPlugin : public scheduler::Plugin {
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
 
-  static scheduler::Check Valid(const scheduler::Job& job);
+  static scheduler::Verdict Valid(const scheduler::Job& job);
   static bool Ready(const scheduler::Job& job);
-  static scheduler::Vote Pipelined(const scheduler::Job& job);
+  static scheduler::Verdict Pipelined(const scheduler::Job& job);
   static bool Starving(const scheduler::Job& job);
   static int Order(const scheduler::Job& l, const scheduler::Job& r);
   // Of `candidates`, the tasks whose eviction keeps their gang whole: tasks

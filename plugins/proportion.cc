@@ -71,20 +71,18 @@ void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddAllocatableFn(kName, [sp](const QueueInfo& q, const scheduler::TaskRef& t) {
     return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), nullptr);
   });
-  s.AddJobEnqueueableFn(kName, [sp](const scheduler::Job& job, std::string* reason) {
+  s.AddJobEnqueueableFn(kName, [sp](const scheduler::Job& job) {
     const QueueInfo& q = sp->queue(job.queue());
     std::string which;
     if (WithinCapability(*sp, q.id, q.allocated() + q.inqueue, job.min_request(), &which)) {
-      return scheduler::Vote::kPermit;
+      return scheduler::Verdict::Fit();
     }
     const QueueInfo& limit = sp->queues()[*sp->state().queues().Find(which)];
-    if (reason) {
-      *reason = absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(),
-                             " on top of ", (limit.allocated() + limit.inqueue).ToString(),
-                             " in use or admitted exceeds its capability ",
-                             limit.spec->capability->ToString());
-    }
-    return scheduler::Vote::kReject;
+    return scheduler::Verdict::Because(
+        scheduler::Verdict::Code::kWait,
+        absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
+                     (limit.allocated() + limit.inqueue).ToString(), " in use or admitted exceeds its capability ",
+                     limit.spec->capability->ToString()));
   });
   s.AddReclaimableFn(kName, [sp](const scheduler::TaskRef&, const std::vector<scheduler::TaskRef>& c) {
     std::vector<scheduler::TaskRef> out;

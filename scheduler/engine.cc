@@ -213,21 +213,24 @@ void Engine::PromoteHeld(Session& session) {
       }
       if (!state_->FitsIdle(t.node, job.request(t.index))) fits = false;
     }
-    if (!fits) {
-      // Victims still leaving: keep waiting. Nobody leaving yet it does not
-      // fit (a node was lost): give the promise up; it waits again.
-      if (!waits_on_someone) Unhold(job);
-      continue;
+    if (fits) {
+      Statement stmt(session);
+      for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+        if (job.task(i).state == TaskState::kPipelined) stmt.Promote(job, i);
+      }
+      stmt.SetNominated(job, false);
+      if (stmt.Commit().ok()) continue;
+    } else if (waits_on_someone) {
+      continue;  // victims still leaving: keep waiting
     }
-    Statement stmt(session);
+    // It does not fit and nobody is leaving (a node was lost): give the
+    // promise up; it waits again.
+    Statement drop(session);
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-      if (job.task(i).state == TaskState::kPipelined) stmt.Promote(job, i);
+      if (job.task(i).state == TaskState::kPipelined) drop.Unpipeline(job, i);
     }
-    if (stmt.Commit().ok()) {
-      job.set_nominated(false);
-    } else {
-      Unhold(job);
-    }
+    drop.SetNominated(job, false);
+    if (!drop.Commit().ok()) std::abort();  // dropping promises cannot fail: a bug
   }
 }
 

@@ -1,6 +1,7 @@
 #include "scheduler/job.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 
@@ -122,6 +123,12 @@ uint32_t Job::AddTask(int role) {
   tasks_.push_back(std::move(t));
   counts_[static_cast<int>(TaskState::kPending)]++;
   return tasks_.back().index;
+}
+
+void Job::PopPendingTask() {
+  if (tasks_.empty() || tasks_.back().state != TaskState::kPending) std::abort();  // a bug in the caller
+  counts_[static_cast<int>(TaskState::kPending)]--;
+  tasks_.pop_back();
 }
 
 void Job::NoteState(TaskState from, TaskState to, uint32_t i) {

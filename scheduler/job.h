@@ -186,6 +186,8 @@ class Job {
   void NoteState(TaskState from, TaskState to, uint32_t i);
   // Appends one more task of `role` (elastic growth); returns its index.
   uint32_t AddTask(int role);
+  // Removes the last task, which must be Pending (undo of AddTask).
+  void PopPendingTask();
 
  private:
   JobId id_;

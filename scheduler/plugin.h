@@ -5,14 +5,18 @@
 // the callbacks of all plugins, tier by tier, as session.cc documents once:
 //   - orders (QueueOrder, JobOrder, TaskOrder): the first plugin, in tier
 //     order, that tells the two apart decides;
-//   - votes (JobEnqueueable, JobPipelined): inside a tier any Reject rejects,
-//     any Permit permits; a tier of Abstains passes to the next; no vote permits;
-//   - checks (JobValid, Predicate, Allocatable, JobReady): all must pass;
+//   - votes (JobEnqueueable, JobPipelined), each a Verdict: inside a tier any
+//     verdict other than Fit or Abstain rejects (and is the answer), any Fit
+//     permits; a tier of Abstains passes to the next; no vote permits;
+//   - checks (JobValid, Predicate, Allocatable, JobReady): all must pass (the
+//     first failing Verdict is the answer);
 //   - JobStarving: all registered must agree;
 //   - Overused: any says overused;
 //   - NodeOrder: the weighted sum of all scores;
 //   - victims (Preemptable, Reclaimable): the intersection within the first
-//     tier that has an opinion; VictimTasks: the union.
+//     tier that has an opinion; VictimTasks: the union;
+//   - GpuSelect: the first plugin that registered one chooses; without one,
+//     the built-in best fit (session.cc).
 #ifndef RINGMASTER_SCHEDULER_PLUGIN_H_
 #define RINGMASTER_SCHEDULER_PLUGIN_H_
 
@@ -31,26 +35,38 @@ namespace ringmaster::scheduler {
 class Session;
 struct QueueInfo;
 
-// A scheduling verdict is a value, not an error. `reason` is a short static
-// text ("insufficient GPU") so that verdicts cost nothing on the fast path.
+// A scheduling verdict is a value, not an error: the one answer type of every
+// "does it fit, may it go, and if not why" extension point. `reason` is a
+// short static text ("insufficient GPU") so that verdicts cost nothing on the
+// fast path; `Because` carries a composed text where a user needs numbers.
 class Verdict {
  public:
-  enum class Code { kFit, kUnschedulable, kUnresolvable, kWait };
+  enum class Code { kFit, kUnschedulable, kUnresolvable, kWait, kAbstain };
   static Verdict Fit() { return Verdict(Code::kFit, {}); }
+  // A vote with no opinion (JobEnqueueable, JobPipelined).
+  static Verdict Abstain() { return Verdict(Code::kAbstain, {}); }
   // Does not fit now; might after others release resources.
   static Verdict Unschedulable(std::string_view reason) { return Verdict(Code::kUnschedulable, reason); }
   // Can never fit here whatever is released (wrong model, missing label).
   static Verdict Unresolvable(std::string_view reason) { return Verdict(Code::kUnresolvable, reason); }
   // Waits for something other than resources (e.g. a queue limit).
   static Verdict Wait(std::string_view reason) { return Verdict(Code::kWait, reason); }
+  // The same with a composed reason (owned).
+  static Verdict Because(Code c, std::string reason) {
+    Verdict v(c, {});
+    v.owned_ = std::move(reason);
+    return v;
+  }
   bool ok() const { return code_ == Code::kFit; }
+  bool abstains() const { return code_ == Code::kAbstain; }
   Code code() const { return code_; }
-  std::string_view reason() const { return reason_; }
+  std::string_view reason() const { return owned_.empty() ? reason_ : std::string_view(owned_); }
 
  private:
   Verdict(Code c, std::string_view r) : code_(c), reason_(r) {}
   Code code_;
   std::string_view reason_;
+  std::string owned_;
 };
 
 // A reference to one task of a job.
@@ -60,25 +76,15 @@ struct TaskRef {
   const Task& task() const { return job->task(index); }
 };
 
-enum class Vote { kPermit, kAbstain, kReject };
-
-// Result of JobValid and JobEnqueueable-with-reason style checks.
-struct Check {
-  bool ok = true;
-  std::string reason;
-  static Check Pass() { return {}; }
-  static Check Fail(std::string r) { return {false, std::move(r)}; }
-};
-
 // Orders return < 0 when l goes first, > 0 when r goes first, 0 when the
 // plugin cannot tell them apart.
 using QueueOrderFn = std::function<int(const QueueInfo& l, const QueueInfo& r)>;
 using JobOrderFn = std::function<int(const Job& l, const Job& r)>;
 using TaskOrderFn = std::function<int(const TaskRef& l, const TaskRef& r)>;
-using JobValidFn = std::function<Check(const Job& job)>;
-using JobEnqueueableFn = std::function<Vote(const Job& job, std::string* reason)>;
+using JobValidFn = std::function<Verdict(const Job& job)>;
+using JobEnqueueableFn = std::function<Verdict(const Job& job)>;
 using JobReadyFn = std::function<bool(const Job& job)>;
-using JobPipelinedFn = std::function<Vote(const Job& job)>;
+using JobPipelinedFn = std::function<Verdict(const Job& job)>;
 using JobStarvingFn = std::function<bool(const Job& job)>;
 using PredicateFn = std::function<Verdict(const TaskRef& task, NodeId node)>;
 // Higher is better; scores are integers in [0, 100 * weight].

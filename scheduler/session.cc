@@ -84,45 +84,42 @@ bool Session::TaskOrder(const TaskRef& l, const TaskRef& r) const {
 }
 
 // Checks: every plugin must pass; the first failure is the reason.
-Check Session::JobValid(const Job& job) const {
+Verdict Session::JobValid(const Job& job) const {
   for (const auto& e : job_valid_) {
-    Check c = e.fn(job);
-    if (!c.ok) return c;
+    Verdict v = e.fn(job);
+    if (!v.ok() && !v.abstains()) return v;
   }
-  return Check::Pass();
+  return Verdict::Fit();
 }
 
-// Votes: inside a tier any Reject rejects and any Permit permits; a tier of
-// Abstains hands over to the next tier; nobody voting permits.
-bool Session::JobEnqueueable(const Job& job, std::string* reason) const {
+namespace {
+
+// Votes: inside a tier any rejecting verdict rejects and any Fit permits; a
+// tier of Abstains hands over to the next tier; nobody voting permits.
+template <typename List>
+Verdict Vote(const List& fns, const Job& job) {
   size_t i = 0;
-  while (i < job_enqueueable_.size()) {
-    const int tier = job_enqueueable_[i].tier;
+  while (i < fns.size()) {
+    const int tier = fns[i].tier;
     bool permit = false;
-    for (; i < job_enqueueable_.size() && job_enqueueable_[i].tier == tier; ++i) {
-      Vote v = job_enqueueable_[i].fn(job, reason);
-      if (v == Vote::kReject) return false;
-      if (v == Vote::kPermit) permit = true;
+    for (; i < fns.size() && fns[i].tier == tier; ++i) {
+      Verdict v = fns[i].fn(job);
+      if (v.ok()) {
+        permit = true;
+      } else if (!v.abstains()) {
+        return v;
+      }
     }
-    if (permit) return true;
+    if (permit) return Verdict::Fit();
   }
-  return true;
+  return Verdict::Fit();
 }
 
-bool Session::JobPipelined(const Job& job) const {
-  size_t i = 0;
-  while (i < job_pipelined_.size()) {
-    const int tier = job_pipelined_[i].tier;
-    bool permit = false;
-    for (; i < job_pipelined_.size() && job_pipelined_[i].tier == tier; ++i) {
-      Vote v = job_pipelined_[i].fn(job);
-      if (v == Vote::kReject) return false;
-      if (v == Vote::kPermit) permit = true;
-    }
-    if (permit) return true;
-  }
-  return true;
-}
+}  // namespace
+
+Verdict Session::JobEnqueueable(const Job& job) const { return Vote(job_enqueueable_, job); }
+
+bool Session::JobPipelined(const Job& job) const { return Vote(job_pipelined_, job).ok(); }
 
 bool Session::JobReady(const Job& job) const {
   for (const auto& e : job_ready_) {

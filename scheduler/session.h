@@ -3,8 +3,9 @@
 // actions, and closes with the cycle's Decisions.
 //
 // The session mutates the live State only through Statements, so every change
-// it makes is either committed as a whole or undone. Nothing may keep a
-// pointer into the session after it closes.
+// it makes is either committed as a whole or undone: actions hold the mutable
+// State only to hand jobs to a Statement; plugins see a const State. Nothing
+// may keep a pointer into the session after it closes.
 #ifndef RINGMASTER_SCHEDULER_SESSION_H_
 #define RINGMASTER_SCHEDULER_SESSION_H_
 
@@ -79,9 +80,10 @@ class Session {
   bool QueueOrder(const QueueInfo& l, const QueueInfo& r) const;
   bool JobOrder(const Job& l, const Job& r) const;
   bool TaskOrder(const TaskRef& l, const TaskRef& r) const;
-  Check JobValid(const Job& job) const;
-  // Permit unless a plugin rejects; `reason` says why when rejected.
-  bool JobEnqueueable(const Job& job, std::string* reason) const;
+  // Fit, or the first failing plugin's verdict.
+  Verdict JobValid(const Job& job) const;
+  // Votes (plugin.h): Fit, or the rejecting verdict with its reason.
+  Verdict JobEnqueueable(const Job& job) const;
   bool JobReady(const Job& job) const;
   bool JobPipelined(const Job& job) const;
   bool JobStarving(const Job& job) const;
@@ -103,8 +105,11 @@ class Session {
   void set_nodes_to_score(int n) { nodes_to_score_ = n; }
 
   // --- State ----------------------------------------------------------------
-  State& state() { return state_; }
+  // What plugins and actions read.
   const State& state() const { return state_; }
+  // For actions and Statements only: jobs to hand to a Statement, which is
+  // what changes the state.
+  State& mutable_state() { return state_; }
   const topology::Cluster& cluster() const { return state_.cluster(); }
   Timestamp now() const { return clock_.Now(); }
   int64_t cycle() const { return cycle_; }

@@ -131,6 +131,11 @@ uint32_t State::AddTask(Job& job, int role) {
   return i;
 }
 
+void State::RemoveLastTask(Job& job) {
+  job.PopPendingTask();
+  UpdateWaiting(job);
+}
+
 void State::Unplace(Job& job, uint32_t i) { Release(job, i, TaskState::kPending); }
 
 void State::SetState(Job& job, uint32_t i, TaskState to) {

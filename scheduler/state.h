@@ -119,6 +119,8 @@ class State {
   // Appends one more Pending task of `role` to an elastic job (growth beyond
   // its submitted size, up to its maximum).
   uint32_t AddTask(Job& job, int role);
+  // Undoes AddTask: the job's last task, which must be Pending, goes away.
+  void RemoveLastTask(Job& job);
 
   // Node lifecycle.
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);

@@ -8,19 +8,19 @@ namespace ringmaster::scheduler {
 
 void Statement::Allocate(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
   ops_.push_back({.kind = Op::Kind::kAllocate, .job = job.id(), .task = task, .prev = job.task(task).state});
-  session_.state().Place(job, task, node, gpus, TaskState::kAllocated);
+  session_.mutable_state().Place(job, task, node, gpus, TaskState::kAllocated);
 }
 
 void Statement::Pipeline(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
   ops_.push_back({.kind = Op::Kind::kPipeline, .job = job.id(), .task = task, .prev = job.task(task).state});
-  session_.state().Place(job, task, node, gpus, TaskState::kPipelined);
+  session_.mutable_state().Place(job, task, node, gpus, TaskState::kPipelined);
 }
 
 void Statement::Evict(Job& job, uint32_t task, std::string reason, Timestamp deadline) {
   ops_.push_back({.kind = Op::Kind::kEvict, .job = job.id(), .task = task, .prev = job.task(task).state,
                   .reason = std::move(reason), .deadline = deadline});
-  session_.state().SetState(job, task, TaskState::kReleasing);
-  session_.state().SetReleaseDeadline(job, task, deadline);
+  session_.mutable_state().SetState(job, task, TaskState::kReleasing);
+  session_.mutable_state().SetReleaseDeadline(job, task, deadline);
 }
 
 void Statement::Vacate(Job& job, uint32_t task, JobId beneficiary, std::string reason,
@@ -29,7 +29,7 @@ void Statement::Vacate(Job& job, uint32_t task, JobId beneficiary, std::string r
   ops_.push_back({.kind = Op::Kind::kVacate, .job = job.id(), .task = task, .prev = t.state,
                   .reason = std::move(reason), .node = t.node, .gpus = t.gpus, .deadline = deadline,
                   .beneficiary = beneficiary});
-  session_.state().Release(job, task, TaskState::kPending);
+  session_.mutable_state().Release(job, task, TaskState::kPending);
 }
 
 void Statement::Promote(Job& job, uint32_t task) {
@@ -37,7 +37,7 @@ void Statement::Promote(Job& job, uint32_t task) {
   const NodeId node = t.node;
   const std::vector<int16_t> gpus = t.gpus;
   ops_.push_back({.kind = Op::Kind::kPromote, .job = job.id(), .task = task, .prev = t.state});
-  State& state = session_.state();
+  State& state = session_.mutable_state();
   state.Unplace(job, task);
   state.Place(job, task, node, gpus, TaskState::kAllocated);
 }
@@ -48,10 +48,46 @@ void Statement::SetPhase(Job& job, JobPhase phase) {
   job.set_phase(phase);
 }
 
+void Statement::SetNominated(Job& job, bool nominated) {
+  ops_.push_back({.kind = Op::Kind::kPhase, .job = job.id(), .prev_phase = job.phase(), .phase = job.phase(),
+                  .nominated = job.nominated()});
+  job.set_nominated(nominated);
+}
+
+void Statement::Unpipeline(Job& job, uint32_t task) {
+  const Task& t = job.task(task);
+  ops_.push_back({.kind = Op::Kind::kUnpipeline, .job = job.id(), .task = task, .prev = t.state, .node = t.node,
+                  .gpus = t.gpus});
+  session_.mutable_state().Unplace(job, task);
+}
+
+void Statement::AddTask(Job& job, int role) {
+  ops_.push_back({.kind = Op::Kind::kAddTask, .job = job.id()});
+  ops_.back().task = session_.mutable_state().AddTask(job, role);
+}
+
+void Statement::SetReservation(std::optional<Reservation> r) {
+  State& state = session_.mutable_state();
+  ops_.push_back({.kind = Op::Kind::kReserve, .reservation = state.reservation()});
+  state.SetReservation(std::move(r));
+}
+
 void Statement::Undo(const Op& op) {
-  State& state = session_.state();
+  State& state = session_.mutable_state();
+  if (op.kind == Op::Kind::kReserve) {
+    state.SetReservation(op.reservation);
+    return;
+  }
   Job& job = state.job(op.job);
   switch (op.kind) {
+    case Op::Kind::kReserve:
+      break;
+    case Op::Kind::kUnpipeline:
+      state.Place(job, op.task, op.node, op.gpus, TaskState::kPipelined);
+      break;
+    case Op::Kind::kAddTask:
+      state.RemoveLastTask(job);
+      break;
     case Op::Kind::kAllocate:
     case Op::Kind::kPipeline:
       state.Unplace(job, op.task);
@@ -86,7 +122,7 @@ void Statement::Discard() {
 }
 
 absl::Status Statement::CheckGangs() const {
-  const State& state = session_.state();
+  const State& state = session_.mutable_state();
   std::vector<JobId> touched;
   for (const Op& op : ops_) {
     if (op.kind == Op::Kind::kAllocate || op.kind == Op::Kind::kPromote) touched.push_back(op.job);
@@ -105,7 +141,7 @@ absl::Status Statement::CheckGangs() const {
 }
 
 void Statement::HoldForGrace() {
-  State& state = session_.state();
+  State& state = session_.mutable_state();
   const Timestamp now = session_.now();
   // 1. What this statement allocated waits, pipelined on the same GPUs.
   for (const Op& op : ops_) {
@@ -141,13 +177,14 @@ absl::Status Statement::Commit() {
     ops_.clear();
     return absl::OkStatus();
   }
-  State& state = session_.state();
+  State& state = session_.mutable_state();
   const Timestamp now = session_.now();
   const bool grace = std::any_of(ops_.begin(), ops_.end(), [&](const Op& op) {
     return op.kind == Op::Kind::kVacate && op.deadline > now;
   });
   if (grace) HoldForGrace();
   for (const Op& op : ops_) {
+    if (op.kind == Op::Kind::kReserve) continue;
     Job& job = state.job(op.job);
     switch (op.kind) {
       case Op::Kind::kAllocate:
@@ -158,6 +195,9 @@ absl::Status Statement::Commit() {
         break;
       case Op::Kind::kPipeline:
       case Op::Kind::kPhase:
+      case Op::Kind::kUnpipeline:
+      case Op::Kind::kAddTask:
+      case Op::Kind::kReserve:
         break;  // pipelined: released when the session closes; the job waits whole
       case Op::Kind::kEvict:
         session_.RecordEviction(job, op.task, op.reason, op.deadline, {}, op.node);

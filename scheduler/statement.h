@@ -16,6 +16,7 @@
 #ifndef RINGMASTER_SCHEDULER_STATEMENT_H_
 #define RINGMASTER_SCHEDULER_STATEMENT_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ class Statement {
   // The job's phase (Pending -> Inqueue on admission; Running -> Inqueue for
   // a gang that lost its minimum).
   void SetPhase(Job& job, JobPhase phase);
+  // Whether the job's pipelined tasks are held across cycles.
+  void SetNominated(Job& job, bool nominated);
+  // Pipelined -> Pending (a held promise given up).
+  void Unpipeline(Job& job, uint32_t task);
+  // Appends a Pending task of `role` (elastic growth past the submitted size).
+  void AddTask(Job& job, int role);
+  // Replaces the head-of-line reservation (nullopt: none).
+  void SetReservation(std::optional<Reservation> r);
 
   void Discard();
   absl::Status Commit();
@@ -60,7 +69,7 @@ class Statement {
 
  private:
   struct Op {
-    enum class Kind { kAllocate, kPipeline, kEvict, kVacate, kPromote, kPhase };
+    enum class Kind { kAllocate, kPipeline, kEvict, kVacate, kPromote, kPhase, kUnpipeline, kAddTask, kReserve };
     Kind kind;
     JobId job;
     uint32_t task = 0;
@@ -73,6 +82,7 @@ class Statement {
     JobPhase prev_phase = JobPhase::kPending;  // kPhase
     JobPhase phase = JobPhase::kPending;       // kPhase
     bool nominated = false;                    // kPhase: the job's flag before
+    std::optional<Reservation> reservation;    // kReserve: the one before
   };
   // Turns a vacated victim back into a Releasing task and the allocations
   // into held pipelined tasks (a Vacate with a deadline in the future).

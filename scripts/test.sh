@@ -18,8 +18,10 @@ cmake --build build/ci -j "$JOBS"
 echo "== tests"
 ctest --test-dir build/ci -j "$JOBS" --timeout 600
 
-echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer + libstdc++ assertions)"
+# _GLIBCXX_ASSERTIONS checks bounds and iterators inside libstdc++ (ASan once
+# missed a use-after-free inside its tree code).
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g -D_GLIBCXX_ASSERTIONS" \
   -DRINGMASTER_WERROR=ON -DRINGMASTER_SANITIZE=ON -DRINGMASTER_BUILD_BENCH=OFF
 cmake --build build/asan -j "$JOBS"
 echo "== tests under sanitizers"

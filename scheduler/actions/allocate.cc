@@ -12,11 +12,13 @@
 //    free GPUs that together hold its minimum. Smaller jobs keep running
 //    elsewhere; backfill may use reserved nodes only without delaying it.
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/actions/placement.h"
+#include "scheduler/statement.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -34,7 +36,7 @@ bool WaitsForPlacement(const Job& j) {
 // Builds a reservation for `job`: nodes in order of most free GPUs (ties by
 // id) inside the job's allowed scope, until they can hold its minimum once
 // drained. None when the job could not fit even an empty scope.
-std::optional<Reservation> Reserve(const Session& s, const Job& job) {
+std::optional<Reservation> ReservationFor(const Session& s, const Job& job) {
   const State& st = s.state();
   const topology::Cluster& c = st.cluster();
   int64_t per_task = 0;
@@ -92,17 +94,23 @@ std::optional<Reservation> Reserve(const Session& s, const Job& job) {
   return r;
 }
 
+// Sets the reservation through a Statement (every change a session makes
+// goes through one).
+void Reserve(Session& s, std::optional<Reservation> r) {
+  Statement stmt(s);
+  stmt.SetReservation(std::move(r));
+  if (!stmt.Commit().ok()) std::abort();  // a reservation alone cannot fail: a bug
+}
+
 class AllocateAction : public Action {
  public:
   std::string_view name() const override { return "allocate"; }
 
   void Execute(Session& s) override {
-    State& st = s.state();
+    State& st = s.mutable_state();
     if (auto& r = st.reservation(); r) {
       const Job& holder = st.job(r->job);
-      if (!WaitsForPlacement(holder) || holder.ReadyCount() >= holder.min_member()) {
-        st.SetReservation(std::nullopt);
-      }
+      if (!WaitsForPlacement(holder) || holder.ReadyCount() >= holder.min_member()) Reserve(s, std::nullopt);
     }
     std::vector<std::deque<Job*>> by_queue(s.queues().size());
     for (JobId id : s.jobs()) {
@@ -140,13 +148,13 @@ class AllocateAction : public Action {
       if (jobs.empty()) live.erase(it);
       PlaceOutcome out = placer.Place(*job);
       if (out.kind == PlaceOutcome::Kind::kPlaced) {
-        if (st.reservation() && st.reservation()->job == job->id()) st.SetReservation(std::nullopt);
+        if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);
         continue;
       }
       if (job->ReadyCount() >= job->min_member()) continue;  // running; extras wait quietly
       s.SetPendingReason(*job, out.reason);
       if (!st.reservation() && s.JobStarving(*job)) {
-        if (auto r = Reserve(s, *job); r) st.SetReservation(std::move(r));
+        if (auto r = ReservationFor(s, *job); r) Reserve(s, std::move(r));
       }
     }
   }

@@ -20,7 +20,7 @@ class BackfillAction : public Action {
   std::string_view name() const override { return "backfill"; }
 
   void Execute(Session& s) override {
-    State& st = s.state();
+    State& st = s.mutable_state();
     if (!st.reservation()) return;
     std::vector<Job*> waiting;
     for (JobId id : s.jobs()) {

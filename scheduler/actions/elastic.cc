@@ -52,7 +52,7 @@ class ElasticAction : public Action {
   std::string_view name() const override { return "elastic"; }
 
   void Execute(Session& s) override {
-    State& st = s.state();
+    State& st = s.mutable_state();
     if (st.free_index().TotalFree() == 0) {
       idle_since_ = -1;
       return;
@@ -86,10 +86,10 @@ class ElasticAction : public Action {
       if (budget <= 0 || st.free_index().TotalFree() == 0) break;
       const int room = j->max_member() - j->ReadyCount();
       const int want = std::min(room, budget);
-      // Pending tasks up to what it may grow by now.
-      while (j->Count(TaskState::kPending) < want) st.AddTask(*j, j->task(j->tasks().size() - 1).role);
       const int before = j->ReadyCount();
       Statement stmt(s);
+      // Pending tasks up to what it may grow by now (undone unless placed).
+      while (j->Count(TaskState::kPending) < want) stmt.AddTask(*j, j->task(j->tasks().size() - 1).role);
       GangPlacer placer(s, ReservationUse::kNone, &stmt);
       if (placer.Place(*j, want).kind != PlaceOutcome::Kind::kPlaced || !InItsDomain(st, *j)) continue;
       if (stmt.Commit().ok()) budget -= j->ReadyCount() - before;

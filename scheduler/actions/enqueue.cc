@@ -20,20 +20,18 @@ class EnqueueAction : public Action {
   void Execute(Session& s) override {
     std::vector<Job*> pending;
     for (JobId id : s.jobs()) {
-      Job& j = s.state().job(id);
+      Job& j = s.mutable_state().job(id);
       if (j.phase() == JobPhase::kPending) pending.push_back(&j);
     }
     std::sort(pending.begin(), pending.end(),
               [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
     for (Job* j : pending) {
-      Check valid = s.JobValid(*j);
-      if (!valid.ok) {
-        s.SetPendingReason(*j, valid.reason);
+      if (Verdict valid = s.JobValid(*j); !valid.ok()) {
+        s.SetPendingReason(*j, std::string(valid.reason()));
         continue;
       }
-      std::string reason;
-      if (!s.JobEnqueueable(*j, &reason)) {
-        s.SetPendingReason(*j, reason.empty() ? "not admitted by its queue" : reason);
+      if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
+        s.SetPendingReason(*j, admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason()));
         continue;
       }
       Statement admit(s);

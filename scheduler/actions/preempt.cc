@@ -16,7 +16,7 @@ namespace ringmaster::scheduler {
 std::vector<Job*> WaitingGangs(Session& s) {
   std::vector<Job*> out;
   for (JobId id : s.jobs()) {
-    Job& j = s.state().job(id);
+    Job& j = s.mutable_state().job(id);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
     if (j.ReadyCount() >= j.min_member()) continue;
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;

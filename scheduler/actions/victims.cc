@@ -94,7 +94,7 @@ bool TakerStaysWithinShare(const Session& s, const Job& p) {
 }
 
 void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uint32_t>& allowed) const {
-  Job& v = s_.state().job(cv.id());
+  Job& v = s_.mutable_state().job(cv.id());
   std::vector<uint32_t> held;
   for (const Task& t : v.tasks()) {
     if (Stoppable(t.state) && t.state != TaskState::kSucceeded) held.push_back(t.index);

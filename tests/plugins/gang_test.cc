@@ -27,7 +27,7 @@ TEST(GangPlugin, ValidOnlyWithAtLeastMinimumTasksAndNotReadyGoesFirst) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   h.Submit(JobBuilder("g").Gang(2).GpusPerTask(4).Build());
   h.Submit(JobBuilder("w").Gang(2).GpusPerTask(8).Build());  // cannot fit: stays not ready
-  EXPECT_TRUE(plugins::GangPlugin::Valid(h.job("g")).ok);
+  EXPECT_TRUE(plugins::GangPlugin::Valid(h.job("g")).ok());
   h.Cycle();
   ASSERT_TRUE(plugins::GangPlugin::Ready(h.job("g")));
   ASSERT_FALSE(plugins::GangPlugin::Ready(h.job("w")));

@@ -12,7 +12,7 @@ namespace {
 using scheduler::Job;
 using scheduler::Plugin;
 using scheduler::Session;
-using scheduler::Vote;
+using scheduler::Verdict;
 
 // A plugin whose callbacks are set by the test.
 class FakePlugin : public Plugin {
@@ -70,15 +70,19 @@ TEST_F(SessionTiers, OrderFirstDecisiveComparisonWinsThenCreationTime) {
 }
 
 TEST_F(SessionTiers, EnqueueVotesRejectBeatsPermitInATierAbstainPassesOn) {
-  auto vote = [](Vote v) {
-    return [v](Session& s) { s.AddJobEnqueueableFn("v", [v](const Job&, std::string*) { return v; }); };
+  auto vote = [](Verdict v) {
+    return [v](Session& s) { s.AddJobEnqueueableFn("v", [v](const Job&) { return v; }); };
   };
-  std::string why;
-  EXPECT_FALSE(Open({{vote(Vote::kPermit), vote(Vote::kReject)}})->JobEnqueueable(*a_, &why));
-  EXPECT_TRUE(Open({{vote(Vote::kPermit)}, {vote(Vote::kReject)}})->JobEnqueueable(*a_, &why))
-      << "a permitting tier ends the vote";
-  EXPECT_FALSE(Open({{vote(Vote::kAbstain)}, {vote(Vote::kReject)}})->JobEnqueueable(*a_, &why));
-  EXPECT_TRUE(Open({{vote(Vote::kAbstain)}})->JobEnqueueable(*a_, &why)) << "no decision permits";
+  const Verdict permit = Verdict::Fit(), reject = Verdict::Wait("queue full"), abstain = Verdict::Abstain();
+  Verdict v = Open({{vote(permit), vote(reject)}})->JobEnqueueable(*a_);
+  EXPECT_FALSE(v.ok());
+  EXPECT_EQ(v.reason(), "queue full") << "the rejecting verdict is the answer";
+  EXPECT_TRUE(Open({{vote(permit)}, {vote(reject)}})->JobEnqueueable(*a_).ok()) << "a permitting tier ends the vote";
+  EXPECT_FALSE(Open({{vote(abstain)}, {vote(reject)}})->JobEnqueueable(*a_).ok());
+  EXPECT_TRUE(Open({{vote(abstain)}})->JobEnqueueable(*a_).ok()) << "no decision permits";
+  const Verdict composed = Verdict::Because(Verdict::Code::kWait, std::string("needs ") + "16 GPUs");
+  const Verdict copy = composed;
+  EXPECT_EQ(copy.reason(), "needs 16 GPUs") << "a composed reason survives a copy";
 }
 
 TEST_F(SessionTiers, ChecksAreAndScoresAdd) {
