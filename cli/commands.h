@@ -14,6 +14,7 @@ void RegisterScheduleCommand(CLI::App& app);
 void RegisterPolicyCommand(CLI::App& app);
 void RegisterTopoCommand(CLI::App& app);
 void RegisterSimulateCommand(CLI::App& app);
+void RegisterCompareCommand(CLI::App& app);
 void RegisterCoordinatorCommand(CLI::App& app);
 void RegisterShimCommand(CLI::App& app);
 

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterPolicyCommand(app);
   ringmaster::cli::RegisterTopoCommand(app);
   ringmaster::cli::RegisterSimulateCommand(app);
+  ringmaster::cli::RegisterCompareCommand(app);
   ringmaster::cli::RegisterCoordinatorCommand(app);
   ringmaster::cli::RegisterShimCommand(app);
   // Further subcommands register here, one line each.

@@ -49,7 +49,7 @@ std::string GnuplotScript(const ReplayResult& r, const std::string& title) {
   absl::StrAppend(&s, "set datafile separator ','\nset terminal pngcairo size 1000,600 noenhanced\n",
                   "set key top left\nset grid\n");
   // 1. Allocation over time.
-  absl::StrAppend(&s, "set output 'alloc.png'\nset title ", GpQuote(title + ": GPU allocation"), "\n",
+  absl::StrAppend(&s, "set output 'alloc.png'\nset key below\nset title ", GpQuote(title + ": GPU allocation"), "\n",
                   "set xlabel 'time (hours)'\nset ylabel 'GPUs'\nset y2label 'pending jobs'\n",
                   "set ytics nomirror\nset y2tics\n",
                   absl::StrFormat("set yrange [0:%d]\n", std::max<int64_t>(1, r.total_gpus)),

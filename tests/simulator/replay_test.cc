@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "plugins/registry.h"
 #include "simulator/native_trace.h"
+#include "simulator/replay_plot.h"
 #include "simulator/replay_report.h"
 #include "topology/uniform_cluster.h"
 
@@ -242,6 +243,33 @@ TEST(Replay, AnElasticJobThatShrinksAndGrowsFinishesWhenItsRemainingWorkSays) {
   EXPECT_EQ(e.shrinks, 1);
   EXPECT_EQ(e.evictions, 0);  // a shrink is not an eviction
   EXPECT_EQ(e.end_ms, 82'500);
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator
+
+namespace ringmaster::simulator {
+namespace {
+
+TEST(ReplayPlot, QueueDelayBySizeAndTheScriptReadTheOutputs) {
+  // FifoGangJctsByHand's trace: a (8 GPUs) waits 0, b (4) 90 s, c (4) 80 s,
+  // d (2) 110 s.
+  const auto trace = Native(
+      "job_id,submit_time_s,duration_s,tasks,gpus_per_task\n"
+      "a,0,100,2,4\nb,10,50,1,4\nc,20,30,1,4\nd,20,10,1,2\n");
+  auto r = Replay(Uniform(2, 4, 2), scheduler::DefaultPolicy(), trace, "t.csv", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(QueueDelayBySizeCsv(*r),
+            "gpus,jobs,avg_queue_delay_s,p99_queue_delay_s\n"
+            "2,1,110.000,110.000\n"
+            "4,2,85.000,90.000\n"
+            "8,1,0.000,0.000\n");
+  const std::string gp = GnuplotScript(*r, "it's");
+  EXPECT_THAT(gp, HasSubstr("set output 'alloc.png'"));
+  EXPECT_THAT(gp, HasSubstr("'timeline.csv'"));
+  EXPECT_THAT(gp, HasSubstr("'jobs.csv'"));
+  EXPECT_THAT(gp, HasSubstr("'queue_delay_by_size.csv'"));
+  EXPECT_THAT(gp, HasSubstr("'it''s: GPU allocation'"));
 }
 
 }  // namespace
