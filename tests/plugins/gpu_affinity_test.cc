@@ -55,14 +55,25 @@ TEST(GpuAffinityPlugin, ScoresByTheSlowestLinkInside) {
 
 TEST(GpuAffinityPlugin, SharesGoToTheFullestGpuAndNeverOverfill) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(2).Build(), AffinityPolicy());
-  for (int i = 0; i < 7; ++i) h.Submit(JobBuilder("s" + std::to_string(i)).GpuShare(300).Build());
+  // 600m lands on a GPU; a 300m share must join it (the fullest GPU that
+  // fits: 900m) rather than start the empty one (a spreading or first-free
+  // choice would give 600/300).
+  h.Submit(JobBuilder("a").GpuShare(600).Build());
   h.Cycle();
-  // 300 x 3 = 900 per GPU fits; the 7th share (would be 1200 on a GPU) waits.
-  int running = 0;
-  for (int i = 0; i < 7; ++i) running += h.Running("s" + std::to_string(i));
-  EXPECT_EQ(running, 6);
+  const int16_t first = h.job("a").task(0).gpus.at(0);
+  h.Submit(JobBuilder("b").GpuShare(300).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("b"));
+  EXPECT_EQ(h.job("b").task(0).gpus.at(0), first);
+  // So a whole-GPU task still fits on the other GPU.
+  h.Submit(JobBuilder("whole").GpusPerTask(1).Build());
+  h.Cycle();
+  EXPECT_TRUE(h.Running("whole"));
+  // 200m does not fit the 900m GPU any more (1100 > 1000): it must wait.
+  h.Submit(JobBuilder("c").GpuShare(200).Build());
+  h.Cycle();
+  EXPECT_FALSE(h.Running("c"));
   for (int16_t used : h.state().node(topology::NodeId(0)).gpu_used) EXPECT_LE(used, 1000);
-  EXPECT_THAT(h.state().node(topology::NodeId(0)).gpu_used, ElementsAre(900, 900));
 }
 
 TEST(GpuAffinityPlugin, RejectsBadArguments) {
