@@ -98,6 +98,15 @@ def coverage(history, a):
     return dup, skipped
 
 
+def phases_ms(r):
+    """A re-formation's phase ends, in ms after its publication."""
+    t0 = r.published_unix_us / 1e6
+    out = {"shim_boundary": r.boundary_unix_us / 1e6 - t0,
+           "shim_formed": r.formed_unix_us / 1e6 - t0}
+    out.update({k: v - t0 for k, v in getattr(r, "phases", {}).items()})
+    return {k: round(v * 1000, 1) for k, v in out.items()}
+
+
 def write_json(path, obj):
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
@@ -171,9 +180,11 @@ def run_elastic(a):
     import ringmaster.torch as rmt
     import datetime
 
-    ctx = rmt.init(pg_timeout=datetime.timedelta(seconds=a.pg_timeout_s))
+    # Ready to train before joining: a newcomer that joins keeps the others
+    # waiting until it has built its data and model.
     x, y = make_data(a)
     model = make_model(a)
+    ctx = rmt.init(pg_timeout=datetime.timedelta(seconds=a.pg_timeout_s))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     sampler = rmt.ElasticSampler(a.samples, a.batch, shuffle=True, seed=a.seed)
     state = rmt.ElasticState(model=model, optimizer=opt, sampler=sampler,
@@ -184,6 +195,12 @@ def run_elastic(a):
     @rmt.elastic.run
     def train(state):
         s = state.sampler
+        if ctx.reforms:  # called again after every re-formation
+            r = ctx.reforms[-1]
+            step_log(a, ctx.rank, f"reform {time.time():.6f} gen "
+                     f"{r.generation} world {r.world_size} pub "
+                     f"{r.published_unix_us / 1e6:.6f} "
+                     f"{json.dumps(phases_ms(r), separators=(',', ':'))}")
         while s.epoch < a.epochs:
             epoch = s.epoch
             for idx in s:
@@ -243,7 +260,11 @@ def run_elastic(a):
                              "world_size": r.world_size,
                              "rolled_back": r.rolled_back,
                              "reform_ms": (r.synced_unix_us -
-                                           r.published_unix_us) / 1e3}
+                                           r.published_unix_us) / 1e3,
+                             # ms from the publication to the end of each
+                             # phase: the shim's communicator, then
+                             # ringmaster.torch's process group, sync, DDP
+                             "phases_ms": phases_ms(r)}
                             for r in ctx.reforms]})
     rmt.shutdown(finished=True)
     print(f"{os.environ.get('RINGMASTER_WORKER', '?')}: done, rank {rank} of "

@@ -83,7 +83,10 @@ class ReformInfo:
         self.world_size = raw.world_size
         self.rolled_back = bool(raw.rolled_back)
         self.sync_root = raw.sync_root
-        self.reason = Reason(raw.reason) if raw.reason in Reason._value2member_map_ else Reason.UNSPECIFIED
+        try:
+            self.reason = Reason(raw.reason)
+        except ValueError:
+            self.reason = Reason.UNSPECIFIED
         self.prepared = bool(raw.prepared)
         self.published_unix_us = raw.published_unix_us
         self.boundary_unix_us = raw.boundary_unix_us

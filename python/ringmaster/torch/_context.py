@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 import time
 from typing import Optional
 
 import torch
 import torch.distributed as dist
+import torch.distributed.distributed_c10d as _c10d
 
 from .._shim import DType, ReduceOp, Shim, ShimError, Status
 from .errors import CollectiveError, HostsUpdatedInterrupt, WorkerRemoved
@@ -40,6 +42,11 @@ from .store import CoordinatorStore
 
 _DTYPES = {torch.float32: DType.FLOAT32, torch.float64: DType.FLOAT64,
            torch.int64: DType.INT64}
+
+
+def _log(ctx, msg: str) -> None:
+    print(f"ringmaster.torch [rank {ctx.rank}/{ctx.world_size} gen "
+          f"{ctx.generation}]: {msg}", file=sys.stderr, flush=True)
 
 
 class Context:
@@ -58,10 +65,16 @@ class Context:
         # The re-formations this worker completed (ReformInfo), in order.
         self.reforms = []
 
-    def record_reform(self) -> None:
+    def record_reform(self, phases=None) -> None:
+        """Appends the last re-formation (ReformInfo) to ``reforms``, with
+        ``phases``: unix times (s) at which ringmaster.torch's own steps
+        ended (process group, state sync, DDP wrap), as ``info.phases``."""
         info = self.shim.last_reform()
+        info.phases = dict(phases or {})
         if not self.reforms or self.reforms[-1].generation != info.generation:
             self.reforms.append(info)
+        else:
+            self.reforms[-1] = info
 
     # -- membership ---------------------------------------------------------
     @property
@@ -85,6 +98,13 @@ class Context:
         gen, rank, world = self.generation, self.rank, self.world_size
         store = CoordinatorStore(self.shim, gen, rank, world,
                                  timeout=self.pg_timeout)
+        # torch 1.13 names the default group, and keys the barrier after
+        # init_process_group, by a module counter that destroy_process_group
+        # resets but a failed init_process_group leaves advanced: start every
+        # generation's from 0, so that all members use the same keys (the
+        # store is the generation's own, nothing else is in it).
+        if hasattr(_c10d, "_group_count"):
+            _c10d._group_count = 0
         try:
             dist.init_process_group(self.backend, store=store, rank=rank,
                                     world_size=world, timeout=self.pg_timeout)
@@ -117,6 +137,8 @@ class Context:
             self.allreduce_(failed, op="max")
             if int(failed.item()) == 0:
                 return rolled_back
+            _log(self, f"process group of generation {self.generation} not "
+                 f"formed ({error or 'by a peer'}); moving on")
             if dist.is_initialized():
                 dist.destroy_process_group()
             self.pg_generation = 0
@@ -265,7 +287,8 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
         try:
             ctx.form_process_group()
             break
-        except CollectiveError:
+        except CollectiveError as e:
+            _log(ctx, f"first process group failed ({e}); recovering")
             ctx.recover()
     _context = ctx
     return ctx

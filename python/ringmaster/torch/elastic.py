@@ -33,11 +33,9 @@ see a failure and carry on without it).
 from __future__ import annotations
 
 import functools
-import gc
 import sys
+import time
 from typing import Callable, Optional, TypeVar
-
-import torch.distributed as dist
 
 from . import _context as _ctx
 from .errors import CollectiveError, HostsUpdatedInterrupt, WorkerRemoved
@@ -52,25 +50,30 @@ def _log(msg: str) -> None:
 
 
 def _prepare(state) -> None:
-    """Step 1, retried through failures until it completes."""
+    """Step 1, retried through failures until it completes. Records the
+    time of each phase (ms from the generation's publication) with the
+    re-formation in ctx.reforms."""
     ctx = _ctx.context()
     while True:
         try:
+            t_start = time.time()
             if ctx.pg_generation != ctx.generation:
                 if ctx.form_process_group():
                     state.restore()
+            t_pg = time.time()
             root = 0
-            try:
-                info = ctx.shim.last_reform()
-                if info.sync_root >= 0:
-                    root = info.sync_root
-            except Exception:  # never formed: impossible after init()
-                pass
-            state.ddp_model = None
-            gc.collect()  # the old DDP's autograd hooks go with it
+            info = ctx.shim.last_reform()
+            if info.sync_root >= 0:
+                root = info.sync_root
+            state.drop_ddp()  # its autograd hooks go with it
             state.sync(root)
+            t_sync = time.time()
             state.on_reform()
-            ctx.record_reform()
+            t_ddp = time.time()
+            ctx.record_reform(phases={"python_start": t_start,
+                                      "process_group": t_pg,
+                                      "state_sync": t_sync,
+                                      "ddp_wrap": t_ddp})
             return
         except CollectiveError as e:
             _log(f"re-formation failed ({e}); recovering")
@@ -101,10 +104,10 @@ def run(func: Callable[..., T]) -> Callable[..., Optional[T]]:
                     failure = str(e)
                 # Outside the except block: the traceback (and the frames
                 # holding the old DDP wrapper) is gone.
-                state.ddp_model = None
+                state.drop_ddp()
                 if failure is not None:
-                    _log(f"collective failed ({failure.splitlines()[0]}); "
-                         "recovering")
+                    first = (failure.splitlines() or [""])[0]
+                    _log(f"collective failed ({first}); recovering")
                     ctx.recover()
                     rolled_back = True
                 if rolled_back:
@@ -112,11 +115,8 @@ def run(func: Callable[..., T]) -> Callable[..., Optional[T]]:
                 _prepare(state)
         except WorkerRemoved:
             _log("removed from the job")
-            state.ddp_model = None
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            ctx.shutdown(finished=False)
-            _ctx._context = None
+            state.drop_ddp()
+            _ctx.shutdown(finished=False)
             return None
 
     return wrapper

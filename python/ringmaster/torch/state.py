@@ -24,7 +24,9 @@ through the shim); train through it, save and inspect ``model``.
 from __future__ import annotations
 
 import copy
+import gc
 import io
+import weakref
 from typing import Any, Dict, Optional
 
 import torch
@@ -111,6 +113,19 @@ class ElasticState:
             self.save()
 
     # -- per generation -----------------------------------------------------------
+    def drop_ddp(self) -> None:
+        """Drops the DDP wrapper of the previous generation. Its reducer's
+        autograd hooks must be gone before the next backward (else they
+        would all-reduce a second time): normally the last reference goes
+        here; if something (a traceback, a cycle) still holds it, a full
+        garbage collection runs (tens of ms with torch loaded)."""
+        if self.ddp_model is None:
+            return
+        ref = weakref.ref(self.ddp_model)
+        self.ddp_model = None
+        if ref() is not None:
+            gc.collect()
+
     def on_reform(self) -> None:
         """Called by @elastic.run after every (re-)formation and sync: points
         the sampler at the new rank and world size and wraps the model in
@@ -119,7 +134,7 @@ class ElasticState:
         if self.sampler is not None:
             self.sampler.set_world(ctx.rank, ctx.world_size)
         if self.model is not None:
-            self.ddp_model = None
+            self.drop_ddp()
             ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, **self._ddp_kwargs)
             ddp.register_comm_hook(None, ctx.ddp_comm_hook)
