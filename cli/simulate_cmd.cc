@@ -42,6 +42,8 @@ struct SimulateFlags {
   bool quiet = false;
   double cycle_period_s = 1;
   double comm_fraction = 0.1;
+  double mtbf_s = 0;
+  double mttr_s = 3600;
   ClusterFlags cluster;
   std::string trace;
   std::string placement = "fgd";
@@ -197,8 +199,8 @@ void PrintSummary(const simulator::ReplayResult& r, const simulator::RunInfo& in
             << absl::StrFormat("queue delay  avg %.1f s, p99 %.1f\n", s.avg_queue_delay_s, s.p99_queue_delay_s)
             << absl::StrFormat("makespan     %.1f s, GPU allocation %.2f%%, cross-tier jobs %d\n", s.makespan_s,
                                s.gpu_alloc_ratio * 100, s.cross_tier_jobs)
-            << absl::StrFormat("stops        %d evictions (%d preemptions), %d shrinks, %d grows\n", s.evictions,
-                               s.preemptions, s.shrinks, s.grows)
+            << absl::StrFormat("stops        %d evictions (%d preemptions), %d shrinks, %d grows, %d node failures\n",
+                               s.evictions, s.preemptions, s.shrinks, s.grows, r.node_failures)
             << absl::StrFormat("engine       %d cycles, %d events in %.3f s wall (%.0f events/s)\n", r.cycles,
                                r.events, info.sim_wall_s, info.sim_wall_s > 0 ? r.events / info.sim_wall_s : 0);
 }
@@ -268,6 +270,8 @@ int RunReplay(const SimulateFlags& f) {
   o.check = f.check;
   o.cycle_period_s = f.cycle_period_s;
   o.comm_fraction = f.comm_fraction;
+  o.node_mtbf_s = f.mtbf_s;
+  o.node_mttr_s = f.mttr_s;
   std::optional<ProgressBar> bar;
   if (!f.quiet && isatty(STDERR_FILENO)) {
     bar.emplace();
@@ -354,7 +358,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
   const std::vector<const char*> fgd_only = {"--placement", "--tune", "--driver", "--ties", "--fgd-score",
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
   const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
-                                                "--comm-fraction", "--gpus-per-node", "--nodes-per-rack",
+                                                "--comm-fraction", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
                                                 "--racks-per-spine"};
   for (const char* opt : fgd ? replay_only : fgd_only) {
     if (sim.count(opt) > 0) {
@@ -394,6 +398,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--comm-fraction", f->comm_fraction,
                   "share of a job's step spent in all-reduce, when the trace gives none (0.1)")
       ->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--mtbf", f->mtbf_s, "failure injection: each node's mean time between failures, s (0: none)")
+      ->check(CLI::Range(0.0, 1e12));
+  sim->add_option("--mttr", f->mttr_s, "failure injection: mean time to repair a failed node, s (3600)")
+      ->check(CLI::Range(0.001, 1e12));
   sim->add_option("--protocol", f->protocol, "experiment protocol instead of a trace replay: fgd (FGD, ATC'23)")
       ->check(CLI::IsMember({"fgd"}));
   AddFgdFlags(*sim, *f);

@@ -64,6 +64,36 @@ std::vector<topology::RankSlot> Members(const scheduler::Job& job) {
   return slots;
 }
 
+// A node going down or coming back.
+struct NodeEvent {
+  int64_t time_ms;
+  int64_t seq;  // order of scheduling, for ties
+  std::string node;
+  bool fail;
+  int64_t down_ms;  // failures: how long it stays down; < 0: for good
+  bool operator>(const NodeEvent& o) const { return time_ms != o.time_ms ? time_ms > o.time_ms : seq > o.seq; }
+};
+
+// splitmix64: a fixed, portable stream of random numbers from the seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Exponential with the given mean, in whole milliseconds (at least 1).
+  int64_t ExpMs(double mean_s) {
+    const double u = static_cast<double>((Next() >> 11) + 1) * 0x1.0p-53;  // (0, 1]
+    return std::max<int64_t>(1, std::llround(-std::log(u) * mean_s * 1000));
+  }
+
+ private:
+  uint64_t s_;
+};
+
 class Driver {
  public:
   Driver(const std::vector<TraceJob>& trace, std::string_view trace_name, const ReplayOptions& o)
@@ -76,6 +106,9 @@ class Driver {
   int64_t NextTime() const;
   void Account(int64_t now);
   void Complete(size_t j, int64_t now);
+  void ScheduleNodeEvents();
+  void NodeDown(const NodeEvent& e, int64_t now);
+  void NodeUp(const NodeEvent& e, int64_t now);
   absl::Status Arrive(size_t j);
   void Cycle(int64_t now);
   void AfterCycle(const Decisions& d, int64_t now);
@@ -102,8 +135,15 @@ class Driver {
   scheduler::PluginRegistry registry_ = plugins::BuiltinRegistry();
   std::unique_ptr<scheduler::Engine> engine_;
   std::vector<JobRun> runs_;
-  std::map<JobId, size_t> by_engine_id_;
+  std::vector<size_t> by_engine_id_;  // engine JobId value -> trace index
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
+  // Failures happen only while work is left (arrivals or completions to come);
+  // recoveries always.
+  std::priority_queue<NodeEvent, std::vector<NodeEvent>, std::greater<>> failures_;
+  std::priority_queue<NodeEvent, std::vector<NodeEvent>, std::greater<>> recoveries_;
+  std::map<std::string, topology::NodeSpec> down_;  // failed nodes' specs, to come back
+  Rng rng_{0};
+  int64_t node_seq_ = 0;
   size_t next_arrival_ = 0;
   std::optional<int64_t> next_cycle_ms_;
   int64_t period_ms_ = 1000;
@@ -142,6 +182,8 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   node_free_.assign(st.num_nodes(), 0);
   dirty_.assign(st.num_nodes(), true);
   for (uint32_t n = 0; n < st.num_nodes(); ++n) dirty_list_.push_back(topology::NodeId(n));
+  rng_ = Rng(o_.seed);
+  ScheduleNodeEvents();
   result_.jobs.resize(trace_.size());
   for (size_t i = 0; i < trace_.size(); ++i) {
     const TraceJob& t = trace_[i];
@@ -164,6 +206,9 @@ int64_t Driver::NextTime() const {
   if (!completions_.empty()) t = std::min(t, completions_.top().time_ms);
   if (next_arrival_ < trace_.size()) t = std::min(t, result_.jobs[next_arrival_].submit_ms);
   if (next_cycle_ms_) t = std::min(t, *next_cycle_ms_);
+  if (!recoveries_.empty()) t = std::min(t, recoveries_.top().time_ms);
+  const bool work_left = !completions_.empty() || next_arrival_ < trace_.size();
+  if (!failures_.empty() && work_left) t = std::min(t, failures_.top().time_ms);
   return t;
 }
 
@@ -175,6 +220,16 @@ absl::StatusOr<ReplayResult> Driver::Run() {
       const Completion c = completions_.top();
       completions_.pop();
       if (c.version == runs_[c.job].version && runs_[c.job].running) Complete(c.job, now);
+    }
+    while (!recoveries_.empty() && recoveries_.top().time_ms == now) {
+      const NodeEvent e = recoveries_.top();
+      recoveries_.pop();
+      NodeUp(e, now);
+    }
+    while (!failures_.empty() && failures_.top().time_ms == now) {
+      const NodeEvent e = failures_.top();
+      failures_.pop();
+      NodeDown(e, now);
     }
     while (next_arrival_ < trace_.size() && result_.jobs[next_arrival_].submit_ms == now) {
       if (auto s = Arrive(next_arrival_++); !s.ok()) return s;
@@ -215,10 +270,72 @@ absl::Status Driver::Arrive(size_t j) {
         absl::StrCat(trace_name_, ":", trace_[j].line, ": ", std::string(id.status().message())));
   }
   runs_[j].id = *id;
-  by_engine_id_[*id] = j;
+  if (by_engine_id_.size() <= id->value()) by_engine_id_.resize(id->value() + 1, SIZE_MAX);
+  by_engine_id_[id->value()] = j;
   ++pending_;
   AskCycle(clock_.Now());
   return absl::OkStatus();
+}
+
+void Driver::ScheduleNodeEvents() {
+  for (const ReplayOptions::NodeFailure& f : o_.failures) {
+    failures_.push({Ms(f.time_s), node_seq_++, f.node, true, f.down_s > 0 ? Ms(f.down_s) : -1});
+  }
+  if (o_.node_mtbf_s <= 0) return;
+  const topology::Cluster& c = engine_->state().cluster();
+  for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+    if (!c.present(topology::NodeId(n))) continue;
+    const int64_t at = rng_.ExpMs(o_.node_mtbf_s);
+    failures_.push({at, node_seq_++, c.node(topology::NodeId(n)).name, true, rng_.ExpMs(o_.node_mttr_s)});
+  }
+}
+
+void Driver::NodeDown(const NodeEvent& e, int64_t now) {
+  const scheduler::State& st = engine_->state();
+  const topology::NodeId n = st.cluster().FindNode(e.node);
+  if (!n.valid()) return;  // not there (already down, or a scripted name that is not in the cluster)
+  ++result_.events;
+  ++result_.node_failures;
+  std::vector<size_t> hit;
+  for (const auto& [id, task] : st.TasksOn(n)) {
+    if (id.value() < by_engine_id_.size() && by_engine_id_[id.value()] != SIZE_MAX) {
+      hit.push_back(by_engine_id_[id.value()]);
+    }
+  }
+  std::sort(hit.begin(), hit.end());
+  hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
+  down_[e.node] = st.cluster().node(n);
+  MarkDirty({n});
+  if (const absl::Status s = engine_->FailNode(e.node); !s.ok()) return;
+  for (size_t j : hit) {
+    if (!runs_[j].running) continue;
+    const scheduler::Job& job = engine_->state().job(runs_[j].id);
+    if (job.phase() == JobPhase::kRunning && job.ReadyCount() >= job.min_member()) {
+      Resize(j, job, now);
+    } else {
+      Stop(j, false, now);
+    }
+  }
+  if (e.down_ms >= 0) recoveries_.push({now + e.down_ms, node_seq_++, e.node, false, 0});
+  allocated_now_ = AllocatedGpus();
+  AskCycle(now);
+}
+
+void Driver::NodeUp(const NodeEvent& e, int64_t now) {
+  auto it = down_.find(e.node);
+  if (it == down_.end()) return;
+  ++result_.events;
+  auto id = engine_->AddNode(it->second);
+  down_.erase(it);
+  if (!id.ok()) return;
+  node_free_.resize(engine_->state().num_nodes(), 0);
+  dirty_.resize(engine_->state().num_nodes(), false);
+  MarkDirty({*id});
+  if (o_.node_mtbf_s > 0) {
+    const int64_t at = now + rng_.ExpMs(o_.node_mtbf_s);
+    failures_.push({at, node_seq_++, e.node, true, rng_.ExpMs(o_.node_mttr_s)});
+  }
+  AskCycle(now);
 }
 
 void Driver::Complete(size_t j, int64_t now) {
@@ -290,9 +407,8 @@ void Driver::AfterCycle(const Decisions& d, int64_t now) {
   }
   if (released) AskCycle(now);
   for (const auto& [id, touch] : touched) {
-    auto it = by_engine_id_.find(id);
-    if (it == by_engine_id_.end()) continue;
-    const size_t j = it->second;
+    if (id.value() >= by_engine_id_.size() || by_engine_id_[id.value()] == SIZE_MAX) continue;
+    const size_t j = by_engine_id_[id.value()];
     const scheduler::Job& job = engine_->state().job(id);
     if (runs_[j].running && touch.evicted) Stop(j, touch.preempted, now);
     const bool running_now = job.phase() == JobPhase::kRunning && job.ReadyCount() >= job.min_member();
@@ -379,7 +495,9 @@ void Driver::Resize(size_t j, const scheduler::Job& job, int64_t now) {
   JobRun& r = runs_[j];
   Progress(r, now);
   const int before = r.size;
+  const std::vector<topology::NodeId> nodes_before = r.nodes;
   SetPlacement(j, job, now);
+  if (r.size == before && r.nodes == nodes_before) return;  // already accounted (a failure seen twice)
   if (r.size < before) ++result_.jobs[j].shrinks;
   if (r.size > before) ++result_.jobs[j].grows;
   r.paused_until_ms = std::max(r.paused_until_ms, now + Ms(o_.reform_pause_s));

@@ -5,8 +5,10 @@
 //
 // The event loop, in virtual milliseconds:
 //   1. Events at the same instant are handled in this order: completions,
-//      arrivals (trace order), then the scheduling cycle. A completion calls
-//      Engine::FinishJob, an arrival Engine::SubmitJob.
+//      node failures and recoveries, arrivals (trace order), then the
+//      scheduling cycle. A completion calls Engine::FinishJob, an arrival
+//      Engine::SubmitJob, a failure Engine::FailNode, a recovery
+//      Engine::AddNode (the node comes back under its name).
 //   2. Anything that changed the engine's state asks for a cycle at the next
 //      multiple of the cycle period (at or after now); no change, no cycle,
 //      except the wake-up cycles of ReplayOptions::wake_period_s while a job
@@ -62,6 +64,20 @@ struct ReplayOptions {
   // growth after growIdle or a victim's cooldown ending, are taken), as long
   // as anything is still to happen. 0: only after changes.
   double wake_period_s = 60;
+  // Failure injection: each node fails after an exponential time of mean
+  // node_mtbf_s (0: never) and comes back after one of mean node_mttr_s,
+  // both drawn from `seed`. A job on a failed node shrinks if it is elastic
+  // and stays at or above its minimum; otherwise it stops (an eviction) and
+  // restarts from its last checkpoint.
+  double node_mtbf_s = 0;
+  double node_mttr_s = 3600;
+  // Failures at given times (tests, scripted scenarios), besides the drawn ones.
+  struct NodeFailure {
+    double time_s = 0;
+    std::string node;
+    double down_s = 0;  // <= 0: never comes back
+  };
+  std::vector<NodeFailure> failures;
   bool check = false;                // Engine::CheckInvariants after every cycle
   // Called now and then with the virtual time and the jobs finished so far
   // (a progress bar); may be empty.
@@ -105,7 +121,8 @@ struct ReplayResult {
   std::vector<JobOutcome> jobs;  // trace order
   std::vector<TimelinePoint> timeline;
   int64_t total_gpus = 0;
-  int64_t events = 0;  // arrivals + completions + cycles
+  int64_t events = 0;  // arrivals + completions + cycles + node failures and recoveries
+  int64_t node_failures = 0;
   int64_t cycles = 0;
   int64_t makespan_ms = 0;  // last completion (or last event)
   double allocated_gpu_seconds = 0;  // integral of allocated GPUs over time

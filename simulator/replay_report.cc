@@ -126,8 +126,9 @@ std::string SummaryJson(const ReplayResult& r, const RunInfo& info) {
                                         "  \"grows\": %d,\n  \"cross_tier_jobs\": %d,\n",
                                         s.preemptions, s.evictions, s.shrinks, s.grows, s.cross_tier_jobs));
   absl::StrAppend(&out, QueuesJson(r));
-  absl::StrAppend(&out, absl::StrFormat("  \"cycles\": %d,\n  \"events\": %d,\n  \"seed\": %d,\n", r.cycles,
-                                        r.events, info.seed));
+  absl::StrAppend(&out, absl::StrFormat("  \"node_failures\": %d,\n  \"cycles\": %d,\n  \"events\": %d,\n"
+                                        "  \"seed\": %d,\n",
+                                        r.node_failures, r.cycles, r.events, info.seed));
   if (r.violation) {
     absl::StrAppend(&out, absl::StrFormat("  \"invariant_violation\": {\"cycle\": %d, \"time_s\": %.3f, ",
                                           r.violation->cycle, Seconds(r.violation->time_ms)),

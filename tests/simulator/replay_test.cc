@@ -274,3 +274,67 @@ TEST(ReplayPlot, QueueDelayBySizeAndTheScriptReadTheOutputs) {
 
 }  // namespace
 }  // namespace ringmaster::simulator
+
+namespace ringmaster::simulator {
+namespace {
+
+TEST(ReplayFailures, ARigidJobRestartsFromItsLastCheckpoint) {
+  // 1 node x 8 GPUs. x (8 GPUs, 100 s, checkpoint every 30 s) runs from 0;
+  // the node fails at 50 (x has done 50 s, its last checkpoint is at 30) and
+  // comes back at 70. x restarts at 70, pays the 30 s restart cost, then
+  // needs the 70 s it lost or had left: it ends at 70 + 30 + 70 = 170.
+  const auto trace = Native("job_id,submit_time_s,duration_s,tasks,gpus_per_task,checkpoint_interval_s\nx,0,100,1,8,30\n");
+  ReplayOptions o;
+  o.failures = {{50, "node-0000", 20}};
+  o.check = true;
+  const ReplayResult r = RunReplay(Uniform(1, 8, 1), trace, o);
+  ASSERT_TRUE(r.jobs[0].completed);
+  EXPECT_EQ(r.jobs[0].evictions, 1);
+  EXPECT_EQ(r.jobs[0].end_ms, 170'000);
+  EXPECT_EQ(r.node_failures, 1);
+  // Held: 8 GPUs x (50 + 100) s.
+  EXPECT_DOUBLE_EQ(r.jobs[0].gpu_seconds, 8 * 150);
+  EXPECT_NEAR(r.allocated_gpu_seconds, 8 * 150, 1e-9);
+}
+
+TEST(ReplayFailures, AnElasticJobAboveItsMinimumShrinksInstead) {
+  // 2 nodes x 4 GPUs. e (2 tasks x 4 GPUs, elastic 1..2, 100 s: 200 task-s)
+  // spans both nodes; node-0001 fails for good at 40 (80 done). e runs on
+  // with 1 task after a 5 s re-form pause: 120 / 1 = 120 s, so it ends at 165.
+  const auto trace = Native("job_id,submit_time_s,duration_s,tasks,gpus_per_task,min_tasks,max_tasks\ne,0,100,2,4,1,2\n");
+  ReplayOptions o;
+  o.failures = {{40, "node-0001", 0}};
+  o.check = true;
+  const ReplayResult r = RunReplay(Uniform(2, 4, 2), trace, o);
+  ASSERT_TRUE(r.jobs[0].completed);
+  EXPECT_EQ(r.jobs[0].shrinks, 1);
+  EXPECT_EQ(r.jobs[0].evictions, 0);
+  EXPECT_EQ(r.jobs[0].end_ms, 165'000);
+}
+
+TEST(ReplayFailures, DrawnFailuresAreDeterministicAndConserveGpuSeconds) {
+  const std::vector<TraceJob> trace = RandomTrace(13, 200);
+  ReplayOptions o;
+  o.node_mtbf_s = 4 * 3600;
+  o.node_mttr_s = 600;
+  o.check = true;
+  const ReplayResult a = RunReplay(Uniform(16, 8, 4, 2), trace, o);
+  const ReplayResult b = RunReplay(Uniform(16, 8, 4, 2), trace, o);
+  EXPECT_GT(a.node_failures, 0);
+  EXPECT_FALSE(a.violation.has_value());
+  EXPECT_EQ(JobsCsv(a), JobsCsv(b));
+  EXPECT_EQ(TimelineCsv(a), TimelineCsv(b));
+  double held = 0;
+  int64_t completed = 0;
+  for (const JobOutcome& j : a.jobs) {
+    held += j.gpu_seconds;
+    completed += j.completed;
+  }
+  EXPECT_EQ(completed, 200);
+  EXPECT_NEAR(held, a.allocated_gpu_seconds, 1e-6 * held);
+  o.seed = 14;
+  EXPECT_NE(JobsCsv(RunReplay(Uniform(16, 8, 4, 2), trace, o)), JobsCsv(a));
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator
