@@ -3,7 +3,7 @@
 // the Philly job-size distribution (1-128 GPUs). Setup is untimed.
 // BM_Cycle/16384/5000: 131,072 GPUs (today's largest training clusters) with
 // 5,000 pending gangs.
-// BM_PreemptCycle/N: one cycle on N nodes x 8 GPUs, full: 2N running tasks of
+// BM_PreemptCycle/N: one cycle on N nodes x 8 GPUs (racks of 40), full: 2N running tasks of
 // 4 GPUs, half in elastic jobs (8 tasks, minimum 2) at their maximum, half in
 // rigid 2-task gangs; N/20 pending priority-10 gangs of 4 x 4 GPUs that can
 // start only by preemption (shrinks, here). No eviction cap.
@@ -90,11 +90,11 @@ void BM_CycleLarge(benchmark::State& state) {
   }
   state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(tasks) / state.iterations());
 }
-BENCHMARK(BM_CycleLarge)->Args({16384, 5000})->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_CycleLarge)->Args({16384, 0})->Args({16384, 5000})->Unit(benchmark::kMillisecond)->Iterations(3);
 
 std::unique_ptr<EngineHarness> SetupPreempt(int nodes) {
   testing::ClusterBuilder cb;
-  cb.Racks((nodes + 31) / 32).NodesPerRack(32).Gpus(8);
+  cb.Racks(nodes / 40).NodesPerRack(40).Gpus(8);  // exactly N nodes (N a multiple of 40)
   auto policy = testing::PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, backfill"
 configurations:
 - {name: preempt, arguments: {gracePeriod: 30, cooldown: 0, maxEvictionsPerCycle: 0}}
@@ -102,10 +102,10 @@ configurations:
   auto h = std::make_unique<EngineHarness>(cb.Build(), policy, false);
   // 2N tasks x 4 GPUs = 8N GPUs: half elastic (N / 8 jobs of 8), half rigid
   // (N / 2 jobs of 2).
+  for (int i = 0; i < nodes / 2; ++i) h->Submit(JobBuilder("rg" + std::to_string(i)).Gang(2).GpusPerTask(4).Build());
   for (int i = 0; i < nodes / 8; ++i) {
     h->Submit(JobBuilder("el" + std::to_string(i)).Gang(8).Elastic(2, 8).GpusPerTask(4).Build());
   }
-  for (int i = 0; i < nodes / 2; ++i) h->Submit(JobBuilder("rg" + std::to_string(i)).Gang(2).GpusPerTask(4).Build());
   h->Cycle();
   h->Cycle();
   for (int j = 0; j < nodes / 20; ++j) {

@@ -100,6 +100,9 @@ class Session {
   // The built-in choice over future free GPUs (for pipelining).
   bool SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   bool has_node_order() const { return !node_order_.empty(); }
+  // True when a plugin chooses GPUs (else the built-in best fit, which never
+  // refuses a whole-GPU task on a node with that many whole GPUs free).
+  bool has_gpu_select() const { return !gpu_select_.empty(); }
   // Feasible nodes scored per task (the policy's nodesToScore; 0 = all).
   int nodes_to_score() const { return nodes_to_score_; }
   void set_nodes_to_score(int n) { nodes_to_score_ = n; }

@@ -20,6 +20,7 @@ State::State(topology::Cluster cluster, queue::QueueTree queues)
     nodes_[n].gpu_pipelined.assign(spec.gpus.size(), 0);
     nodes_[n].gpu_releasing.assign(spec.gpus.size(), 0);
     nodes_[n].max_gpu_free = spec.gpus.empty() ? 0 : topology::kMilliPerGpu;
+    nodes_[n].usage_hash = UsageHash(nodes_[n]);
     nodes_[n].schedulable = cluster_->present(id);
     if (nodes_[n].schedulable) total_ += spec.allocatable;
   }
@@ -75,8 +76,18 @@ void State::UpdateWaiting(const Job& job) {
   }
 }
 
+uint64_t UsageHash(const NodeState& ns) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL + (h >> 29); };
+  mix(static_cast<uint64_t>(ns.used.cpu_milli()));
+  mix(static_cast<uint64_t>(ns.used.memory()));
+  for (int16_t u : ns.gpu_used) mix(static_cast<uint64_t>(u));
+  return h;
+}
+
 void State::Refresh(NodeId n) {
   NodeState& s = nodes_[n.value()];
+  s.usage_hash = UsageHash(s);
   int64_t free = 0;
   int64_t milli = 0;
   int16_t least = topology::kMilliPerGpu;
@@ -199,6 +210,7 @@ absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   ns.gpu_pipelined.assign(s.gpus.size(), 0);
   ns.gpu_releasing.assign(s.gpus.size(), 0);
   ns.max_gpu_free = s.gpus.empty() ? 0 : topology::kMilliPerGpu;
+  ns.usage_hash = UsageHash(ns);
   nodes_.push_back(std::move(ns));
   node_tasks_.emplace_back();
   free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
@@ -300,6 +312,9 @@ absl::Status State::CheckInvariants() const {
     if (nodes_[n].max_gpu_free != max_free) {
       return absl::InternalError(absl::StrCat("4: node ", name, " max_gpu_free ", nodes_[n].max_gpu_free,
                                               " != recount ", max_free));
+    }
+    if (nodes_[n].usage_hash != UsageHash(nodes_[n])) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " usage_hash is stale"));
     }
   }
   for (size_t q = 0; q < queues_.size(); ++q) {

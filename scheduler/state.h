@@ -9,7 +9,8 @@
 //   3. used <= allocatable on every node: every bind fits its node.
 //   4. The free index counts, per node, the GPUs with gpu_used == 0 and the
 //      free milli (sum of 1000 - gpu_used), and
-//      NodeState::max_gpu_free is 1000 - the smallest gpu_used (0 without GPUs).
+//      NodeState::max_gpu_free is 1000 - the smallest gpu_used (0 without GPUs),
+//      and NodeState::usage_hash is UsageHash of the node's usage.
 //   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
 //      its descendants'.
 //   6. A Running job has ReadyCount() >= min_member().
@@ -41,6 +42,10 @@ struct NodeState {
   std::vector<int16_t> gpu_releasing;  // milli per GPU, held by releasing tasks
   int32_t tasks = 0;
   int16_t max_gpu_free = 0;  // most free milli on any one GPU (held, not future)
+  // Hash of what is used on the node (cpu, memory, each GPU's milli), kept
+  // with the counters: nodes of one shape with equal usage_hash are
+  // interchangeable to the scoring plugins (the planner's window).
+  uint64_t usage_hash = 0;
   bool schedulable = true;  // false once removed, failed or cordoned
 };
 
@@ -55,6 +60,9 @@ struct Reservation {
   std::vector<NodeId> nodes;
   std::vector<int64_t> gpus_needed;  // per entry of `nodes`: whole GPUs the job needs there
 };
+
+// The hash NodeState::usage_hash keeps (cpu, memory, per-GPU milli used).
+uint64_t UsageHash(const NodeState& ns);
 
 class State {
  public:

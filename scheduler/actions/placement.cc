@@ -35,13 +35,7 @@ Timestamp ReservationStart(const State& state, Timestamp now) {
 // The node's hardware (Cluster::shape_hash) and what is used on it, per GPU:
 // nodes with equal hashes are interchangeable to the scoring plugins.
 uint64_t StateHash(const State& st, NodeId n) {
-  const NodeState& ns = st.node(n);
-  uint64_t h = st.cluster().shape_hash(n);
-  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL + (h >> 29); };
-  mix(static_cast<uint64_t>(ns.used.cpu_milli()));
-  mix(static_cast<uint64_t>(ns.used.memory()));
-  for (int16_t u : ns.gpu_used) mix(static_cast<uint64_t>(u));
-  return h;
+  return st.cluster().shape_hash(n) * 0x9e3779b97f4a7c15ULL ^ st.node(n).usage_hash;
 }
 
 }  // namespace
@@ -113,6 +107,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   const GpuRequest& share = job.gpu(i);
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
+  const bool defer_gpus = !s_.has_gpu_select() && share_milli == 0;
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
     if (!ns.schedulable) return true;
@@ -143,7 +138,9 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       Reject("insufficient cpu/memory now (releasing)");
       return true;
     }
-    if (!s_.SelectGpus(ref, n, &cand_gpus)) {
+    // The built-in choice cannot refuse whole GPUs the node has free: it is
+    // made once, for the node that wins.
+    if (!defer_gpus && !s_.SelectGpus(ref, n, &cand_gpus)) {
       Reject("no fitting GPU set");
       return true;
     }
@@ -153,7 +150,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     if (!best.valid() || score > best_score) {
       best = n;
       best_score = score;
-      best_gpus = cand_gpus;
+      if (!defer_gpus) best_gpus = cand_gpus;
     }
     return feasible < limit;
   };
@@ -183,6 +180,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       return consider(n);
     });
   }
+  if (best.valid() && defer_gpus && !s_.SelectGpus(ref, best, &best_gpus)) return NodeId();  // cannot happen
   if (best.valid()) *gpus = std::move(best_gpus);
   return best;
 }
