@@ -17,8 +17,9 @@ int64_t WholeGpusOf(const Job& job, uint32_t i) {
   return g.whole() ? g.count : 0;
 }
 
-// A member that counts toward its gang and can be stopped.
-bool Stoppable(TaskState s) { return CountsReady(s) && HoldsNode(s); }
+// A member that counts toward its gang and can be stopped: bound or running
+// (a task placed in this very cycle has no process to stop yet).
+bool Stoppable(TaskState s) { return s == TaskState::kBinding || s == TaskState::kBound || s == TaskState::kRunning; }
 
 absl::StatusOr<Timestamp> SecondsArg(const PluginArgs& args, std::string_view key, Timestamp def_ms) {
   auto v = args.Double(key, static_cast<double>(def_ms) / 1000.0);
@@ -52,6 +53,7 @@ VictimPicker::VictimPicker(Session& session, EvictMode mode, const EvictionArgs&
 
 bool VictimPicker::Eligible(const Job& p, const Job& v) const {
   if (v.id() == p.id() || v.phase() != JobPhase::kRunning) return false;
+  if (v.Count(TaskState::kAllocated) > 0) return false;  // placed this cycle: not yet started
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
   if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) return false;
   if (mode_ == EvictMode::kPreempt) {
