@@ -249,6 +249,37 @@ TEST(Reclaim, NeverTakesAQueueBelowItsGuarantee) {
   EXPECT_TRUE(h.Running("a0") && h.Running("a1"));
 }
 
+TEST(Reclaim, HierarchicalQueuesTakeOnlyAcrossTheSubtreeThatBorrows) {
+  // root -> org1 (t1, t2) and org2, equal weights: 32 GPUs, 16 deserved per
+  // org, 8 per team while both teams ask. org2 first takes the whole cluster.
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
+- {name: org1, weight: 1}
+- {name: t1, parent: org1, weight: 1}
+- {name: t2, parent: org1, weight: 1}
+- {name: org2, weight: 1}
+)")));
+  for (int i = 0; i < 4; ++i) h.Submit(JobBuilder("o" + std::to_string(i)).Queue("org2").GpusPerTask(8).Build());
+  h.Cycle();
+  // t1 and t2 each take back 8 GPUs from org2, which borrows (32 > 16).
+  h.Submit(JobBuilder("a").Queue("t1").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b").Queue("t2").GpusPerTask(8).Build());
+  int evicted = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (const auto& e : h.Cycle().evictions) {
+      EXPECT_EQ(h.state().job(e.job).spec().queue, "org2");
+      ++evicted;
+    }
+  }
+  EXPECT_TRUE(h.Running("a") && h.Running("b"));
+  EXPECT_EQ(evicted, 2);
+  // Another t2 job: org1 would end above its 16 deserved, and t1 holds only
+  // its own share: nobody is reclaimed from.
+  h.Submit(JobBuilder("b2").Queue("t2").GpusPerTask(8).Build());
+  for (int c = 0; c < 5; ++c) EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_FALSE(h.Running("b2"));
+  EXPECT_TRUE(h.Running("a"));
+}
+
 TEST(Starvation, A64GpuGangIsNotStarvedByAStreamOfOneGpuJobs) {
   // 8 nodes x 8 GPUs. A new 1-GPU job (10 s walltime) arrives every second;
   // a 64-GPU gang arrives at t=5 s. The reservation keeps the small jobs from
