@@ -1,0 +1,151 @@
+// The Kubernetes scheduler extender: kube-scheduler's filter, prioritize,
+// preempt and bind calls translated into calls on the one scheduler::Engine.
+// Policy lives in the engine; the extender only translates.
+//
+// Assumptions: kube-scheduler calls filter for every pod it schedules (all
+// pods go through the extender: no managedResources, or every gang pod asks
+// for one), and the extender stanza sets bindVerb (kube-scheduler then binds
+// through us, which is how a reservation becomes a binding).
+//
+// Algorithm, per pod:
+//  1. Filter learns the Node objects sent (nodeCacheCapable false) that the
+//     engine lacks, reads the pod, and adds it to its gang: the pod group
+//     named by its labels / annotations (kube_objects.h), or a gang of one.
+//  2. While fewer than min member pods of the gang were seen, every
+//     candidate node fails with the count seen and the count awaited.
+//  3. The pod that completes the gang submits it to the engine as one job
+//     (a role per distinct request shape) and runs a cycle at once.
+//  4. A Bind decision of the engine reserves the member's node: from then on
+//     the member's filter passes exactly that node, and its prioritize gives
+//     it kMaxExtenderPriority. A gang the engine cannot place fails every node
+//     with the engine's pending reason.
+//  5. Reservations expire `reservation_timeout_ms` after the gang was placed
+//     unless every member bound: the job is cancelled in the engine (its
+//     GPUs are free again) and the gang is forgotten; its pods form it anew
+//     on their next filter.
+//  6. Bind checks the node against the reservation, hands it to the Binder
+//     (none: only recorded) and confirms it to the engine; a failed bind
+//     releases the whole gang, which the engine places again.
+//
+// Thread-safe: every call takes one mutex (the engine is not thread-safe).
+#ifndef RINGMASTER_SERVER_EXTENDER_H_
+#define RINGMASTER_SERVER_EXTENDER_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "scheduler/clock.h"
+#include "scheduler/engine.h"
+#include "server/extender_wire.h"
+#include "server/kube_objects.h"
+
+namespace ringmaster::server {
+
+struct ExtenderOptions {
+  // A gang's reservations are released this long after it was placed unless
+  // every member has bound by then.
+  int64_t reservation_timeout_ms = 60'000;
+  // How Node objects' labels map to the engine's network tiers; must match
+  // the tiers of the engine's cluster when `learn_nodes` is set.
+  TopologyLabels topology = DefaultTopologyLabels();
+  // Add Node objects sent by kube-scheduler that the engine does not know.
+  // Off when the cluster comes from a cluster file.
+  bool learn_nodes = true;
+};
+
+// Carries a binding to the API server (the Binding subresource). The
+// extender calls it under its lock; it should answer within seconds.
+class Binder {
+ public:
+  virtual ~Binder() = default;
+  virtual absl::Status Bind(const ExtenderBindingArgs& binding) = 0;
+};
+
+class Extender {
+ public:
+  // `engine` and `clock` must outlive the extender; the engine must be
+  // created with auto_confirm_binds = false. `binder` may be null (--no-bind:
+  // bindings are only recorded).
+  Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder);
+
+  ExtenderFilterResult Filter(const ExtenderArgs& args);
+  HostPriorityList Prioritize(const ExtenderArgs& args);
+  // Keeps only the victims on the pod's reserved node (the engine decides
+  // preemption for ringmaster's gangs; kube-scheduler should not evict for
+  // them elsewhere); a pod without a reservation gets no victims.
+  ExtenderPreemptionResult Preempt(const ExtenderPreemptionArgs& args);
+  ExtenderBindingResult Bind(const ExtenderBindingArgs& args);
+
+  // The daemon's periodic step: releases expired reservations, runs one
+  // engine cycle and records its binds as reservations.
+  void Tick();
+
+  // The PodGroup's minMember, for groups whose pods carry no min-member
+  // annotation (scheduler-plugins keeps it only on the PodGroup object).
+  void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member);
+
+  // --- Inspection (tests, admin) ---------------------------------------------
+  // The node reserved for pod "namespace/name", if any.
+  std::optional<std::string> ReservedNode(const std::string& pod_key) const;
+  // Bindings done so far, as (pod "namespace/name", node).
+  std::vector<std::pair<std::string, std::string>> bindings() const;
+  size_t gang_count() const;
+
+ private:
+  static constexpr uint32_t kNoTask = UINT32_MAX;
+  struct Member {
+    std::string key;  // namespace/name
+    std::string uid;
+    PodInfo pod;
+    uint32_t task = kNoTask;
+    std::string node;  // reserved node; empty when none
+    bool bound = false;
+  };
+  struct Gang {
+    std::string name;  // "namespace/group", or "namespace/pod" for a gang of one
+    int min_member = 0;
+    std::string unresolvable;  // why the gang can never be submitted as is
+    std::vector<Member> members;  // in arrival order
+    scheduler::JobId job;  // invalid until submitted
+    scheduler::Timestamp deadline = -1;
+  };
+
+  void LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ExtenderFilterResult FilterPod(const ExtenderArgs& args, const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Gang& Admit(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the pod's gang has no node for it yet.
+  std::string WaitReason(const Gang& gang) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* FindMember(const std::string& pod_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Member* FindMember(const std::string& pod_key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  scheduler::Engine& engine_;
+  const scheduler::Clock& clock_;
+  const ExtenderOptions options_;
+  Binder* const binder_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Gang> gangs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> gang_of_pod_ ABSL_GUARDED_BY(mu_);
+  std::map<scheduler::JobId, std::string> gang_of_job_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> pod_group_min_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<scheduler::Timestamp, std::string>> expiries_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
+  // Times each gang was submitted: a gang formed again after its
+  // reservations expired is submitted as "name#N".
+  std::map<std::string, int> attempts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_EXTENDER_H_

@@ -1,0 +1,370 @@
+// Reading and writing the extender v1 wire types (see extender_wire.h).
+#include "server/extender_wire.h"
+
+#include <cctype>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+bool EqualFold(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status TypeError(std::string_view path, std::string_view want, const json& got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(path), ": expected ", std::string(want), ", got ", got.type_name()));
+}
+
+// Parses the body; a syntax error names the byte where it was found.
+absl::StatusOr<json> ParseBody(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) return j;
+  // Parse again with exceptions to learn where it broke.
+  try {
+    const json again = json::parse(body.begin(), body.end());
+    (void)again;
+  } catch (const json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
+  }
+  return absl::InvalidArgumentError("malformed JSON");
+}
+
+absl::Status WantObject(const json& j, std::string_view path) {
+  return j.is_object() ? absl::OkStatus() : TypeError(path, "an object", j);
+}
+
+absl::StatusOr<int64_t> IntAt(const json& obj, std::string_view key, std::string_view path) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return 0;
+  if (!v->is_number_integer()) return TypeError(path, "an integer", *v);
+  return v->get<int64_t>();
+}
+
+// A list of strings, or nullopt when absent or null.
+absl::StatusOr<std::optional<std::vector<std::string>>> StringListAt(const json& obj, std::string_view key,
+                                                                     std::string_view path) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_array()) return TypeError(path, "an array of strings", *v);
+  std::vector<std::string> out;
+  out.reserve(v->size());
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    if (!e.is_string()) return TypeError(absl::StrCat(std::string(path), "[", i, "]"), "a string", e);
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// A Pod (or Node) object: must be an object when present.
+absl::StatusOr<json> ObjectAt(const json& obj, std::string_view key, std::string_view path) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return json::object();
+  if (!v->is_object()) return TypeError(path, "an object", *v);
+  return *v;
+}
+
+// A NodeList's items, or nullopt when the list is absent or null.
+absl::StatusOr<std::optional<std::vector<json>>> NodeListAt(const json& obj, std::string_view key,
+                                                            std::string_view path) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_object()) return TypeError(path, "a NodeList object", *v);
+  const json* items = FindKey(*v, "items");
+  std::vector<json> out;
+  if (items == nullptr || items->is_null()) return out;
+  const std::string items_path = absl::StrCat(std::string(path), ".items");
+  if (!items->is_array()) return TypeError(items_path, "an array", *items);
+  out.reserve(items->size());
+  for (size_t i = 0; i < items->size(); ++i) {
+    if (!(*items)[i].is_object()) return TypeError(absl::StrCat(items_path, "[", i, "]"), "a Node object", (*items)[i]);
+    out.push_back((*items)[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> StringMapAt(const json& obj, std::string_view key,
+                                                               std::string_view path) {
+  std::map<std::string, std::string> out;
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return out;
+  if (!v->is_object()) return TypeError(path, "an object of strings", *v);
+  for (const auto& [k, e] : v->items()) {
+    if (!e.is_string()) return TypeError(absl::StrCat(std::string(path), ".", k), "a string", e);
+    out[k] = e.get<std::string>();
+  }
+  return out;
+}
+
+// Victims (full pods) or MetaVictims (UIDs) of one node.
+absl::StatusOr<MetaVictims> ParseMetaVictims(const json& v, const std::string& path) {
+  if (auto s = WantObject(v, path); !s.ok()) return s;
+  MetaVictims out;
+  auto pdb = IntAt(v, "NumPDBViolations", path + ".NumPDBViolations");
+  if (!pdb.ok()) return pdb.status();
+  out.num_pdb_violations = *pdb;
+  const json* pods = FindKey(v, "Pods");
+  if (pods == nullptr || pods->is_null()) return out;
+  if (!pods->is_array()) return TypeError(path + ".Pods", "an array", *pods);
+  for (size_t i = 0; i < pods->size(); ++i) {
+    const std::string p = absl::StrCat(path, ".Pods[", i, "]");
+    if (!(*pods)[i].is_object()) return TypeError(p, "a MetaPod object", (*pods)[i]);
+    auto uid = StringAt((*pods)[i], "UID", p + ".UID");
+    if (!uid.ok()) return uid.status();
+    out.pod_uids.push_back(*uid);
+  }
+  return out;
+}
+
+absl::StatusOr<Victims> ParseVictims(const json& v, const std::string& path) {
+  if (auto s = WantObject(v, path); !s.ok()) return s;
+  Victims out;
+  auto pdb = IntAt(v, "NumPDBViolations", path + ".NumPDBViolations");
+  if (!pdb.ok()) return pdb.status();
+  out.num_pdb_violations = *pdb;
+  const json* pods = FindKey(v, "Pods");
+  if (pods == nullptr || pods->is_null()) return out;
+  if (!pods->is_array()) return TypeError(path + ".Pods", "an array", *pods);
+  for (size_t i = 0; i < pods->size(); ++i) {
+    if (!(*pods)[i].is_object()) return TypeError(absl::StrCat(path, ".Pods[", i, "]"), "a Pod object", (*pods)[i]);
+    out.pods.push_back((*pods)[i]);
+  }
+  return out;
+}
+
+template <typename V, typename F>
+absl::StatusOr<std::optional<std::map<std::string, V>>> VictimMapAt(const json& obj, std::string_view key, F parse) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_object()) return TypeError(key, "an object keyed by node name", *v);
+  std::map<std::string, V> out;
+  for (const auto& [node, e] : v->items()) {
+    auto parsed = parse(e, absl::StrCat(std::string(key), ".", node));
+    if (!parsed.ok()) return parsed.status();
+    out.emplace(node, *std::move(parsed));
+  }
+  return out;
+}
+
+json NodeListJson(const std::optional<std::vector<json>>& items) {
+  if (!items) return nullptr;
+  return json{{"metadata", json::object()}, {"items", *items}};
+}
+
+json StringListJson(const std::optional<std::vector<std::string>>& names) {
+  if (!names) return nullptr;
+  return *names;
+}
+
+json MetaVictimsJson(const MetaVictims& v) {
+  json pods = json::array();
+  for (const std::string& uid : v.pod_uids) pods.push_back({{"UID", uid}});
+  return {{"Pods", std::move(pods)}, {"NumPDBViolations", v.num_pdb_violations}};
+}
+
+}  // namespace
+
+const json* FindKey(const json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it != obj.end()) return &*it;
+  for (auto i = obj.begin(); i != obj.end(); ++i) {
+    if (EqualFold(i.key(), key)) return &*i;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::string> StringAt(const json& obj, std::string_view key, std::string_view path) {
+  const json* v = FindKey(obj, key);
+  if (v == nullptr || v->is_null()) return std::string();
+  if (!v->is_string()) return TypeError(path, "a string", *v);
+  return v->get<std::string>();
+}
+
+std::vector<std::string> ExtenderArgs::CandidateNames() const {
+  if (node_names) return *node_names;
+  std::vector<std::string> out;
+  if (!nodes) return out;
+  out.reserve(nodes->size());
+  for (const json& n : *nodes) {
+    const json* meta = FindKey(n, "metadata");
+    const json* name = meta ? FindKey(*meta, "name") : nullptr;
+    out.push_back(name && name->is_string() ? name->get<std::string>() : std::string());
+  }
+  return out;
+}
+
+absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderArgs"); !s.ok()) return s;
+  ExtenderArgs a;
+  auto pod = ObjectAt(*j, "Pod", "Pod");
+  if (!pod.ok()) return pod.status();
+  a.pod = *std::move(pod);
+  auto nodes = NodeListAt(*j, "Nodes", "Nodes");
+  if (!nodes.ok()) return nodes.status();
+  a.nodes = *std::move(nodes);
+  auto names = StringListAt(*j, "NodeNames", "NodeNames");
+  if (!names.ok()) return names.status();
+  a.node_names = *std::move(names);
+  return a;
+}
+
+absl::StatusOr<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderBindingArgs"); !s.ok()) return s;
+  ExtenderBindingArgs a;
+  for (auto [key, field] : {std::pair{"PodName", &a.pod_name}, std::pair{"PodNamespace", &a.pod_namespace},
+                            std::pair{"PodUID", &a.pod_uid}, std::pair{"Node", &a.node}}) {
+    auto v = StringAt(*j, key, key);
+    if (!v.ok()) return v.status();
+    *field = *std::move(v);
+  }
+  return a;
+}
+
+absl::StatusOr<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderPreemptionArgs"); !s.ok()) return s;
+  ExtenderPreemptionArgs a;
+  auto pod = ObjectAt(*j, "Pod", "Pod");
+  if (!pod.ok()) return pod.status();
+  a.pod = *std::move(pod);
+  auto full = VictimMapAt<Victims>(*j, "NodeNameToVictims", ParseVictims);
+  if (!full.ok()) return full.status();
+  a.node_name_to_victims = *std::move(full);
+  auto meta = VictimMapAt<MetaVictims>(*j, "NodeNameToMetaVictims", ParseMetaVictims);
+  if (!meta.ok()) return meta.status();
+  a.node_name_to_meta_victims = *std::move(meta);
+  return a;
+}
+
+absl::StatusOr<ExtenderFilterResult> ParseExtenderFilterResult(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderFilterResult"); !s.ok()) return s;
+  ExtenderFilterResult r;
+  auto nodes = NodeListAt(*j, "Nodes", "Nodes");
+  if (!nodes.ok()) return nodes.status();
+  r.nodes = *std::move(nodes);
+  auto names = StringListAt(*j, "NodeNames", "NodeNames");
+  if (!names.ok()) return names.status();
+  r.node_names = *std::move(names);
+  auto failed = StringMapAt(*j, "FailedNodes", "FailedNodes");
+  if (!failed.ok()) return failed.status();
+  r.failed_nodes = *std::move(failed);
+  auto unresolvable = StringMapAt(*j, "FailedAndUnresolvableNodes", "FailedAndUnresolvableNodes");
+  if (!unresolvable.ok()) return unresolvable.status();
+  r.failed_and_unresolvable_nodes = *std::move(unresolvable);
+  auto error = StringAt(*j, "Error", "Error");
+  if (!error.ok()) return error.status();
+  r.error = *std::move(error);
+  return r;
+}
+
+absl::StatusOr<HostPriorityList> ParseHostPriorityList(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  HostPriorityList out;
+  if (j->is_null()) return out;
+  if (!j->is_array()) return TypeError("HostPriorityList", "an array", *j);
+  for (size_t i = 0; i < j->size(); ++i) {
+    const std::string path = absl::StrCat("HostPriorityList[", i, "]");
+    const json& e = (*j)[i];
+    if (auto s = WantObject(e, path); !s.ok()) return s;
+    auto host = StringAt(e, "Host", path + ".Host");
+    if (!host.ok()) return host.status();
+    auto score = IntAt(e, "Score", path + ".Score");
+    if (!score.ok()) return score.status();
+    out.push_back({*std::move(host), *score});
+  }
+  return out;
+}
+
+absl::StatusOr<ExtenderBindingResult> ParseExtenderBindingResult(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderBindingResult"); !s.ok()) return s;
+  auto error = StringAt(*j, "Error", "Error");
+  if (!error.ok()) return error.status();
+  return ExtenderBindingResult{*std::move(error)};
+}
+
+absl::StatusOr<ExtenderPreemptionResult> ParseExtenderPreemptionResult(std::string_view body) {
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  if (auto s = WantObject(*j, "ExtenderPreemptionResult"); !s.ok()) return s;
+  auto meta = VictimMapAt<MetaVictims>(*j, "NodeNameToMetaVictims", ParseMetaVictims);
+  if (!meta.ok()) return meta.status();
+  ExtenderPreemptionResult r;
+  if (*meta) r.node_name_to_meta_victims = **std::move(meta);
+  return r;
+}
+
+std::string ToJson(const ExtenderArgs& a) {
+  json j{{"Pod", a.pod}, {"Nodes", NodeListJson(a.nodes)}, {"NodeNames", StringListJson(a.node_names)}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ToJson(const ExtenderFilterResult& r) {
+  json j{{"Nodes", NodeListJson(r.nodes)},
+         {"NodeNames", StringListJson(r.node_names)},
+         {"FailedNodes", r.failed_nodes},
+         {"FailedAndUnresolvableNodes", r.failed_and_unresolvable_nodes},
+         {"Error", r.error}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ToJson(const HostPriorityList& l) {
+  json j = json::array();
+  for (const HostPriority& h : l) j.push_back({{"Host", h.host}, {"Score", h.score}});
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ToJson(const ExtenderBindingArgs& a) {
+  json j{{"PodName", a.pod_name}, {"PodNamespace", a.pod_namespace}, {"PodUID", a.pod_uid}, {"Node", a.node}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ToJson(const ExtenderBindingResult& r) { return json{{"Error", r.error}}.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string ToJson(const ExtenderPreemptionArgs& a) {
+  json full = nullptr;
+  if (a.node_name_to_victims) {
+    full = json::object();
+    for (const auto& [node, v] : *a.node_name_to_victims) {
+      full[node] = {{"Pods", v.pods}, {"NumPDBViolations", v.num_pdb_violations}};
+    }
+  }
+  json meta = nullptr;
+  if (a.node_name_to_meta_victims) {
+    meta = json::object();
+    for (const auto& [node, v] : *a.node_name_to_meta_victims) meta[node] = MetaVictimsJson(v);
+  }
+  json j{{"Pod", a.pod}, {"NodeNameToVictims", std::move(full)}, {"NodeNameToMetaVictims", std::move(meta)}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ToJson(const ExtenderPreemptionResult& r) {
+  json meta = json::object();
+  for (const auto& [node, v] : r.node_name_to_meta_victims) meta[node] = MetaVictimsJson(v);
+  return json{{"NodeNameToMetaVictims", std::move(meta)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace ringmaster::server

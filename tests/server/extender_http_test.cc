@@ -1,0 +1,160 @@
+// End-to-end test of the extender over HTTP: server/http_server.h with the
+// routes of server/extender_http.h on 127.0.0.1 with an ephemeral port, and
+// a plain Beast client. Each request is bounded by a socket timeout.
+#include "server/extender_http.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "plugins/registry.h"
+#include "scheduler/policy.h"
+
+namespace ringmaster::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using nlohmann::json;
+
+struct Reply {
+  int status = 0;
+  std::string body;
+};
+
+// One request on a fresh connection to 127.0.0.1:port (5 s at most).
+Reply Send(uint16_t port, http::verb method, const std::string& target, const std::string& body) {
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));
+  stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  http::read(stream, buffer, res, ec);
+  if (ec) return {-1, ec.message()};
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return {static_cast<int>(res.result_int()), res.body()};
+}
+
+// Raw bytes (a request head), then the answer's status code.
+int SendRaw(uint16_t port, const std::string& bytes) {
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));
+  stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  boost::asio::write(stream, boost::asio::buffer(bytes));
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  http::read(stream, buffer, res, ec);
+  return ec ? -1 : static_cast<int>(res.result_int());
+}
+
+json Node(const std::string& name) {
+  return {{"metadata", {{"name", name}}}, {"status", {{"allocatable", {{"cpu", "32"}, {"nvidia.com/gpu", "8"}}}}}};
+}
+
+json Pod(const std::string& name) {
+  return {{"metadata",
+           {{"name", name}, {"namespace", "ml"}, {"uid", "u-" + name},
+            {"annotations", {{"scheduling.volcano.sh/group-name", "pair"}, {"scheduling.volcano.sh/group-min-member", "2"}}}}},
+          {"spec", {{"containers", {{{"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}}}}}};
+}
+
+class ExtenderHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    auto engine = scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(DefaultTopologyLabels()), {}),
+                                            scheduler::DefaultPolicy(), registry_, clock_, opts);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    extender_ = std::make_unique<Extender>(*engine_, clock_, ExtenderOptions{}, nullptr);
+    HttpServerOptions o;
+    o.body_limit = 1 << 20;
+    auto server = HttpServer::Start(o, [this](const HttpRequest& r) { return HandleExtenderRequest(*extender_, r); });
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_NE(server_->port(), 0);
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+
+  scheduler::PluginRegistry registry_ = plugins::BuiltinRegistry();
+  scheduler::ManualClock clock_{0};
+  std::unique_ptr<scheduler::Engine> engine_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(ExtenderHttpTest, GangOverHttp) {
+  const uint16_t port = server_->port();
+  EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
+  const json nodes = {{"metadata", json::object()}, {"items", {Node("n1"), Node("n2")}}};
+  // nodeCacheCapable false, the first member: both nodes fail with the reason.
+  Reply r = Send(port, http::verb::post, "/filter", json{{"Pod", Pod("a")}, {"Nodes", nodes}, {"NodeNames", nullptr}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["Nodes"]["items"].size(), 0u);
+  EXPECT_EQ(j["FailedNodes"]["n1"], "gang ml/pair: 1 of 2 member pods seen; waiting for the rest to reach the scheduler");
+  // nodeCacheCapable true, the second member under a urlPrefix with a path: it passes one node.
+  r = Send(port, http::verb::post, "/ringmaster/filter", json{{"Pod", Pod("b")}, {"NodeNames", {"n1", "n2"}}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["NodeNames"].size(), 1u) << r.body;
+  EXPECT_TRUE(j["Nodes"].is_null());
+  const std::string node = j["NodeNames"][0];
+  r = Send(port, http::verb::post, "/prioritize", json{{"Pod", Pod("b")}, {"NodeNames", {"n1", "n2"}}}.dump());
+  ASSERT_EQ(r.status, 200);
+  for (const json& h : json::parse(r.body)) EXPECT_EQ(h["Score"], h["Host"] == node ? 10 : 0);
+  r = Send(port, http::verb::post, "/bind",
+           json{{"PodName", "b"}, {"PodNamespace", "ml"}, {"PodUID", "u-b"}, {"Node", node}}.dump());
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["Error"], "");
+  r = Send(port, http::verb::post, "/preempt", json{{"Pod", Pod("b")}, {"NodeNameToMetaVictims", json::object()}}.dump());
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body), json::parse(R"({"NodeNameToMetaVictims":{}})"));
+}
+
+TEST_F(ExtenderHttpTest, BadRequestsGetAnErrorAnswer) {
+  const uint16_t port = server_->port();
+  Reply r = Send(port, http::verb::post, "/filter", R"({"Pod": {"metadata": )");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("malformed JSON at byte"), std::string::npos);
+  EXPECT_EQ(Send(port, http::verb::post, "/bind", "[]").status, 400);
+  EXPECT_EQ(Send(port, http::verb::get, "/filter", "").status, 405);
+  EXPECT_EQ(Send(port, http::verb::post, "/nope", "{}").status, 404);
+  // A body over the limit (1 MiB here) is refused from its declared length.
+  EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n"), 413);
+  // The server still answers after all that.
+  EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
+}
+
+TEST(HttpServer, ParsesHostPortAndStopsTwice) {
+  EXPECT_EQ(*ParseHostPort("127.0.0.1:8080"), (std::pair<std::string, uint16_t>{"127.0.0.1", 8080}));
+  EXPECT_EQ(*ParseHostPort("[::1]:0"), (std::pair<std::string, uint16_t>{"::1", 0}));
+  EXPECT_EQ(ParseHostPort(":9")->first, "127.0.0.1");
+  EXPECT_FALSE(ParseHostPort("localhost").ok());
+  EXPECT_FALSE(ParseHostPort("1.2.3.4:99999").ok());
+  EXPECT_FALSE(HttpServer::Start({.address = "not-an-address"}, nullptr).ok());
+  auto s = HttpServer::Start({}, [](const HttpRequest&) { return HttpResponse{200, "text/plain", "x"}; });
+  ASSERT_TRUE(s.ok());
+  (*s)->Stop();
+  (*s)->Stop();
+}
+
+}  // namespace
+}  // namespace ringmaster::server

@@ -1,0 +1,257 @@
+// Tests for server/extender.h: gang semantics of the scheduler extender on a
+// real engine (filters fail with a reason until the gang is complete, then
+// each member passes exactly its reserved node), expiry, bind, and both
+// nodeCacheCapable modes.
+#include "server/extender.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "plugins/registry.h"
+#include "scheduler/policy.h"
+#include "tests/support/builders.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+json Node(const std::string& name, int gpus, const std::string& rack = "r1") {
+  return json{{"metadata",
+               {{"name", name},
+                {"labels", {{"nvidia.com/gpu.product", "H100"}, {"topology.ringmaster.io/rack", rack}}}}},
+              {"status", {{"allocatable", {{"cpu", "96"}, {"memory", "1Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}}}}}};
+}
+
+// A pod of scheduler-plugins' PodGroup `group` (min member in Volcano's
+// annotation when `min` > 0) asking for `gpus` GPUs.
+json Pod(const std::string& name, const std::string& group, int min, int gpus) {
+  json labels = json::object();
+  json annotations = json::object();
+  if (!group.empty()) labels["scheduling.x-k8s.io/pod-group"] = group;
+  if (min > 0) annotations["scheduling.volcano.sh/group-min-member"] = std::to_string(min);
+  return json{{"metadata",
+               {{"name", name}, {"namespace", "ml"}, {"uid", "uid-" + name}, {"labels", labels},
+                {"annotations", annotations}}},
+              {"spec",
+               {{"containers",
+                 {{{"name", "trainer"},
+                   {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}},
+                                  {"requests", {{"cpu", "4"}, {"memory", "32Gi"}}}}}}}}}}};
+}
+
+// An engine that starts with no nodes: they come from the requests.
+class ExtenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(DefaultTopologyLabels()); }
+
+  void Make(const TopologyLabels& labels, std::optional<topology::Cluster> cluster = std::nullopt) {
+    if (!cluster) cluster = *topology::Cluster::Build(TierSpecs(labels), {});
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    auto e = scheduler::Engine::Create(*std::move(cluster), scheduler::DefaultPolicy(), registry_, clock_, opts);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = *std::move(e);
+    ExtenderOptions o;
+    o.topology = labels;
+    o.reservation_timeout_ms = 30'000;
+    o.learn_nodes = !cluster_file_;
+    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
+  }
+
+  // nodeCacheCapable false: every node object is sent.
+  ExtenderArgs FullArgs(const json& pod) const {
+    ExtenderArgs a;
+    a.pod = pod;
+    a.nodes = nodes_;
+    return a;
+  }
+
+  scheduler::PluginRegistry registry_ = plugins::BuiltinRegistry();
+  scheduler::ManualClock clock_{1'000};
+  std::unique_ptr<scheduler::Engine> engine_;
+  std::unique_ptr<Extender> extender_;
+  Binder* binder_ = nullptr;
+  bool cluster_file_ = false;
+  std::vector<json> nodes_ = {Node("n1", 8), Node("n2", 8), Node("n3", 8, "r2")};
+};
+
+// The passing nodes of a filter answer, whichever form it came in.
+std::vector<std::string> Passing(const ExtenderFilterResult& r) {
+  std::vector<std::string> out;
+  if (r.node_names) out = *r.node_names;
+  if (r.nodes) {
+    for (const json& n : *r.nodes) out.push_back(n["metadata"]["name"]);
+  }
+  return out;
+}
+
+TEST_F(ExtenderTest, GangFiltersFailUntilTheLastMemberThenEachGetsItsReservedNode) {
+  // 4 pods x 4 GPUs = 16 GPUs: two of the 8-GPU nodes.
+  for (int i = 0; i < 3; ++i) {
+    const ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("w-" + std::to_string(i), "bert", 4, 4)));
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_TRUE(Passing(r).empty());
+    ASSERT_EQ(r.failed_nodes.size(), 3u);
+    EXPECT_EQ(r.failed_nodes.at("n1"),
+              "gang ml/bert: " + std::to_string(i + 1) + " of 4 member pods seen; waiting for the rest to reach the scheduler");
+  }
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 3u);  // learned from the Node objects
+  const ExtenderFilterResult last = extender_->Filter(FullArgs(Pod("w-3", "bert", 4, 4)));
+  ASSERT_EQ(Passing(last).size(), 1u) << ToJson(last);
+  EXPECT_EQ(last.failed_nodes.size(), 2u);
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "w-" + std::to_string(i);
+    const auto reserved = extender_->ReservedNode("ml/" + name);
+    ASSERT_TRUE(reserved.has_value()) << name;
+    ++per_node[*reserved];
+    // Asked again (kube-scheduler retries the first three), it passes exactly that node.
+    const ExtenderFilterResult r = extender_->Filter(FullArgs(Pod(name, "bert", 4, 4)));
+    EXPECT_EQ(Passing(r), std::vector<std::string>{*reserved});
+    EXPECT_EQ(r.failed_nodes.count(*reserved), 0u);
+    const HostPriorityList scores = extender_->Prioritize(FullArgs(Pod(name, "bert", 4, 4)));
+    for (const HostPriority& h : scores) EXPECT_EQ(h.score, h.host == *reserved ? kMaxExtenderPriority : 0);
+  }
+  // Two pods of 4 GPUs on each of two 8-GPU nodes.
+  ASSERT_EQ(per_node.size(), 2u);
+  for (const auto& [node, n] : per_node) EXPECT_EQ(n, 2) << node;
+  // Binding each member confirms it in the engine; a second bind is a no-op.
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "w-" + std::to_string(i);
+    const ExtenderBindingResult b =
+        extender_->Bind({name, "ml", "uid-" + name, *extender_->ReservedNode("ml/" + name)});
+    EXPECT_TRUE(b.error.empty()) << b.error;
+  }
+  EXPECT_EQ(extender_->bindings().size(), 4u);
+  const scheduler::Job& job = engine_->state().job(engine_->FindJob("ml/bert"));
+  EXPECT_EQ(job.Count(scheduler::TaskState::kRunning), 4);
+  // Bound gangs do not expire.
+  clock_.Advance(60'000);
+  extender_->Tick();
+  EXPECT_TRUE(extender_->ReservedNode("ml/w-0").has_value());
+}
+
+TEST_F(ExtenderTest, UnplaceableGangGetsTheEnginesReason) {
+  // 4 x 16 GPUs never fit on 8-GPU nodes.
+  ExtenderFilterResult r;
+  for (int i = 0; i < 4; ++i) r = extender_->Filter(FullArgs(Pod("big-" + std::to_string(i), "huge", 4, 16)));
+  EXPECT_TRUE(Passing(r).empty());
+  ASSERT_EQ(r.failed_nodes.size(), 3u);
+  const std::string& why = r.failed_nodes.at("n1");
+  EXPECT_NE(why.find("gang ml/huge (4 pods, min 4) is not placed: "), std::string::npos) << why;
+  EXPECT_GT(why.size(), std::string("gang ml/huge (4 pods, min 4) is not placed: ").size()) << why;
+}
+
+TEST_F(ExtenderTest, MinMemberUnknownIsUnresolvableUntilThePodGroupGivesIt) {
+  ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("a", "nomin", 0, 1)));
+  ASSERT_EQ(r.failed_and_unresolvable_nodes.size(), 3u);
+  EXPECT_NE(r.failed_and_unresolvable_nodes.at("n1").find("min member unknown"), std::string::npos);
+  extender_->SetPodGroupMinMember("ml", "nomin", 2);
+  r = extender_->Filter(FullArgs(Pod("a", "nomin", 0, 1)));
+  EXPECT_TRUE(r.failed_and_unresolvable_nodes.empty());
+  EXPECT_NE(r.failed_nodes.at("n1").find("1 of 2"), std::string::npos);
+  r = extender_->Filter(FullArgs(Pod("b", "nomin", 0, 1)));
+  EXPECT_EQ(Passing(r).size(), 1u);
+}
+
+TEST_F(ExtenderTest, APodWithoutAGroupIsAGangOfOne) {
+  const ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("solo", "", 0, 2)));
+  EXPECT_EQ(Passing(r).size(), 1u);
+  EXPECT_TRUE(engine_->FindJob("ml/solo").valid());
+}
+
+TEST_F(ExtenderTest, ReservationsExpireAndTheGangFormsAgain) {
+  for (int i = 0; i < 2; ++i) extender_->Filter(FullArgs(Pod("w-" + std::to_string(i), "g", 2, 8)));
+  ASSERT_TRUE(extender_->ReservedNode("ml/w-0").has_value());
+  const scheduler::JobId first = engine_->FindJob("ml/g");
+  // One member binds, the other never does.
+  ASSERT_TRUE(extender_->Bind({"w-0", "ml", "uid-w-0", *extender_->ReservedNode("ml/w-0")}).error.empty());
+  clock_.Advance(29'999);
+  extender_->Tick();
+  EXPECT_TRUE(extender_->ReservedNode("ml/w-1").has_value());  // not yet: 30 s timeout
+  clock_.Advance(1);
+  extender_->Tick();
+  EXPECT_FALSE(extender_->ReservedNode("ml/w-0").has_value());
+  EXPECT_FALSE(extender_->ReservedNode("ml/w-1").has_value());
+  EXPECT_EQ(extender_->gang_count(), 0u);
+  // The engine released the job: every GPU is free again.
+  EXPECT_EQ(engine_->state().job(first).phase(), scheduler::JobPhase::kAborted);
+  EXPECT_EQ(engine_->state().job(first).allocated().gpu_milli(), 0);
+  // The pods come back and form the gang as a new job.
+  ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("w-1", "g", 2, 8)));
+  EXPECT_NE(r.failed_nodes.at("n1").find("1 of 2"), std::string::npos);
+  r = extender_->Filter(FullArgs(Pod("w-0", "g", 2, 8)));
+  EXPECT_EQ(Passing(r).size(), 1u);
+  EXPECT_TRUE(engine_->FindJob("ml/g#1").valid());
+}
+
+TEST_F(ExtenderTest, BindChecksTheReservation) {
+  extender_->Filter(FullArgs(Pod("s", "", 0, 8)));
+  const std::string node = *extender_->ReservedNode("ml/s");
+  const std::string other = node == "n1" ? "n2" : "n1";
+  EXPECT_NE(extender_->Bind({"s", "ml", "uid-s", other}).error.find("is reserved on node " + node), std::string::npos);
+  EXPECT_NE(extender_->Bind({"nobody", "ml", "u", node}).error.find("no node reserved"), std::string::npos);
+  EXPECT_TRUE(extender_->Bind({"s", "ml", "uid-s", node}).error.empty());
+}
+
+class FailingBinder : public Binder {
+ public:
+  absl::Status Bind(const ExtenderBindingArgs&) override {
+    ++calls;
+    return calls == 1 ? absl::UnavailableError("API server said no") : absl::OkStatus();
+  }
+  int calls = 0;
+};
+
+TEST_F(ExtenderTest, AFailedBindReleasesTheGangAndTheEnginePlacesItAgain) {
+  FailingBinder binder;
+  binder_ = &binder;
+  Make(DefaultTopologyLabels());
+  extender_->Filter(FullArgs(Pod("s", "", 0, 8)));
+  const std::string node = *extender_->ReservedNode("ml/s");
+  const ExtenderBindingResult b = extender_->Bind({"s", "ml", "uid-s", node});
+  EXPECT_NE(b.error.find("API server said no"), std::string::npos) << b.error;
+  EXPECT_FALSE(extender_->ReservedNode("ml/s").has_value());
+  extender_->Tick();  // the next cycle places it again
+  ASSERT_TRUE(extender_->ReservedNode("ml/s").has_value());
+  EXPECT_TRUE(extender_->Bind({"s", "ml", "uid-s", *extender_->ReservedNode("ml/s")}).error.empty());
+  EXPECT_EQ(binder.calls, 2);
+}
+
+TEST_F(ExtenderTest, NodeCacheCapableUsesNamesAndTheClusterFile) {
+  // The nodes come from a cluster (file); the request carries names only.
+  cluster_file_ = true;
+  Make(TopologyLabels{}, testing::ClusterBuilder().Racks(1).NodesPerRack(2).Gpus(8).Build());
+  const std::string n0 = engine_->state().cluster().node(topology::NodeId(0)).name;
+  const std::string n1 = engine_->state().cluster().node(topology::NodeId(1)).name;
+  ExtenderArgs a;
+  a.node_names = std::vector<std::string>{n0, n1};
+  a.pod = Pod("p-0", "pair", 2, 8);
+  ExtenderFilterResult r = extender_->Filter(a);
+  EXPECT_TRUE(r.node_names.has_value());
+  EXPECT_FALSE(r.nodes.has_value());
+  EXPECT_TRUE(r.node_names->empty());
+  EXPECT_EQ(r.failed_nodes.size(), 2u);
+  a.pod = Pod("p-1", "pair", 2, 8);
+  r = extender_->Filter(a);
+  ASSERT_EQ(r.node_names->size(), 1u);
+  EXPECT_EQ(r.failed_nodes.size(), 1u);
+  // Preempt keeps only the reserved node's victims, in Meta form.
+  ExtenderPreemptionArgs pa;
+  pa.pod = a.pod;
+  pa.node_name_to_meta_victims = std::map<std::string, MetaVictims>{{n0, {{"v0"}, 0}}, {n1, {{"v1"}, 0}}};
+  const ExtenderPreemptionResult pr = extender_->Preempt(pa);
+  ASSERT_EQ(pr.node_name_to_meta_victims.size(), 1u);
+  EXPECT_EQ(pr.node_name_to_meta_victims.begin()->first, (*r.node_names)[0]);
+}
+
+TEST_F(ExtenderTest, AMalformedPodGetsAnError) {
+  ExtenderArgs a = FullArgs(json{{"metadata", {{"namespace", "ml"}}}});
+  EXPECT_NE(extender_->Filter(a).error.find("Pod.metadata.name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringmaster::server

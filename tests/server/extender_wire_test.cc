@@ -1,0 +1,202 @@
+// Tests for server/extender_wire.h: kube-scheduler-shaped requests and
+// answers in both nodeCacheCapable modes, keys in any case, bad input.
+#include "server/extender_wire.h"
+
+#include <gtest/gtest.h>
+
+#include "server/kube_objects.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+// What kube-scheduler POSTs to /filter with nodeCacheCapable: false: the pod
+// and every candidate Node object, NodeNames null.
+constexpr char kFilterFullNodes[] = R"({
+  "Pod": {"metadata": {"name": "w-0", "namespace": "ml", "uid": "u-0",
+                       "labels": {"scheduling.x-k8s.io/pod-group": "bert"}},
+          "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}},
+  "Nodes": {"metadata": {}, "items": [
+    {"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "H100"}},
+     "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"}}},
+    {"metadata": {"name": "n2"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}]},
+  "NodeNames": null
+})";
+
+// nodeCacheCapable: true: names only, Nodes null.
+constexpr char kFilterNames[] = R"({"Pod": {"metadata": {"name": "w-0"}}, "Nodes": null, "NodeNames": ["n1", "n2", "n3"]})";
+
+TEST(ExtenderWire, FilterArgsWithNodeObjects) {
+  auto a = ParseExtenderArgs(kFilterFullNodes);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->nodes.has_value());
+  EXPECT_FALSE(a->node_names.has_value());
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"n1", "n2"}));
+  // Written back as kube-scheduler writes it, it reads the same.
+  const std::string out = ToJson(*a);
+  const json j = json::parse(out);
+  EXPECT_TRUE(j.at("NodeNames").is_null());
+  EXPECT_EQ(j.at("Nodes").at("items").size(), 2u);
+  auto again = ParseExtenderArgs(out);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->pod, a->pod);
+  EXPECT_EQ(*again->nodes, *a->nodes);
+}
+
+TEST(ExtenderWire, FilterArgsWithNodeNames) {
+  auto a = ParseExtenderArgs(kFilterNames);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->nodes.has_value());
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"n1", "n2", "n3"}));
+  const json j = json::parse(ToJson(*a));
+  EXPECT_TRUE(j.at("Nodes").is_null());
+  EXPECT_EQ(j.at("NodeNames"), json({"n1", "n2", "n3"}));
+}
+
+TEST(ExtenderWire, KeysAreReadInAnyCaseAndAnExactMatchWins) {
+  auto a = ParseExtenderArgs(R"({"pod": {"METADATA": {"Name": "p"}}, "nodenames": ["a"]})");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->CandidateNames(), std::vector<std::string>{"a"});
+  auto pod = ReadPod(a->pod);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->Key(), "default/p");
+  // Go's encoding/json prefers the exact key over a case-insensitive one.
+  auto b = ParseExtenderArgs(R"({"nodenames": ["lower"], "NodeNames": ["exact"]})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->CandidateNames(), std::vector<std::string>{"exact"});
+  auto bind = ParseExtenderBindingArgs(R"({"podname": "p", "PODNAMESPACE": "ns", "poduid": "u", "node": "n1"})");
+  ASSERT_TRUE(bind.ok());
+  EXPECT_EQ(bind->pod_name, "p");
+  EXPECT_EQ(bind->pod_namespace, "ns");
+  EXPECT_EQ(bind->pod_uid, "u");
+  EXPECT_EQ(bind->node, "n1");
+}
+
+TEST(ExtenderWire, MalformedJsonSaysWhere) {
+  auto a = ParseExtenderArgs(R"({"Pod": {"metadata": )");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("malformed JSON at byte"), std::string_view::npos) << a.status();
+  for (const char* bad : {"", "[", "nul", "{\"Pod\": 1}", "[1,2]", "{\"NodeNames\": \"n1\"}",
+                          "{\"NodeNames\": [1]}", "{\"Nodes\": {\"items\": 3}}", "\xff\xfe"}) {
+    auto r = ParseExtenderArgs(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  auto typed = ParseExtenderArgs(R"({"NodeNames": ["a", 7]})");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_NE(typed.status().message().find("NodeNames[1]: expected a string, got number"), std::string_view::npos)
+      << typed.status();
+  EXPECT_FALSE(ParseExtenderBindingArgs(R"({"PodName": 3})").ok());
+  EXPECT_FALSE(ParseExtenderPreemptionArgs(R"({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": 5}]}}})").ok());
+}
+
+TEST(ExtenderWire, FilterResultIsWrittenInPascalCaseWithNulls) {
+  ExtenderFilterResult r;
+  r.node_names = std::vector<std::string>{"n1"};
+  r.failed_nodes["n2"] = "gang ml/bert: 3 of 4 member pods seen";
+  const json j = json::parse(ToJson(r));
+  EXPECT_TRUE(j.at("Nodes").is_null());
+  EXPECT_EQ(j.at("NodeNames"), json({"n1"}));
+  EXPECT_EQ(j.at("FailedNodes").at("n2"), "gang ml/bert: 3 of 4 member pods seen");
+  EXPECT_TRUE(j.at("FailedAndUnresolvableNodes").is_object());
+  EXPECT_EQ(j.at("Error"), "");
+  auto back = ParseExtenderFilterResult(ToJson(r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back->node_names, *r.node_names);
+  EXPECT_EQ(back->failed_nodes, r.failed_nodes);
+}
+
+TEST(ExtenderWire, PrioritizeAndBindRoundTrip) {
+  const HostPriorityList l = {{"n1", kMaxExtenderPriority}, {"n2", kMinExtenderPriority}};
+  EXPECT_EQ(json::parse(ToJson(l)), json::parse(R"([{"Host":"n1","Score":10},{"Host":"n2","Score":0}])"));
+  auto back = ParseHostPriorityList(R"([{"host":"n1","score":10}])");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->at(0).host, "n1");
+  EXPECT_EQ(back->at(0).score, 10);
+  const ExtenderBindingArgs b{"w-0", "ml", "u-0", "n1"};
+  EXPECT_EQ(json::parse(ToJson(b)),
+            json::parse(R"({"PodName":"w-0","PodNamespace":"ml","PodUID":"u-0","Node":"n1"})"));
+  EXPECT_EQ(json::parse(ToJson(ExtenderBindingResult{"no"})), json::parse(R"({"Error":"no"})"));
+}
+
+TEST(ExtenderWire, PreemptionArgsInBothForms) {
+  // nodeCacheCapable false: full victim pods.
+  auto full = ParseExtenderPreemptionArgs(R"({"Pod": {"metadata": {"name": "p"}},
+      "NodeNameToVictims": {"n1": {"Pods": [{"metadata": {"name": "v", "uid": "uv"}}], "NumPDBViolations": 1}},
+      "NodeNameToMetaVictims": null})");
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(full->node_name_to_victims.has_value());
+  EXPECT_FALSE(full->node_name_to_meta_victims.has_value());
+  EXPECT_EQ(full->node_name_to_victims->at("n1").num_pdb_violations, 1);
+  // nodeCacheCapable true: UIDs only.
+  auto meta = ParseExtenderPreemptionArgs(R"({"Pod": {"metadata": {"name": "p"}}, "NodeNameToVictims": null,
+      "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uv"}], "NumPDBViolations": 0}}})");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->node_name_to_meta_victims->at("n1").pod_uids, std::vector<std::string>{"uv"});
+  auto again = ParseExtenderPreemptionArgs(ToJson(*meta));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->node_name_to_meta_victims->at("n1").pod_uids, std::vector<std::string>{"uv"});
+  ExtenderPreemptionResult r;
+  r.node_name_to_meta_victims["n1"] = {{"uv"}, 0};
+  EXPECT_EQ(json::parse(ToJson(r)),
+            json::parse(R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uv"}],"NumPDBViolations":0}}})"));
+}
+
+TEST(KubeObjects, Quantities) {
+  EXPECT_EQ(*ParseKubeQuantity("500m", true), 500);
+  EXPECT_EQ(*ParseKubeQuantity("2", true), 2000);
+  EXPECT_EQ(*ParseKubeQuantity("1.5", true), 1500);
+  EXPECT_EQ(*ParseKubeQuantity("0.1", true), 100);
+  EXPECT_EQ(*ParseKubeQuantity("16Gi", false), int64_t{16} << 30);
+  EXPECT_EQ(*ParseKubeQuantity("1G", false), 1'000'000'000);
+  EXPECT_EQ(*ParseKubeQuantity("1e3", false), 1000);
+  EXPECT_EQ(*ParseKubeQuantity("100m", false), 1);  // rounded up
+  for (const char* bad : {"", "abc", "1Xi", "1.2.3", "--1", "1e", "99999999999999999999E"}) {
+    EXPECT_FALSE(ParseKubeQuantity(bad, false).ok()) << bad;
+  }
+}
+
+TEST(KubeObjects, PodRequestsAndGang) {
+  auto a = ParseExtenderArgs(kFilterFullNodes);
+  ASSERT_TRUE(a.ok());
+  auto pod = ReadPod(a->pod);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->Key(), "ml/w-0");
+  EXPECT_EQ(pod->group, "bert");
+  EXPECT_EQ(pod->gpus, 4);  // from limits
+  auto volcano = ReadPod(json::parse(R"({"metadata": {"name": "v", "annotations":
+      {"scheduling.k8s.io/group-name": "pg", "scheduling.volcano.sh/group-min-member": "3"}},
+      "spec": {"containers": [{"resources": {"requests": {"cpu": "1", "nvidia.com/gpu": 1}}},
+                              {"resources": {"requests": {"cpu": "500m"}}}],
+               "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}})"));
+  ASSERT_TRUE(volcano.ok()) << volcano.status();
+  EXPECT_EQ(volcano->group, "pg");
+  EXPECT_EQ(volcano->min_member, 3);
+  EXPECT_EQ(volcano->request.cpu_milli(), 4000);  // the init container needs more than 1.5
+  EXPECT_EQ(volcano->gpus, 1);
+  auto bad = ReadPod(json::parse(R"({"metadata": {"name": "v", "annotations":
+      {"scheduling.volcano.sh/group-min-member": "x"}}})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("group-min-member"), std::string_view::npos);
+}
+
+TEST(KubeObjects, NodeInventoryAndDomains) {
+  auto n = ReadNode(json::parse(R"({"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "A100",
+      "topology.kubernetes.io/zone": "z1", "topology.ringmaster.io/rack": "r3"}},
+      "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}}})"),
+                    DefaultTopologyLabels());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->gpus.size(), 8u);
+  EXPECT_EQ(n->gpus[0].model, "A100");
+  EXPECT_EQ(n->allocatable.cpu_milli(), 64000);
+  // rack, spine, zone; names carry their parents, a missing label is "-".
+  EXPECT_EQ(n->domains, (std::vector<std::string>{"z1/-/r3", "z1/-", "z1"}));
+  auto labels = ParseTopologyLabels("leaf=example.com/leaf,zone=topology.kubernetes.io/zone");
+  ASSERT_TRUE(labels.ok());
+  EXPECT_EQ(labels->tiers.size(), 2u);
+  EXPECT_FALSE(ParseTopologyLabels("leaf").ok());
+}
+
+}  // namespace
+}  // namespace ringmaster::server
