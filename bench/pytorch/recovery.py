@@ -49,7 +49,8 @@ def free_port() -> int:
 def train_args(a, log):
     return ["--samples", str(a.samples), "--epochs", "100", "--batch",
             str(a.batch), "--dim", str(a.dim), "--hidden", str(a.hidden),
-            "--commit-every", str(a.commit_every), "--step-log", log]
+            "--commit-every", str(a.commit_every), "--boundary-every",
+            str(getattr(a, "boundary_every", 1)), "--step-log", log]
 
 
 def read_steps(log):

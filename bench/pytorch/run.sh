@@ -42,5 +42,5 @@ uptime | tee "$OUT/load.txt"
 /usr/bin/python3 bench/pytorch/recovery.py --build "$BUILD" --n 2 4 8 \
   --trials 3 --planned --out "$OUT/recovery.json" | tee "$OUT/recovery.txt"
 /usr/bin/python3 bench/pytorch/overhead.py --build "$BUILD" --n 2 4 \
-  --rounds 2 --steps 100 --out "$OUT/overhead.json" | tee "$OUT/overhead.txt"
+  --rounds 3 --steps 100 --boundary-every 1 10 --out "$OUT/overhead.json" | tee "$OUT/overhead.txt"
 uptime | tee -a "$OUT/load.txt"

@@ -49,6 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--commit-every", type=int, default=4)
+    p.add_argument("--boundary-every", type=int, default=1,
+                   help="step boundary (membership check) every K steps; "
+                   "a planned change then waits up to K steps")
     p.add_argument("--step-delay-ms", type=float, default=0.0,
                    help="sleep per step (tests: keep the job running)")
     p.add_argument("--check", action="store_true",
@@ -63,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--step-log", default="",
                    help="rank 0 appends one line per completed step")
     p.add_argument("--pg-timeout-s", type=float, default=30.0)
+    p.add_argument("--print-every", type=int, default=0,
+                   help="rank 0 prints progress every K steps")
     return p.parse_args(argv)
 
 
@@ -228,6 +233,10 @@ def run_elastic(a):
                 state.history.append([epoch, s.step_position, s.step_samples])
                 step_log(a, rank, f"step {time.time():.6f} {state.step} "
                          f"world {world} gen {ctx.generation}")
+                if a.print_every and rank == 0 and state.step % a.print_every == 0:
+                    print(f"step {state.step} epoch {s.epoch} world {world} "
+                          f"generation {ctx.generation} loss {loss.item():.5f}",
+                          file=sys.stderr, flush=True)
                 if state.step % a.commit_every == 0:
                     state.commit()
                     if a.progress and rank == 0:
@@ -235,7 +244,7 @@ def run_elastic(a):
                             "step": state.step, "generation": ctx.generation,
                             "world_size": ctx.world_size,
                             "position": s.epoch * s.num_samples + s.position})
-                else:
+                elif state.step % a.boundary_every == 0:
                     state.check_host_updates()
         return state
 

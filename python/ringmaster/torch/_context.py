@@ -21,7 +21,8 @@ Two communicators live side by side, on purpose:
      abort and is a different Gloo build from the shim's, so revocation
      cannot reach it: a call that waits on a dead peer ends when its socket
      reports the death (usually at once) or at ``pg_timeout`` (default
-     30 s, instead of torch's 30 minutes). docs/PYTORCH.md measures both.
+     30 s, instead of torch's 30 minutes). docs/PYTORCH.md says why;
+     docs/BENCHMARKS.md measures the recovery.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ see a failure and carry on without it).
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from typing import Callable, Optional, TypeVar
 
@@ -44,9 +43,7 @@ T = TypeVar("T")
 
 
 def _log(msg: str) -> None:
-    ctx = _ctx._context
-    who = f"rank {ctx.rank}/{ctx.world_size} gen {ctx.generation}" if ctx else ""
-    print(f"ringmaster.torch [{who}]: {msg}", file=sys.stderr, flush=True)
+    _ctx._log(_ctx.context(), msg)
 
 
 def _prepare(state) -> None:
