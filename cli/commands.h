@@ -17,6 +17,7 @@ void RegisterSimulateCommand(CLI::App& app);
 void RegisterCompareCommand(CLI::App& app);
 void RegisterCoordinatorCommand(CLI::App& app);
 void RegisterShimCommand(CLI::App& app);
+void RegisterServeCommand(CLI::App& app);
 
 }  // namespace ringmaster::cli
 

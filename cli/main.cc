@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterCompareCommand(app);
   ringmaster::cli::RegisterCoordinatorCommand(app);
   ringmaster::cli::RegisterShimCommand(app);
+  ringmaster::cli::RegisterServeCommand(app);
   // Further subcommands register here, one line each.
   CLI11_PARSE(app, argc, argv);
   return ringmaster::cli::ExitCode();
