@@ -68,6 +68,9 @@ def parse_args(argv=None):
     p.add_argument("--pg-timeout-s", type=float, default=30.0)
     p.add_argument("--print-every", type=int, default=0,
                    help="rank 0 prints progress every K steps")
+    p.add_argument("--max-seconds", type=float, default=0,
+                   help="exit with status 124 after this long (tests: no "
+                   "worker outlives its test)")
     return p.parse_args(argv)
 
 
@@ -284,6 +287,11 @@ def run_elastic(a):
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(1)
+    if a.max_seconds > 0:
+        import threading
+        t = threading.Timer(a.max_seconds, lambda: os._exit(124))
+        t.daemon = True
+        t.start()
     if a.reference:
         return run_reference(a)
     if a.plain_ddp:

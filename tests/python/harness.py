@@ -2,8 +2,8 @@
 `ringmaster coordinator` binary), worker processes under `ringmaster shim
 run --mode inprocess`, resize, and the single-process reference.
 
-Every process gets a deadline and is killed (SIGKILL) when the test ends,
-whatever happened. Torch is required: a test that cannot import it fails
+Every process gets a deadline (WORKER_MAX_S) and is killed (SIGKILL) when
+the test ends, whatever happened. Torch is required: a test that cannot import it fails
 and says how to install it.
 """
 
@@ -36,6 +36,10 @@ RINGMASTER = os.environ.get("RINGMASTER_BIN", "ringmaster")
 SOURCE = os.environ.get("RINGMASTER_SOURCE_DIR",
                         os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAIN_MLP = os.path.join(SOURCE, "examples", "pytorch", "train_mlp.py")
+# Every worker exits by itself after this long, and the coordinator 10 s
+# later, even if the test that started them is killed (ctest's TIMEOUT is
+# 120 s).
+WORKER_MAX_S = 110
 
 
 class Coordinator:
@@ -43,8 +47,10 @@ class Coordinator:
     line of output."""
 
     def __init__(self, heartbeat_timeout_ms: int = 5000):
+        # Under `timeout`: gone even if this test is killed (ctest's limit).
         self.proc = subprocess.Popen(
-            [RINGMASTER, "coordinator", "--listen", "127.0.0.1:0",
+            ["timeout", str(WORKER_MAX_S + 10), RINGMASTER, "coordinator",
+             "--listen", "127.0.0.1:0",
              "--heartbeat-timeout-ms", str(heartbeat_timeout_ms)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.proc.stdout.readline()
@@ -94,7 +100,8 @@ class Job:
                "--coordinator", self.coordinator.address, "--job", self.name,
                "--worker", worker, "--workers", str(self.workers), "--",
                sys.executable, TRAIN_MLP, "--out", self.out,
-               "--progress", self.progress] + self.train_args
+               "--progress", self.progress,
+               "--max-seconds", str(WORKER_MAX_S)] + self.train_args
         self.procs[worker] = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
             start_new_session=True)

@@ -1,7 +1,8 @@
 """The shim's Python binding and CoordinatorStore against a real
-coordinator: set / get / wait / add within a generation, timeouts, the
-stale-generation error once the job moves on, and a torch.distributed Gloo
-process group formed over the store (two workers, one thread each)."""
+coordinator: set / get / wait / add within a generation, add summing two
+ranks' counters, timeouts, the stale-generation error once the job moves
+on, and a torch.distributed Gloo process group formed over the store (two
+workers, one thread each)."""
 
 import datetime
 import threading
@@ -68,6 +69,25 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(info.reason, self.ringmaster.Reason.GROW)
         self.assertEqual(info.sync_root, 0)
         self.assertFalse(info.rolled_back)
+
+    def test_add_sums_every_ranks_counter(self):
+        shims = [self.shim("a0", "add", 2), self.shim("a1", "add", 2)]
+        seen = [None, None]
+
+        def worker(i):
+            s = shims[i]
+            s.start()
+            st = self.Store(s, s.generation, s.rank, s.world_size)
+            st.add("n", 1 + 10 * s.rank)  # rank 0 adds 1, rank 1 adds 11
+            s.barrier()                   # both counters are set
+            seen[i] = st.add("n", 0)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertEqual(seen, [12, 12])
 
     def test_process_group_over_the_store(self):
         import torch

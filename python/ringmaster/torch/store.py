@@ -12,10 +12,11 @@ Keys live under a prefix ("torch/" by default), apart from the shim's own.
 
 What the coordinator offers is set, get and wait, so:
   - ``add(key, n)`` keeps one counter per rank (``key/+rank``) and returns
-    the sum of all ranks' counters: a grow-only counter. That is exactly
-    what torch's own users of ``add`` (the store-based barrier after
-    ``init_process_group``) need, but unlike TCPStore's ``add`` it is not a
-    fetch-and-add: two ranks adding at once may read the same total.
+    the sum of all ranks' counters (after waiting up to 50 ms for all of
+    them to exist): a grow-only counter. That is exactly what torch's own
+    users of ``add`` (the store-based barrier after ``init_process_group``)
+    need, but unlike TCPStore's ``add`` it is not a fetch-and-add: two ranks
+    adding at once may read the same total.
   - ``compare_set``, ``delete_key`` and ``num_keys`` raise
     NotImplementedError (the coordinator's store is write-once per
     generation, and PyTorch's process groups do not call them).
@@ -35,6 +36,8 @@ from .._shim import Shim, ShimError
 class CoordinatorStore(dist.Store):
     """Scoped to (job, generation); `rank` and `world_size` are this
     worker's in that generation (for ``add``)."""
+
+    ADD_WAIT_MS = 50
 
     def __init__(self, shim: Shim, generation: int, rank: int,
                  world_size: int,
@@ -84,12 +87,21 @@ class CoordinatorStore(dist.Store):
             self._shim.kv_set(self._generation, self._key(f"{key}/+{self._rank}"),
                               struct.pack("<q", mine))
             self._own_counts[key] = mine
-        total = 0
-        for r in range(self._world_size):
-            if r == self._rank:
-                total += mine
-                continue
-            v = self._shim.kv_get(self._generation, self._key(f"{key}/+{r}"))
+        others = [self._key(f"{key}/+{r}") for r in range(self._world_size)
+                  if r != self._rank]
+        # Up to ADD_WAIT_MS for every rank's counter to exist (one round
+        # trip that returns when the last one comes): torch's barrier after
+        # init_process_group polls add(key, 0) until all ranks have added,
+        # and this ends it as soon as they have, instead of at its next
+        # 10 ms poll with a round trip per rank each time.
+        try:
+            self._shim.kv_wait(self._generation, others, self.ADD_WAIT_MS)
+        except ShimError as e:
+            if "DEADLINE_EXCEEDED" not in str(e):
+                raise
+        total = mine
+        for k in others:
+            v = self._shim.kv_get(self._generation, k)
             if v is not None:
                 total += struct.unpack("<q", v)[0]
         return total
