@@ -194,10 +194,29 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
     r.error = std::string(pod.status().message());
     return r;
   }
-  absl::MutexLock lock(&mu_);
   ExtenderFilterResult learned;
-  LearnNodes(args, learned);
-  ExtenderFilterResult r = FilterPod(args, *pod);
+  FilterVerdict v;
+  {
+    absl::MutexLock lock(&mu_);
+    LearnNodes(args, learned);
+    v = FilterPod(*pod);
+  }
+  // The answer is built outside the lock.
+  ExtenderFilterResult r;
+  const std::vector<std::string> names = args.CandidateNames();
+  const auto at = v.node.empty() ? names.end() : std::find(names.begin(), names.end(), v.node);
+  if (!v.node.empty() && at == names.end()) {
+    v.reason = absl::StrCat(v.reason, ", which is not among the candidates (rejected by another filter?)");
+    v.node.clear();
+  }
+  if (v.node.empty()) {
+    r = FailAll(args, v.reason, v.unresolvable);
+  } else if (args.node_names) {
+    // Exactly the reserved node passes; the others need no reason (the pod is placed).
+    r.node_names = std::vector<std::string>{v.node};
+  } else {
+    r.nodes = std::vector<nlohmann::json>{(*args.nodes)[at - names.begin()]};
+  }
   // Node objects that could not be read fail for what they are.
   for (auto& [node, why] : learned.failed_and_unresolvable_nodes) {
     r.failed_nodes.erase(node);
@@ -206,39 +225,22 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   return r;
 }
 
-ExtenderFilterResult Extender::FilterPod(const ExtenderArgs& args, const PodInfo& pod) {
+Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod) {
   Gang& gang = Admit(pod);
-  if (!gang.unresolvable.empty()) return FailAll(args, gang.unresolvable, true);
+  if (!gang.unresolvable.empty()) return {"", gang.unresolvable, true};
   Member* me = FindMember(pod.Key());
   if (!gang.job.valid() && static_cast<int>(gang.members.size()) >= gang.min_member) {
-    if (absl::Status s = Submit(gang); !s.ok()) {
-      return FailAll(args, absl::StrCat("gang ", gang.name, ": ", s.message()), true);
-    }
+    if (absl::Status s = Submit(gang); !s.ok()) return {"", absl::StrCat("gang ", gang.name, ": ", s.message()), true};
     RunCycle();
   }
   if (gang.job.valid() && me->task == kNoTask) {
-    return FailAll(args,
-                   absl::StrCat("gang ", gang.name, " was submitted with ", gang.members.size() - 1,
-                                " pods before this one arrived; it is not part of the gang"),
-                   true);
+    return {"",
+            absl::StrCat("gang ", gang.name, " was submitted with ", gang.members.size() - 1,
+                         " pods before this one arrived; it is not part of the gang"),
+            true};
   }
-  if (me->node.empty()) return FailAll(args, WaitReason(gang), false);
-  // Exactly the reserved node passes.
-  ExtenderFilterResult r = FailAll(args, absl::StrCat("gang ", gang.name, ": pod reserved on node ", me->node), false);
-  const std::vector<std::string> names = args.CandidateNames();
-  const auto at = std::find(names.begin(), names.end(), me->node);
-  if (at == names.end()) {
-    const std::string why = absl::StrCat("gang ", gang.name, ": pod reserved on node ", me->node,
-                                         ", which is not among the candidates (rejected by another filter?)");
-    return FailAll(args, why, false);
-  }
-  r.failed_nodes.erase(me->node);
-  if (args.node_names) {
-    r.node_names->push_back(me->node);
-  } else {
-    r.nodes->push_back((*args.nodes)[at - names.begin()]);
-  }
-  return r;
+  if (me->node.empty()) return {"", WaitReason(gang), false};
+  return {me->node, absl::StrCat("gang ", gang.name, ": pod reserved on node ", me->node), false};
 }
 
 HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
@@ -247,10 +249,11 @@ HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
     absl::MutexLock lock(&mu_);
     if (const Member* m = FindMember(pod->Key())) reserved = m->node;
   }
+  // Hosts left out score 0 (kube-scheduler adds only the scores listed).
   HostPriorityList out;
-  for (const std::string& n : args.CandidateNames()) {
-    out.push_back({n, !reserved.empty() && n == reserved ? kMaxExtenderPriority : kMinExtenderPriority});
-  }
+  if (reserved.empty()) return out;
+  const std::vector<std::string> names = args.CandidateNames();
+  if (std::find(names.begin(), names.end(), reserved) != names.end()) out.push_back({reserved, kMaxExtenderPriority});
   return out;
 }
 

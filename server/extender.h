@@ -16,9 +16,10 @@
 //  3. The pod that completes the gang submits it to the engine as one job
 //     (a role per distinct request shape) and runs a cycle at once.
 //  4. A Bind decision of the engine reserves the member's node: from then on
-//     the member's filter passes exactly that node, and its prioritize gives
-//     it kMaxExtenderPriority. A gang the engine cannot place fails every node
-//     with the engine's pending reason.
+//     the member's filter passes exactly that node (the others need no
+//     reason: the pod is placed), and its prioritize lists only that node,
+//     with kMaxExtenderPriority (hosts left out score 0). A gang the engine
+//     cannot place fails every node with the engine's pending reason.
 //  5. Reservations expire `reservation_timeout_ms` after the gang was placed
 //     unless every member bound: the job is cancelled in the engine (its
 //     GPUs are free again) and the gang is forgotten; its pods form it anew
@@ -76,6 +77,7 @@ class Extender {
   Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder);
 
   ExtenderFilterResult Filter(const ExtenderArgs& args);
+  // The reserved node with kMaxExtenderPriority; nothing for a pod without one.
   HostPriorityList Prioritize(const ExtenderArgs& args);
   // Keeps only the victims on the pod's reserved node (the engine decides
   // preemption for ringmaster's gangs; kube-scheduler should not evict for
@@ -118,7 +120,13 @@ class Extender {
   };
 
   void LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ExtenderFilterResult FilterPod(const ExtenderArgs& args, const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a filter answers: pass `node`, or fail every candidate with `reason`.
+  struct FilterVerdict {
+    std::string node;
+    std::string reason;
+    bool unresolvable = false;
+  };
+  FilterVerdict FilterPod(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Gang& Admit(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the pod's gang has no node for it yet.

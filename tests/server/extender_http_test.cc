@@ -119,7 +119,7 @@ TEST_F(ExtenderHttpTest, GangOverHttp) {
   const std::string node = j["NodeNames"][0];
   r = Send(port, http::verb::post, "/prioritize", json{{"Pod", Pod("b")}, {"NodeNames", {"n1", "n2"}}}.dump());
   ASSERT_EQ(r.status, 200);
-  for (const json& h : json::parse(r.body)) EXPECT_EQ(h["Score"], h["Host"] == node ? 10 : 0);
+  EXPECT_EQ(json::parse(r.body), json::parse(R"([{"Host":")" + node + R"(","Score":10}])"));
   r = Send(port, http::verb::post, "/bind",
            json{{"PodName", "b"}, {"PodNamespace", "ml"}, {"PodUID", "u-b"}, {"Node", node}}.dump());
   ASSERT_EQ(r.status, 200);
