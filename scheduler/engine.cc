@@ -261,21 +261,36 @@ Timestamp Engine::ExpectedStart(JobId id) const {
     }
   }
   if (need <= 0 || per_task == 0) return now;
-  // Free GPUs per node now, then running tasks end in walltime order.
+  // Free GPUs per node the job may use (GPU model, node selector), then
+  // running tasks end in walltime order.
   const topology::Cluster& c = state_->cluster();
-  std::vector<int64_t> free(state_->num_nodes(), 0);
+  auto usable = [&](uint32_t n) {
+    if (!state_->node(NodeId(n)).schedulable) return false;
+    const topology::NodeSpec& spec = c.node(NodeId(n));
+    for (const auto& g : spec.gpus) {
+      if (!job.spec().AllowsModel(g.model)) return false;
+    }
+    for (const auto& [k, v] : job.spec().node_selector) {
+      auto it = spec.labels.find(k);
+      if (it == spec.labels.end() || it->second != v) return false;
+    }
+    return true;
+  };
+  std::vector<int64_t> free(state_->num_nodes(), -1);  // -1: not usable
   int64_t fit = 0;
   for (uint32_t n = 0; n < state_->num_nodes(); ++n) {
-    if (!state_->node(NodeId(n)).schedulable) continue;
+    if (!usable(n)) continue;
     free[n] = state_->FreeWholeGpus(NodeId(n));
     fit += free[n] / per_task;
   }
-  if (fit >= need) return now;
+  // Enough GPUs free now and still waiting: something other than GPUs
+  // (topology, cpu, a queue limit) holds it; no time can be promised.
+  if (fit >= need) return -1;
   std::vector<std::tuple<Timestamp, uint32_t, int64_t>> ends;  // (end, node, gpus)
   for (JobId jid : state_->active_jobs()) {
     const Job& r = state_->job(jid);
     for (const Task& t : r.tasks()) {
-      if (!HoldsNode(t.state) || !state_->node(t.node).schedulable) continue;
+      if (!HoldsNode(t.state) || free[t.node.value()] < 0) continue;
       const int64_t g = r.gpu(t.index).whole() ? r.gpu(t.index).count : 0;
       if (g == 0) continue;
       Timestamp end = -1;
@@ -288,7 +303,6 @@ Timestamp Engine::ExpectedStart(JobId id) const {
     }
   }
   std::sort(ends.begin(), ends.end());
-  (void)c;
   for (const auto& [end, n, g] : ends) {
     fit -= free[n] / per_task;
     free[n] += g;

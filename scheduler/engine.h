@@ -69,8 +69,10 @@ class Engine {
   // When the job may start, from what the engine knows: now if it runs; for
   // a gang held for releasing victims, their deadline; for a waiting gang,
   // the time at which enough running tasks with a walltime will have ended
-  // for its minimum to fit by GPU count (Slurm's `squeue --start`). -1 when
-  // unknown (a holder without walltime, or it can never fit).
+  // on the nodes it may use (GPU model, node selector) for its minimum to fit
+  // by GPU count (Slurm's `squeue --start`). -1 when unknown: a holder
+  // without walltime, it can never fit, or it waits for something other than
+  // GPUs.
   Timestamp ExpectedStart(JobId id) const;
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it

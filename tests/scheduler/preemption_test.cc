@@ -314,6 +314,25 @@ TEST(Starvation, A64GpuGangIsNotStarvedByAStreamOfOneGpuJobs) {
   EXPECT_LE(started, predicted + 1'000) << "it started no later than the engine said";
 }
 
+TEST(ExpectedStart, FromTheWalltimesOfWhatRunsOnTheNodesItMayUse) {
+  // Two 8-GPU nodes: a (walltime 100 s) and b (50 s) hold them. A 2 x 8 gang
+  // needs both: it may start when a ends. One 8-GPU job needs either: when b
+  // ends. A job for a GPU model the cluster lacks has no expected start.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build());
+  h.Submit(JobBuilder("a").GpusPerTask(8).Walltime(100'000).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(8).Walltime(50'000).Build());
+  const scheduler::Timestamp t0 = h.clock().Now();
+  h.Cycle();
+  h.Submit(JobBuilder("gang").Gang(2).GpusPerTask(8).Build());
+  h.Submit(JobBuilder("one").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("other-model").GpusPerTask(1).Model("no-such-gpu").Build());
+  h.Cycle();
+  EXPECT_EQ(h.engine().ExpectedStart(h.engine().FindJob("gang")), t0 + 100'000);
+  EXPECT_EQ(h.engine().ExpectedStart(h.engine().FindJob("one")), t0 + 50'000);
+  EXPECT_EQ(h.engine().ExpectedStart(h.engine().FindJob("other-model")), -1);
+  EXPECT_EQ(h.engine().ExpectedStart(h.engine().FindJob("a")), t0) << "running: when it started";
+}
+
 TEST(Elastic, GrowsBackToItsMaximumAfterTheHighPriorityJobEnds) {
   EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
   h.Submit(JobBuilder("el").Gang(8).Elastic(2, 8).GpusPerTask(2).Build());
