@@ -42,6 +42,9 @@ absl::StatusOr<json> ParseBody(std::string_view body) {
   return absl::InvalidArgumentError("malformed JSON");
 }
 
+// FindKey for a DOM the parser owns and hands on by moving its parts.
+json* MutableKey(json& obj, std::string_view key) { return const_cast<json*>(FindKey(obj, key)); }
+
 absl::Status WantObject(const json& j, std::string_view path) {
   return j.is_object() ? absl::OkStatus() : TypeError(path, "an object", j);
 }
@@ -70,20 +73,20 @@ absl::StatusOr<std::optional<std::vector<std::string>>> StringListAt(const json&
 }
 
 // A Pod (or Node) object: must be an object when present.
-absl::StatusOr<json> ObjectAt(const json& obj, std::string_view key, std::string_view path) {
-  const json* v = FindKey(obj, key);
+absl::StatusOr<json> ObjectAt(json& obj, std::string_view key, std::string_view path) {
+  json* v = MutableKey(obj, key);
   if (v == nullptr || v->is_null()) return json::object();
   if (!v->is_object()) return TypeError(path, "an object", *v);
-  return *v;
+  return std::move(*v);  // the request's DOM is not used again: move, not copy
 }
 
 // A NodeList's items, or nullopt when the list is absent or null.
-absl::StatusOr<std::optional<std::vector<json>>> NodeListAt(const json& obj, std::string_view key,
+absl::StatusOr<std::optional<std::vector<json>>> NodeListAt(json& obj, std::string_view key,
                                                             std::string_view path) {
-  const json* v = FindKey(obj, key);
+  json* v = MutableKey(obj, key);
   if (v == nullptr || v->is_null()) return std::nullopt;
   if (!v->is_object()) return TypeError(path, "a NodeList object", *v);
-  const json* items = FindKey(*v, "items");
+  json* items = MutableKey(*v, "items");
   std::vector<json> out;
   if (items == nullptr || items->is_null()) return out;
   const std::string items_path = absl::StrCat(std::string(path), ".items");
@@ -91,7 +94,7 @@ absl::StatusOr<std::optional<std::vector<json>>> NodeListAt(const json& obj, std
   out.reserve(items->size());
   for (size_t i = 0; i < items->size(); ++i) {
     if (!(*items)[i].is_object()) return TypeError(absl::StrCat(items_path, "[", i, "]"), "a Node object", (*items)[i]);
-    out.push_back((*items)[i]);
+    out.push_back(std::move((*items)[i]));
   }
   return out;
 }
