@@ -1,6 +1,7 @@
 #include "scheduler/actions/victims.h"
 
 #include <algorithm>
+#include <functional>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -86,7 +87,7 @@ bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resource
 
 // The taker ends no higher than its deserved share (every level up to the
 // common ancestor with a giver: checked on the taker's own chain).
-bool TakerStaysWithinShare(const Session& s, const Job& p) {
+static bool TakerStaysWithinShare(const Session& s, const Job& p) {
   const auto& tree = s.state().queues();
   for (int q = static_cast<int>(p.queue().value()); q >= 0; q = tree.parent(q)) {
     const QueueInfo& info = s.queues()[q];
@@ -237,16 +238,11 @@ void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes
   }
 }
 
-VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier,
-                                            topology::DomainId domain) {
-  const State& st = s_.state();
+// Tasks of `per_task` whole GPUs that fit in the scope as it is, counting
+// only up to `need`.
+static int64_t FitNow(const State& st, int64_t per_task, int need, int tier, topology::DomainId domain,
+               const std::function<bool(uint32_t)>& in_scope) {
   const topology::Cluster& c = st.cluster();
-  auto in_scope = [&](uint32_t n) {
-    if (!st.node(NodeId(n)).schedulable) return false;
-    if (tier < 0) return true;
-    if (tier == 0) return n == domain.value();
-    return c.DomainOf(NodeId(n), tier) == domain;
-  };
   int64_t cap = 0;
   auto count_free = [&](NodeId n) {
     if (in_scope(n.value())) cap += st.FreeWholeGpus(n) / per_task;
@@ -259,6 +255,20 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
   } else {
     st.free_index().ForEachNodeWithFree(per_task, count_free);
   }
+  return cap;
+}
+
+VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier,
+                                            topology::DomainId domain) {
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
+  auto in_scope = [&](uint32_t n) {
+    if (!st.node(NodeId(n)).schedulable) return false;
+    if (tier < 0) return true;
+    if (tier == 0) return n == domain.value();
+    return c.DomainOf(NodeId(n), tier) == domain;
+  };
+  int64_t cap = FitNow(st, per_task, need, tier, domain, in_scope);
   Choice out;
   if (cap >= need) return out;  // GPUs are not what it waits for
 
