@@ -19,6 +19,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   python3-torch pybind11-dev python3-numpy python3-pip
   gnuplot-nox
+  wrk
 )
 
 missing=()
