@@ -229,6 +229,21 @@ absl::StatusOr<scheduler::Policy> LoadPolicy(const std::string& file) {
   return scheduler::LoadPolicyFile(file, plugins::BuiltinRegistry(), &errors);
 }
 
+// The trace's jobs and its format (detected when `format` is kAuto).
+absl::StatusOr<std::pair<std::vector<simulator::TraceJob>, simulator::TraceFormat>> LoadTrace(
+    const std::string& path, simulator::TraceFormat format) {
+  auto text = topology::ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  if (format == simulator::TraceFormat::kAuto) {
+    auto detected = simulator::DetectTraceFormat(*text, path);
+    if (!detected.ok()) return detected.status();
+    format = *detected;
+  }
+  auto jobs = simulator::ParseTrace(*text, path, format);
+  if (!jobs.ok()) return jobs.status();
+  return std::pair{*std::move(jobs), format};
+}
+
 int RunReplay(const SimulateFlags& f) {
   auto format = simulator::ParseTraceFormat(f.format);
   if (!format.ok()) {
@@ -248,23 +263,12 @@ int RunReplay(const SimulateFlags& f) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  auto text = topology::ReadTextFile(f.trace);
-  if (!text.ok()) {
-    std::cerr << text.status().message() << "\n";
-    return 2;
-  }
-  if (*format == simulator::TraceFormat::kAuto) {
-    format = simulator::DetectTraceFormat(*text, f.trace);
-    if (!format.ok()) {
-      std::cerr << format.status().message() << "\n";
-      return 2;
-    }
-  }
-  auto trace = simulator::ParseTrace(*text, f.trace, *format);
+  auto trace = LoadTrace(f.trace, *format);
   if (!trace.ok()) {
     std::cerr << trace.status().message() << "\n";
     return 2;
   }
+  format = trace->second;
   simulator::ReplayOptions o;
   o.seed = f.seed;
   o.check = f.check;
@@ -277,7 +281,7 @@ int RunReplay(const SimulateFlags& f) {
     bar.emplace();
     o.progress = [&bar](int64_t, int64_t done, int64_t total) { bar->Update(done, total); };
   }
-  auto r = simulator::Replay(*std::move(cluster), *std::move(policy), *trace, f.trace, o);
+  auto r = simulator::Replay(*std::move(cluster), *std::move(policy), trace->first, f.trace, o);
   bar.reset();
   if (!r.ok()) {
     std::cerr << r.status().message() << "\n";
