@@ -2,12 +2,15 @@
 // every --period-ms, and serves the Kubernetes scheduler extender (filter,
 // prioritize, preempt, bind, healthz) over HTTP. Stops cleanly on SIGTERM or
 // SIGINT. The nodes come from the CLUSTER options, or, without them, from the
-// Node objects kube-scheduler sends (nodeCacheCapable false).
+// Node objects kube-scheduler sends (nodeCacheCapable false). Bindings go to
+// the API server (--api-server) or are only recorded (--no-bind).
 #include <signal.h>
 #include <time.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "cli/cluster_flags.h"
@@ -18,6 +21,7 @@
 #include "server/extender.h"
 #include "server/extender_http.h"
 #include "server/http_server.h"
+#include "server/kube_binder.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -30,6 +34,8 @@ struct ServeFlags {
   int reservation_timeout_s = 60;
   std::string topology_labels;
   bool no_bind = false;
+  std::string api_server;
+  std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
 };
@@ -63,10 +69,30 @@ void Loop(server::Extender& extender, const sigset_t& stop, int period_ms) {
   }
 }
 
+// The binder --api-server and --token-file describe; null with --no-bind.
+absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) {
+  if (f.no_bind) return nullptr;
+  if (f.api_server.empty()) {
+    return absl::InvalidArgumentError(
+        "give --api-server http://127.0.0.1:8001 (kubectl proxy) to bind pods, or --no-bind to record bindings only");
+  }
+  server::ApiServerOptions o;
+  o.url = f.api_server;
+  if (!f.token_file.empty()) {
+    std::ifstream in(f.token_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    o.token = text.str();
+    while (!o.token.empty() && (o.token.back() == '\n' || o.token.back() == '\r')) o.token.pop_back();
+    if (!in || o.token.empty()) return absl::InvalidArgumentError("--token-file: cannot read a token from " + f.token_file);
+  }
+  return server::MakeApiServerBinder(std::move(o));
+}
+
 int Run(const ServeFlags& f) {
-  if (!f.no_bind) {
-    std::cerr << "serve: binding through the API server is not implemented yet; run with --no-bind "
-                 "(bindings are then recorded only)\n";
+  auto binder = MakeBinder(f);
+  if (!binder.ok()) {
+    std::cerr << "serve: " << binder.status().message() << "\n";
     return 2;
   }
   auto registry = plugins::BuiltinRegistry();
@@ -103,7 +129,7 @@ int Run(const ServeFlags& f) {
   eo.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
   eo.topology = *labels;
   eo.learn_nodes = !HasCluster(f.cluster);
-  server::Extender extender(**engine, clock, eo, nullptr);
+  server::Extender extender(**engine, clock, eo, binder->get());
 
   // Block the stop signals before any server thread exists, then wait for them.
   sigset_t stop;
@@ -147,6 +173,9 @@ void RegisterServeCommand(CLI::App& app) {
                   "node labels of the network tiers, lowest first: TIER=KEY,... (default rack=topology.ringmaster.io/"
                   "rack,spine=topology.ringmaster.io/spine,zone=topology.kubernetes.io/zone)");
   cmd->add_flag("--no-bind", f->no_bind, "record bindings only; do not call the API server");
+  cmd->add_option("--api-server", f->api_server,
+                  "bind pods through this API server: http://IP:PORT, e.g. kubectl proxy's http://127.0.0.1:8001");
+  cmd->add_option("--token-file", f->token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
   cmd->callback([f] { ExitCode() = Run(*f); });

@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
 #include "plugins/registry.h"
+#include "server/kube_binder.h"
 #include "scheduler/policy.h"
 
 namespace ringmaster::server {
@@ -141,6 +144,35 @@ TEST_F(ExtenderHttpTest, BadRequestsGetAnErrorAnswer) {
   EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n"), 413);
   // The server still answers after all that.
   EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
+}
+
+TEST(ApiServerBinder, PostsABindingToThePodsSubresource) {
+  // A fake API server on 127.0.0.1 that records what it got.
+  std::mutex mu;
+  std::vector<HttpRequest> got;
+  int answer = 201;
+  auto api = HttpServer::Start({}, [&](const HttpRequest& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    got.push_back(r);
+    return HttpResponse{answer, "application/json", answer == 201 ? "{}" : R"({"reason":"Conflict"})"};
+  });
+  ASSERT_TRUE(api.ok());
+  auto binder = MakeApiServerBinder({.url = "http://127.0.0.1:" + std::to_string((*api)->port()), .token = "t"});
+  ASSERT_TRUE(binder.ok()) << binder.status();
+  ASSERT_TRUE((*binder)->Bind({"w-0", "ml", "u-0", "n1"}).ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].method, "POST");
+    EXPECT_EQ(got[0].target, "/api/v1/namespaces/ml/pods/w-0/binding");
+    EXPECT_EQ(json::parse(got[0].body), json::parse(R"({"apiVersion":"v1","kind":"Binding",
+        "metadata":{"name":"w-0","namespace":"ml","uid":"u-0"},"target":{"apiVersion":"v1","kind":"Node","name":"n1"}})"));
+    answer = 409;
+  }
+  const absl::Status refused = (*binder)->Bind({"w-0", "ml", "u-0", "n1"});
+  EXPECT_NE(refused.message().find("answered 409"), std::string_view::npos) << refused;
+  (*api)->Stop();
+  EXPECT_FALSE(MakeApiServerBinder({.url = "https://10.0.0.1:6443"}).ok());
 }
 
 TEST(HttpServer, ParsesHostPortAndStopsTwice) {

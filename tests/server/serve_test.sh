@@ -12,7 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Without --no-bind it refuses to start (exit 2): binding through the API server is not there yet.
+# With neither --no-bind nor --api-server it refuses to start (exit 2).
 set +e
 "$BIN" serve --http 127.0.0.1:0 >/dev/null 2>&1
 rc=$?
