@@ -2,11 +2,12 @@
 workers under `ringmaster shim run --mode inprocess`), through (a) a
 planned shrink to 2 by `ringmaster resize` and a grow back to 4 with new
 processes (one at a time), (b) a kill -9 of a worker frozen while its
-peers wait in the gradient all-reduce, (c) a kill -9 while the members are re-forming (each
-re-formation waits 1 s before its rendezvous). Every run must end with 0
-duplicate and 0 skipped samples (per step and over the committed history),
-no step where ranks disagreed on the position, and the weights of the
-single-process reference run within 1e-5 relative.
+peers wait in the gradient all-reduce, (c) a kill -9 of rank 0, (d) a
+kill -9 while the members are re-forming (each re-formation waits 1 s
+before its rendezvous). Every run must end with 0 duplicate and 0 skipped
+samples (per step and over the committed history), no step where ranks
+disagreed on the position, and the weights of the single-process reference
+run within 1e-5 relative.
 """
 
 import time
@@ -98,6 +99,18 @@ class ElasticTorch(unittest.TestCase):
         # then it dies there.
         job.kill9("w2", stop_first_s=0.3)
         for w in ("w0", "w1", "w3"):
+            job.expect_clean_exit(w)
+        r = self.check_result(3)
+        self.assertIn(("failure", True), self.reasons(r))
+
+    def test_kill_nine_of_rank_zero(self):
+        job = self.start()
+        job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
+                     "30 % of the samples")
+        # Rank 0 holds the state the others sync from after a change, and
+        # writes the result: w1 takes both over.
+        job.kill9("w0")
+        for w in ("w1", "w2", "w3"):
             job.expect_clean_exit(w)
         r = self.check_result(3)
         self.assertIn(("failure", True), self.reasons(r))
