@@ -22,10 +22,8 @@
 #ifndef RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 #define RINGMASTER_WORKER_SHIM_GLOO_BACKEND_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gloo/context.h>
