@@ -17,7 +17,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   openmpi-bin libopenmpi-dev
-  python3-torch pybind11-dev python3-numpy python3-pip
+  python3-torch python3-numpy python3-pip
   gnuplot-nox
   wrk
 )
