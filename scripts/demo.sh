@@ -4,7 +4,9 @@
 # Act 1: eight jobs; prints where each went or why it waits. Act 2: a full
 # cluster of elastic jobs at their maximum, an urgent multi-node gang arrives
 # and starts by shrinking them (no job stopped whole), and they grow back
-# once it ends: a time-stamped event log, then the final table.
+# once it ends: a time-stamped event log, then the final table. Act 3: a real
+# trace (Tiresias' 60-job sample, data/traces/tiresias) replayed through the
+# same engine on a virtual clock: the summary table and where the plots went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +28,7 @@ echo
 echo "== act 2: an urgent gang on a full cluster of elastic jobs (virtual clock)"
 build/release/cli/ringmaster schedule --nodes 16 --gpus-per-node 8 --nodes-per-rack 4 \
   --racks-per-spine 2 --jobs examples/demo/elastic-jobs.yaml --policy examples/policies/elastic.yaml --check
+echo
+echo "== act 3: ringmaster simulate: a real trace replayed through the same engine (4 nodes x 8 GPUs)"
+build/release/cli/ringmaster simulate --trace data/traces/tiresias/60_job.csv --nodes 4 --gpus-per-node 8 \
+  --nodes-per-rack 2 --check --plot --out build/demo-simulate 2> >(grep -v -i "warning" >&2)
