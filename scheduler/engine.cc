@@ -195,10 +195,8 @@ void Engine::Unhold(Job& job) {
 }
 
 void Engine::PromoteHeld(Session& session) {
-  std::vector<JobId> held;
-  for (JobId id : state_->active_jobs()) {
-    if (state_->job(id).nominated()) held.push_back(id);
-  }
+  std::erase_if(held_, [&](JobId id) { return !state_->job(id).nominated(); });
+  const std::vector<JobId> held(held_.begin(), held_.end());
   for (JobId id : held) {
     Job& job = state_->job(id);
     bool fits = true;
@@ -426,6 +424,10 @@ void Engine::AfterClose(Decisions& d) {
       releasing_.insert({job.task(e.task).release_deadline, e.job, e.task});
     }
     if (e.kind == Eviction::Kind::kShrink) shrunk.emplace(e.job, &e);
+    if (!e.preemptor.empty()) {
+      const JobId p = FindJob(e.preemptor);
+      if (p.valid() && state_->job(p).nominated()) held_.insert(p);
+    }
   }
   for (const auto& [id, e] : shrunk) {
     Job& job = state_->job(id);

@@ -126,6 +126,10 @@ class Engine {
   // changes), handed out with the next cycle's.
   Decisions carry_;
   std::map<std::string, JobId, std::less<>> by_name_;
+  // Jobs that may be held for releasing victims (Job::nominated), so a cycle
+  // looks at them without walking every active job. Entries whose job is no
+  // longer held are dropped when seen.
+  std::set<JobId> held_;
   // Releasing tasks by deadline: (deadline, job, task).
   std::set<std::tuple<Timestamp, JobId, uint32_t>> releasing_;
 };
