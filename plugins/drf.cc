@@ -18,6 +18,9 @@ void DrfPlugin::OnSessionOpen(scheduler::Session& s) {
 
 int DrfPlugin::Compare(const topology::Resources& total, const scheduler::Job& l,
                        const scheduler::Job& r) {
+  // Waiting gangs hold nothing: equal shares without the division (most
+  // comparisons of a cycle's job order are between two of them).
+  if (l.allocated().IsZero() && r.allocated().IsZero()) return 0;
   const double ls = queue::DominantShare(l.allocated(), total);
   const double rs = queue::DominantShare(r.allocated(), total);
   if (ls == rs) return 0;
