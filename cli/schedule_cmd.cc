@@ -101,16 +101,12 @@ void PrintEvents(const scheduler::Engine& e, const scheduler::Decisions& d, Time
 
 int Run(const ScheduleFlags& f) {
   auto registry = plugins::BuiltinRegistry();
-  scheduler::Policy policy = scheduler::DefaultPolicy();
-  if (!f.policy.empty()) {
-    std::vector<queue::ConfigError> errors;
-    auto p = scheduler::LoadPolicyFile(f.policy, registry, &errors);
-    if (!p.ok()) {
-      std::cerr << p.status().message() << "\n";
-      return 2;
-    }
-    policy = *std::move(p);
+  auto loaded = scheduler::LoadPolicyOrDefault(f.policy, registry);
+  if (!loaded.ok()) {
+    std::cerr << loaded.status().message() << "\n";
+    return 2;
   }
+  scheduler::Policy policy = *std::move(loaded);
   std::string notes;
   auto cluster = BuildCluster(f.cluster, &notes);
   std::cerr << notes;

@@ -96,16 +96,12 @@ int Run(const ServeFlags& f) {
     return 2;
   }
   auto registry = plugins::BuiltinRegistry();
-  scheduler::Policy policy = scheduler::DefaultPolicy();
-  if (!f.policy.empty()) {
-    std::vector<queue::ConfigError> errors;
-    auto p = scheduler::LoadPolicyFile(f.policy, registry, &errors);
-    if (!p.ok()) {
-      std::cerr << p.status().message() << "\n";
-      return 2;
-    }
-    policy = *std::move(p);
+  auto loaded = scheduler::LoadPolicyOrDefault(f.policy, registry);
+  if (!loaded.ok()) {
+    std::cerr << loaded.status().message() << "\n";
+    return 2;
   }
+  scheduler::Policy policy = *std::move(loaded);
   auto labels = f.topology_labels.empty() ? server::DefaultTopologyLabels()
                                           : server::ParseTopologyLabels(f.topology_labels);
   auto address = server::ParseHostPort(f.http);

@@ -223,12 +223,6 @@ bool RunGnuplot(const std::string& dir) {
   return false;
 }
 
-absl::StatusOr<scheduler::Policy> LoadPolicy(const std::string& file) {
-  if (file.empty()) return scheduler::DefaultPolicy();
-  std::vector<queue::ConfigError> errors;
-  return scheduler::LoadPolicyFile(file, plugins::BuiltinRegistry(), &errors);
-}
-
 // The trace's jobs and its format (detected when `format` is kAuto).
 absl::StatusOr<std::pair<std::vector<simulator::TraceJob>, simulator::TraceFormat>> LoadTrace(
     const std::string& path, simulator::TraceFormat format) {
@@ -257,7 +251,7 @@ int RunReplay(const SimulateFlags& f) {
     std::cerr << cluster.status().message() << "\n";
     return 2;
   }
-  auto policy = LoadPolicy(f.policy);
+  auto policy = scheduler::LoadPolicyOrDefault(f.policy, plugins::BuiltinRegistry());
   if (!policy.ok()) {
     std::cerr << policy.status().message() << "\n";
     return 2;

@@ -335,4 +335,10 @@ absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const PluginRegis
   return ParsePolicy(ss.str(), path, registry, errors);
 }
 
+absl::StatusOr<Policy> LoadPolicyOrDefault(const std::string& path, const PluginRegistry& registry) {
+  if (path.empty()) return DefaultPolicy();
+  std::vector<ConfigError> errors;
+  return LoadPolicyFile(path, registry, &errors);
+}
+
 }  // namespace ringmaster::scheduler

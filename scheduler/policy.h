@@ -68,6 +68,9 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text, std::string_view file,
 // Reads the file and parses it.
 absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const PluginRegistry& registry,
                                       std::vector<queue::ConfigError>* errors);
+// The built-in policy when `path` is empty, else the file's (every error in
+// the status message, one per line).
+absl::StatusOr<Policy> LoadPolicyOrDefault(const std::string& path, const PluginRegistry& registry);
 
 }  // namespace ringmaster::scheduler
 
