@@ -1,6 +1,6 @@
 #include "plugins/gang.h"
 
-#include <map>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 
@@ -52,18 +52,24 @@ int GangPlugin::Order(const Job& l, const Job& r) {
 }
 
 std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates) {
-  std::map<const Job*, std::vector<TaskRef>> by_job;
-  for (const TaskRef& t : candidates) by_job[t.job].push_back(t);
+  // Per job: how many of its tasks are candidates, and how many of them were
+  // seen so far (a task's position among its job's candidates). O(n).
+  struct Count {
+    int total = 0;
+    int seen = 0;
+  };
+  std::unordered_map<const Job*, Count> count;
+  count.reserve(candidates.size());
+  for (const TaskRef& t : candidates) ++count[t.job].total;
   std::vector<TaskRef> out;
+  out.reserve(candidates.size());
   for (const TaskRef& t : candidates) {
     const Job* j = t.job;
-    auto& mine = by_job[j];
+    Count& c = count[j];
+    const int pos = c.seen++;
     const int ready = j->ReadyCount();
     const int spare = ready - j->min_member();
-    // Position of t among this job's candidates.
-    int pos = 0;
-    while (mine[pos].index != t.index) ++pos;
-    const bool all = static_cast<int>(mine.size()) >= ready;
+    const bool all = c.total >= ready;
     if (all || pos < spare) out.push_back(t);
   }
   return out;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 namespace ringmaster::scheduler {
 
@@ -169,11 +170,11 @@ std::vector<TaskRef> IntersectVictims(const List& fns, const TaskRef& who,
         first = false;
         continue;
       }
-      std::set<std::pair<uint32_t, uint32_t>> keep;
-      for (const TaskRef& t : v) keep.insert({t.job->id().value(), t.index});
-      std::erase_if(result, [&](const TaskRef& t) {
-        return !keep.count({t.job->id().value(), t.index});
-      });
+      auto key = [](const TaskRef& t) { return (uint64_t{t.job->id().value()} << 32) | t.index; };
+      std::unordered_set<uint64_t> keep;
+      keep.reserve(v.size());
+      for (const TaskRef& t : v) keep.insert(key(t));
+      std::erase_if(result, [&](const TaskRef& t) { return !keep.count(key(t)); });
     }
     if (!result.empty()) return result;
   }

@@ -30,6 +30,7 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
   JobId id(static_cast<uint32_t>(jobs_.size()));
   jobs_.push_back(std::make_unique<Job>(id, std::move(spec), queue, now));
   active_.insert(id);
+  flags_.push_back(kActive);
   UpdateWaiting(*jobs_.back());
   return id;
 }
@@ -39,6 +40,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   j.set_phase(terminal);
   active_.erase(id);
   waiting_.erase(id);
+  flags_[id.value()] = 0;
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
 }
 
@@ -69,10 +71,17 @@ int64_t State::GpuFree(NodeId n, int d, bool future) const {
 }
 
 void State::UpdateWaiting(const Job& job) {
-  if (active_.count(job.id()) && job.Count(TaskState::kPending) > 0) {
+  // The flag spares the set a lookup on every task move (most do not
+  // change whether the job waits).
+  const uint32_t id = job.id().value();
+  const bool wait = (flags_[id] & kActive) && job.Count(TaskState::kPending) > 0;
+  if (wait == ((flags_[id] & kWaiting) != 0)) return;
+  if (wait) {
     waiting_.insert(job.id());
+    flags_[id] |= kWaiting;
   } else {
     waiting_.erase(job.id());
+    flags_[id] &= static_cast<uint8_t>(~kWaiting);
   }
 }
 
@@ -248,7 +257,9 @@ absl::Status State::CheckInvariants() const {
   for (const auto& jp : jobs_) {
     const Job& j = *jp;
     const bool should_wait = active_.count(j.id()) && j.Count(TaskState::kPending) > 0;
-    if (should_wait != (waiting_.count(j.id()) > 0)) {
+    if (should_wait != (waiting_.count(j.id()) > 0) ||
+        should_wait != ((flags_[j.id().value()] & kWaiting) != 0) ||
+        (active_.count(j.id()) > 0) != ((flags_[j.id().value()] & kActive) != 0)) {
       return absl::InternalError(absl::StrCat("7: job ", j.name(), " waiting set is off"));
     }
     Resources jalloc;

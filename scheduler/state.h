@@ -158,6 +158,9 @@ class State {
   std::vector<std::unique_ptr<Job>> jobs_;
   std::set<JobId> active_;
   std::set<JobId> waiting_;
+  // Per job id: whether it is in active_ and in waiting_ (kept with them).
+  static constexpr uint8_t kActive = 1, kWaiting = 2;
+  std::vector<uint8_t> flags_;
   // Per node: (job, task) pairs holding or pipelined to it.
   std::vector<std::vector<std::pair<JobId, uint32_t>>> node_tasks_;
   Resources total_;

@@ -39,9 +39,11 @@ void FreeGpuIndex::Grow(Counter& c) {
 
 void FreeGpuIndex::Move(Counter& c, int tier, uint32_t id, int64_t delta) {
   int64_t& v = c.free[tier][id];
-  c.by_free[tier].erase({v, id});
+  // Re-key the set's own node: no allocation per move.
+  auto node = c.by_free[tier].extract({v, id});
   v += delta;
-  c.by_free[tier].insert({v, id});
+  node.value().first = v;
+  c.by_free[tier].insert(std::move(node));
 }
 
 bool FreeGpuIndex::Contains(NodeId node) const {

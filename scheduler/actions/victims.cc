@@ -5,6 +5,7 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/actions/placement.h"
@@ -119,7 +120,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uin
   if (allowed.size() >= held.size()) {
     Unit u;
     u.job = &v;
-    u.tasks = held;
+    u.tasks.assign(held.begin(), held.end());
     u.cost = {1, v.priority(), v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
               -static_cast<int64_t>(v.id().value()), 0};
     offer.units.push_back(std::move(u));
@@ -143,22 +144,59 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   uint32_t first = 0;
   while (first < p.tasks().size() && p.task(first).state != TaskState::kPending) ++first;
   const TaskRef who{&p, first};
-  const std::vector<TaskRef> allowed =
+  std::vector<TaskRef> allowed =
       mode_ == EvictMode::kPreempt ? s_.Preemptable(who, candidates) : s_.Reclaimable(who, candidates);
-  // Group the plugins' answer by job (ids ascending: deterministic).
-  std::map<JobId, std::vector<uint32_t>> by_job;
-  for (const TaskRef& t : allowed) by_job[t.job->id()].push_back(t.index);
-  for (auto& [id, tasks] : by_job) {
+  // Group the plugins' answer by job. Candidates come job by job and the
+  // plugins keep their order, so the answer is normally grouped already;
+  // otherwise sort it (units are fully ordered by cost below either way).
+  bool grouped = true;
+  {
+    std::unordered_set<uint32_t> seen;
+    for (size_t k = 0; k < allowed.size() && grouped; ++k) {
+      if (k > 0 && allowed[k].job == allowed[k - 1].job) continue;
+      grouped = seen.insert(allowed[k].job->id().value()).second;
+    }
+  }
+  if (!grouped) {
+    std::stable_sort(allowed.begin(), allowed.end(),
+                     [](const TaskRef& a, const TaskRef& b) { return a.job->id().value() < b.job->id().value(); });
+  }
+  std::vector<uint32_t> tasks;
+  for (size_t k = 0; k < allowed.size();) {
+    const Job* job = allowed[k].job;
+    tasks.clear();
+    for (; k < allowed.size() && allowed[k].job == job; ++k) tasks.push_back(allowed[k].index);
     std::sort(tasks.begin(), tasks.end());
-    BuildUnits(offer, st.job(id), tasks);
+    BuildUnits(offer, *job, tasks);
   }
   std::sort(offer.units.begin(), offer.units.end(), [](const Unit& a, const Unit& b) { return a.cost < b.cost; });
+  // Per-node lists (CSR): count, then fill in unit order (cheapest first).
+  const size_t n_nodes = st.num_nodes();
+  std::vector<int> last(n_nodes, -1);
+  offer.node_start.assign(n_nodes + 1, 0);
   for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
     const Unit& unit = offer.units[u];
-    offer.by_job[unit.job->id()].push_back(u);
+    offer.by_job[unit.job->id().value()].push_back(u);
     for (uint32_t t : unit.tasks) {
-      auto& list = offer.by_node[unit.job->task(t).node.value()];
-      if (list.empty() || list.back() != u) list.push_back(u);
+      const uint32_t n = unit.job->task(t).node.value();
+      if (last[n] == u) continue;
+      last[n] = u;
+      ++offer.node_start[n + 1];
+    }
+  }
+  for (size_t n = 0; n < n_nodes; ++n) {
+    if (offer.node_start[n + 1] > 0) offer.nodes.push_back(static_cast<uint32_t>(n));
+    offer.node_start[n + 1] += offer.node_start[n];
+  }
+  offer.node_units.resize(offer.node_start[n_nodes]);
+  std::vector<int> fill(offer.node_start.begin(), offer.node_start.end() - 1);
+  std::fill(last.begin(), last.end(), -1);
+  for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
+    for (uint32_t t : offer.units[u].tasks) {
+      const uint32_t n = offer.units[u].job->task(t).node.value();
+      if (last[n] == u) continue;
+      last[n] = u;
+      offer.node_units[fill[n]++] = u;
     }
   }
   return offer;
@@ -188,11 +226,11 @@ struct VictimPicker::Draft {
 
 bool VictimPicker::StepAt(const Offer& offer, const Job* p, int64_t per_task, uint32_t node, const Draft* draft,
                           Cost* cost) const {
-  auto list = offer.by_node.find(node);
-  if (list == offer.by_node.end()) return false;
+  const std::span<const int> list = offer.AtNode(node);
+  if (list.empty()) return false;
   const int64_t base = draft ? draft->FreeOf(s_.state(), node) : s_.state().FreeWholeGpus(NodeId(node));
   int64_t acc = 0;
-  for (int u : list->second) {
+  for (int u : list) {
     const Unit& unit = offer.units[u];
     if (!Usable(p, unit)) continue;
     if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id()))) continue;
@@ -210,7 +248,7 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, int64_t per_task, ui
 VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, int64_t per_task) {
   auto [it, inserted] = offer.steps.try_emplace(per_task);
   if (inserted) {
-    for (const auto& [node, list] : offer.by_node) {
+    for (uint32_t node : offer.nodes) {
       if (!s_.state().node(NodeId(node)).schedulable) continue;
       Cost c;
       if (StepAt(offer, nullptr, per_task, node, nullptr, &c)) {
@@ -292,7 +330,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
   Offer::Steps* steps = global ? &StepsFor(offer, per_task) : nullptr;
   auto it = steps ? steps->order.begin() : std::set<std::pair<Cost, uint32_t>>::iterator();
   if (!global) {
-    for (const auto& [n, list] : offer.by_node) push(n);
+    for (uint32_t n : offer.nodes) push(n);
   }
   auto take = [&](int u) {
     const Unit& unit = offer.units[u];
@@ -325,7 +363,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
     if (from_heap) heap.pop();
     // Take the node's usable units up to and including the step's last one.
     std::vector<uint32_t> touched;
-    for (int u : offer.by_node[node]) {
+    for (int u : offer.AtNode(node)) {
       const Unit& unit = offer.units[u];
       if (!Usable(&p, unit) || draft.taken.count(u) || draft.whole_taken.count(unit.job->id())) continue;
       take(u);
@@ -415,7 +453,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
 void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes) {
   for (auto& [key, offer] : offers_) {
     for (const auto& [job, task] : tasks) {
-      auto it = offer.by_job.find(job);
+      auto it = offer.by_job.find(job.value());
       if (it == offer.by_job.end()) continue;
       const bool stopped = offer.units[it->second.front()].job->phase() != JobPhase::kRunning;
       for (int u : it->second) {
@@ -423,7 +461,7 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
         if (stopped || (unit.shrink && unit.tasks.front() == task)) {
           unit.dead = true;
         } else if (!unit.shrink) {
-          std::erase(unit.tasks, task);
+          unit.tasks.erase(std::remove(unit.tasks.begin(), unit.tasks.end(), task), unit.tasks.end());
         }
       }
     }

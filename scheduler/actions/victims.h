@@ -32,11 +32,13 @@
 
 #include <map>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "scheduler/plugin.h"
 #include "scheduler/session.h"
@@ -66,7 +68,7 @@ class VictimPicker {
   using Cost = std::tuple<int, int32_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
   struct Unit {
     Job* job = nullptr;
-    std::vector<uint32_t> tasks;
+    absl::InlinedVector<uint32_t, 2> tasks;  // a shrink unit holds one task
     bool shrink = false;
     bool dead = false;  // taken by an earlier preemptor this cycle
     Cost cost;
@@ -75,8 +77,16 @@ class VictimPicker {
   // action and updated as victims are taken.
   struct Offer {
     std::vector<Unit> units;  // cheapest first
-    std::unordered_map<uint32_t, std::vector<int>> by_node;  // cheapest first
-    std::map<JobId, std::vector<int>> by_job;
+    // Per node, the units with a task there, cheapest first: node n's are
+    // node_units[node_start[n] .. node_start[n + 1]).
+    std::vector<int> node_start;
+    std::vector<int> node_units;
+    std::vector<uint32_t> nodes;  // the nodes with at least one unit, ascending
+    std::unordered_map<uint32_t, std::vector<int>> by_job;  // by JobId value
+    std::span<const int> AtNode(uint32_t n) const {
+      if (n + 1 >= node_start.size()) return {};
+      return {node_units.data() + node_start[n], node_units.data() + node_start[n + 1]};
+    }
     // Per whole-GPU task size: every node's cheapest step (the units that
     // let one more task fit there), ordered by cost.
     struct Steps {
