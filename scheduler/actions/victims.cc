@@ -161,6 +161,7 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     std::stable_sort(allowed.begin(), allowed.end(),
                      [](const TaskRef& a, const TaskRef& b) { return a.job->id().value() < b.job->id().value(); });
   }
+  offer.units.reserve(allowed.size() + allowed.size() / 2);
   std::vector<uint32_t> tasks;
   for (size_t k = 0; k < allowed.size();) {
     const Job* job = allowed[k].job;
@@ -169,8 +170,8 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     std::sort(tasks.begin(), tasks.end());
     BuildUnits(offer, *job, tasks);
   }
-  std::sort(offer.units.begin(), offer.units.end(), [](const Unit& a, const Unit& b) { return a.cost < b.cost; });
-  // Per-node lists (CSR): count, then fill in unit order (cheapest first).
+  // Per-node lists (CSR): count, fill, then order each node's list
+  // cheapest first (a handful of units per node: no global sort needed).
   const size_t n_nodes = st.num_nodes();
   std::vector<int> last(n_nodes, -1);
   offer.node_start.assign(n_nodes + 1, 0);
@@ -198,6 +199,11 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
       last[n] = u;
       offer.node_units[fill[n]++] = u;
     }
+  }
+  const auto cheaper = [&](int a, int b) { return offer.units[a].cost < offer.units[b].cost; };
+  for (uint32_t n : offer.nodes) {
+    std::sort(offer.node_units.begin() + offer.node_start[n], offer.node_units.begin() + offer.node_start[n + 1],
+              cheaper);
   }
   return offer;
 }

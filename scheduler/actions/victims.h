@@ -76,7 +76,7 @@ class VictimPicker {
   // Units offered to preemptors of one (queue, priority), kept for the whole
   // action and updated as victims are taken.
   struct Offer {
-    std::vector<Unit> units;  // cheapest first
+    std::vector<Unit> units;  // grouped by job, in no particular order of cost
     // Per node, the units with a task there, cheapest first: node n's are
     // node_units[node_start[n] .. node_start[n + 1]).
     std::vector<int> node_start;
