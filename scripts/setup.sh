@@ -20,6 +20,7 @@ PACKAGES=(
   python3-torch python3-numpy python3-pip
   gnuplot-nox
   wrk
+  python3-yaml
 )
 
 missing=()
