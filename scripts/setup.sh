@@ -21,6 +21,7 @@ PACKAGES=(
   gnuplot-nox
   wrk
   python3-yaml
+  libssl-dev openssl
 )
 
 missing=()

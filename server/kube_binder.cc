@@ -1,13 +1,19 @@
 // The API-server Binder (see kube_binder.h): one HTTP/1.1 request per bind
-// on a fresh connection, bounded by the timeout.
+// on a fresh connection (TLS when https), bounded by the timeout.
 #include "server/kube_binder.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/http_server.h"
 
 namespace ringmaster::server {
@@ -15,12 +21,22 @@ namespace {
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, " ", path, ": cannot be read"));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 class ApiServerBinder : public Binder {
  public:
-  ApiServerBinder(ApiServerOptions options, std::string host, uint16_t port)
-      : options_(std::move(options)), host_(std::move(host)), port_(port) {}
+  ApiServerBinder(ApiServerOptions options, bool tls, std::string host, uint16_t port,
+                  std::unique_ptr<ssl::context> ctx)
+      : options_(std::move(options)), tls_(tls), host_(std::move(host)), port_(port), ctx_(std::move(ctx)) {}
 
   absl::Status Bind(const ExtenderBindingArgs& b) override {
     const std::string ns = b.pod_namespace.empty() ? "default" : b.pod_namespace;
@@ -32,47 +48,137 @@ class ApiServerBinder : public Binder {
                                          absl::StrCat("/api/v1/namespaces/", ns, "/pods/", b.pod_name, "/binding"), 11};
     req.set(http::field::host, host_);
     req.set(http::field::content_type, "application/json");
-    if (!options_.token.empty()) req.set(http::field::authorization, absl::StrCat("Bearer ", options_.token));
+    std::string token = options_.token;
+    if (!options_.token_file.empty()) {
+      auto t = ReadFile(options_.token_file, "token file");
+      if (!t.ok()) return absl::UnavailableError(t.status().message());
+      token = std::string(absl::StripAsciiWhitespace(*t));
+    }
+    if (!token.empty()) req.set(http::field::authorization, absl::StrCat("Bearer ", token));
     req.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     req.prepare_payload();
-    boost::asio::io_context ioc;
-    beast::tcp_stream stream(ioc);
-    beast::error_code ec;
-    stream.expires_after(std::chrono::milliseconds(options_.timeout_ms));
-    const auto addr = boost::asio::ip::make_address(host_, ec);
-    if (!ec) stream.connect(tcp::endpoint(addr, port_), ec);
-    if (!ec) http::write(stream, req, ec);
-    beast::flat_buffer buffer;
     http::response<http::string_body> res;
-    if (!ec) http::read(stream, buffer, res, ec);
+    beast::error_code ec = tls_ ? RoundTripTls(req, res) : RoundTripPlain(req, res);
     if (ec) return absl::UnavailableError(absl::StrCat("API server ", options_.url, ": ", ec.message()));
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     const unsigned code = res.result_int();
     if (code == 200 || code == 201) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat("API server answered ", code, ": ", res.body().substr(0, 300)));
   }
 
  private:
+  // Connects the TCP stream under the request's deadline.
+  void Connect(beast::tcp_stream& stream, beast::error_code& ec) {
+    stream.expires_after(std::chrono::milliseconds(options_.timeout_ms));
+    const auto addr = boost::asio::ip::make_address(host_, ec);
+    if (ec) {  // a DNS name
+      tcp::resolver resolver(stream.get_executor());
+      auto results = resolver.resolve(host_, std::to_string(port_), ec);
+      if (!ec) stream.connect(results, ec);
+      return;
+    }
+    stream.connect(tcp::endpoint(addr, port_), ec);
+  }
+
+  beast::error_code RoundTripPlain(http::request<http::string_body>& req, http::response<http::string_body>& res) {
+    boost::asio::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    beast::error_code ec;
+    Connect(stream, ec);
+    if (!ec) http::write(stream, req, ec);
+    beast::flat_buffer buffer;
+    if (!ec) http::read(stream, buffer, res, ec);
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    return ec;
+  }
+
+  beast::error_code RoundTripTls(http::request<http::string_body>& req, http::response<http::string_body>& res) {
+    boost::asio::io_context ioc;
+    beast::ssl_stream<beast::tcp_stream> stream(ioc, *ctx_);
+    beast::error_code ec;
+    // SNI for names; the certificate must name the host (DNS or IP SAN).
+    boost::system::error_code not_ip;
+    boost::asio::ip::make_address(host_, not_ip);
+    if (not_ip && !SSL_set_tlsext_host_name(stream.native_handle(), host_.c_str())) {
+      return beast::error_code(static_cast<int>(::ERR_get_error()), boost::asio::error::get_ssl_category());
+    }
+    stream.set_verify_mode(ssl::verify_peer);
+    stream.set_verify_callback(ssl::host_name_verification(host_));
+    Connect(beast::get_lowest_layer(stream), ec);
+    if (!ec) stream.handshake(ssl::stream_base::client, ec);
+    if (!ec) http::write(stream, req, ec);
+    beast::flat_buffer buffer;
+    if (!ec) http::read(stream, buffer, res, ec);
+    if (!ec) {
+      beast::error_code ignored;
+      stream.shutdown(ignored);  // servers often close without close_notify
+    }
+    return ec;
+  }
+
   const ApiServerOptions options_;
+  const bool tls_;
   const std::string host_;
   const uint16_t port_;
+  std::unique_ptr<ssl::context> ctx_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Binder>> MakeApiServerBinder(ApiServerOptions options) {
-  constexpr std::string_view kScheme = "http://";
-  if (!options.url.starts_with(kScheme)) {
+  absl::string_view rest = options.url;
+  const bool tls = absl::ConsumePrefix(&rest, "https://");
+  if (!tls && !absl::ConsumePrefix(&rest, "http://")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--api-server '", options.url, "': only http://HOST:PORT for now (kubectl proxy); HTTPS is not implemented"));
+        "--api-server '", options.url, "': expected https://HOST:PORT, http://HOST:PORT (kubectl proxy) or in-cluster"));
   }
-  std::string rest = options.url.substr(kScheme.size());
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  auto hp = ParseHostPort(rest);
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  auto hp = ParseHostPort(std::string(rest));
   if (!hp.ok()) return hp.status();
+  std::unique_ptr<ssl::context> ctx;
+  if (tls) {
+    ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+    ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                     ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    boost::system::error_code ec;
+    if (options.ca_file.empty()) {
+      ctx->set_default_verify_paths(ec);
+      if (ec) return absl::FailedPreconditionError(absl::StrCat("system CA certificates: ", ec.message()));
+    } else {
+      auto pem = ReadFile(options.ca_file, "CA file");
+      if (!pem.ok()) return pem.status();
+      ctx->add_certificate_authority(boost::asio::buffer(*pem), ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("CA file ", options.ca_file, ": no usable PEM certificate (", ec.message(), ")"));
+      }
+    }
+  }
   std::string host = hp->first;
   const uint16_t port = hp->second;
-  return std::unique_ptr<Binder>(new ApiServerBinder(std::move(options), std::move(host), port));
+  return std::unique_ptr<Binder>(new ApiServerBinder(std::move(options), tls, std::move(host), port, std::move(ctx)));
+}
+
+absl::StatusOr<ApiServerOptions> InClusterApiServer(const std::string& secrets_dir) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (!host || !*host || !port || !*port) {
+    return absl::FailedPreconditionError(
+        "--api-server in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not in a pod?)");
+  }
+  ApiServerOptions o;
+  const std::string h = host;
+  // An IPv6 service address goes in brackets.
+  o.url = absl::StrCat("https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h, ":", port);
+  o.token_file = secrets_dir + "/token";
+  o.ca_file = secrets_dir + "/ca.crt";
+  for (const std::string& f : {o.token_file, o.ca_file}) {
+    if (!std::ifstream(f)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--api-server in-cluster: ", f, " cannot be read (is a service account token mounted?)"));
+    }
+  }
+  return o;
 }
 
 }  // namespace ringmaster::server

@@ -172,7 +172,7 @@ TEST(ApiServerBinder, PostsABindingToThePodsSubresource) {
   const absl::Status refused = (*binder)->Bind({"w-0", "ml", "u-0", "n1"});
   EXPECT_NE(refused.message().find("answered 409"), std::string_view::npos) << refused;
   (*api)->Stop();
-  EXPECT_FALSE(MakeApiServerBinder({.url = "https://10.0.0.1:6443"}).ok());
+  EXPECT_FALSE(MakeApiServerBinder({.url = "10.0.0.1:6443"}).ok());  // no scheme
 }
 
 TEST(HttpServer, ParsesHostPortAndStopsTwice) {
