@@ -9,19 +9,8 @@
 
 namespace ringmaster::scheduler {
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster,
-                                                       const Policy& policy,
-                                                       const PluginRegistry& registry,
-                                                       const Clock& clock, EngineOptions options) {
-  std::unique_ptr<Engine> e(new Engine(clock, options));
-  queue::QueueTree tree = queue::QueueTree::Default();
-  if (!policy.queues.empty()) {
-    auto built = queue::QueueTree::Build(policy.queues);
-    if (!built.ok()) return built.status();
-    tree = *std::move(built);
-  }
-  e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree));
-  e->nodes_to_score_ = policy.nodes_to_score;
+absl::StatusOr<Engine::Configured> Engine::Configure(const Policy& policy, const PluginRegistry& registry) {
+  Configured c;
   for (const auto& tier : policy.tiers) {
     std::vector<Plugin*> list;
     for (const PluginConfig& pc : tier) {
@@ -30,20 +19,60 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
       auto p = (*f)(pc.args);
       if (!p.ok()) return p.status();
       list.push_back(p->get());
-      e->plugins_.push_back(*std::move(p));
+      c.plugins.push_back(*std::move(p));
     }
-    e->tiers_.push_back(std::move(list));
+    c.tiers.push_back(std::move(list));
   }
   for (const std::string& name : policy.actions) {
     auto it = policy.action_args.find(name);
     auto a = MakeAction(name, it == policy.action_args.end() ? PluginArgs() : it->second);
     if (!a.ok()) return a.status();
-    e->actions_.push_back(*std::move(a));
+    c.actions.push_back(*std::move(a));
   }
+  return c;
+}
+
+namespace {
+absl::StatusOr<queue::QueueTree> QueuesOf(const Policy& policy) {
+  if (policy.queues.empty()) return queue::QueueTree::Default();
+  return queue::QueueTree::Build(policy.queues);
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster,
+                                                       const Policy& policy,
+                                                       const PluginRegistry& registry,
+                                                       const Clock& clock, EngineOptions options) {
+  std::unique_ptr<Engine> e(new Engine(clock, options));
+  auto tree = QueuesOf(policy);
+  if (!tree.ok()) return tree.status();
+  e->state_ = std::make_unique<State>(std::move(cluster), *std::move(tree));
+  e->nodes_to_score_ = policy.nodes_to_score;
+  auto configured = Configure(policy, registry);
+  if (!configured.ok()) return configured.status();
+  e->plugins_ = std::move(configured->plugins);
+  e->tiers_ = std::move(configured->tiers);
+  e->actions_ = std::move(configured->actions);
   return e;
 }
 
-absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) {
+absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& registry) {
+  auto tree = QueuesOf(policy);
+  if (!tree.ok()) return tree.status();
+  auto configured = Configure(policy, registry);
+  if (!configured.ok()) return configured.status();
+  if (auto s = state_->ReplaceQueues(*std::move(tree)); !s.ok()) return s;
+  deserved_.clear();
+  plugins_ = std::move(configured->plugins);
+  tiers_ = std::move(configured->tiers);
+  actions_ = std::move(configured->actions);
+  nodes_to_score_ = policy.nodes_to_score;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) { return Admit(std::move(spec), clock_.Now()); }
+
+absl::StatusOr<JobId> Engine::Admit(JobSpec spec, Timestamp created) {
   if (auto s = spec.Validate(); !s.ok()) return s;
   if (by_name_.count(spec.name)) {
     return absl::AlreadyExistsError(absl::StrCat("job '", spec.name, "': name: already submitted"));
@@ -58,9 +87,64 @@ absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) {
         "job '", spec.name, "': queue: '", spec.queue, "' has child queues; submit to a leaf"));
   }
   const std::string name = spec.name;
-  JobId id = state_->AddJob(std::move(spec), QueueId(*q), clock_.Now());
+  JobId id = state_->AddJob(std::move(spec), QueueId(*q), created);
   by_name_[name] = id;
   return id;
+}
+
+absl::StatusOr<JobId> Engine::RestoreJob(JobSpec spec, Timestamp created, std::span<const RestoredTask> placed,
+                                         int64_t generation) {
+  auto admitted = Admit(std::move(spec), created);
+  if (!admitted.ok() || placed.empty()) return admitted;
+  Job& job = state_->job(*admitted);
+  const topology::Cluster& c = state_->cluster();
+  // 1. Check every placement before changing anything: the node exists and
+  //    is schedulable, the GPU indices are its own and free, the task fits.
+  std::vector<Resources> idle(state_->num_nodes());
+  std::map<std::pair<uint32_t, int16_t>, int64_t> gpu_taken;
+  std::set<uint32_t> seen;
+  for (const RestoredTask& r : placed) {
+    const NodeId n = c.FindNode(r.node);
+    const bool role_ok = r.role >= 0 && static_cast<size_t>(r.role) < job.spec().roles.size();
+    const bool index_ok = r.index < job.tasks().size() ||
+                          (job.elastic() && r.index < static_cast<uint32_t>(job.max_member()));
+    if (!n.valid() || !state_->node(n).schedulable || !role_ok || !index_ok || !seen.insert(r.index).second) {
+      return *admitted;
+    }
+    const GpuRequest& g = job.spec().roles[r.role].gpu;
+    if (static_cast<int>(r.gpus.size()) != g.count) return *admitted;
+    for (int16_t d : r.gpus) {
+      if (d < 0 || static_cast<size_t>(d) >= c.node(n).gpus.size()) return *admitted;
+      int64_t& taken = gpu_taken[{n.value(), d}];
+      taken += g.milli;
+      if (state_->GpuFree(n, d, /*future=*/false) < taken) return *admitted;
+    }
+  }
+  if (static_cast<int>(placed.size()) < job.min_member()) return *admitted;
+  // 2. Grow an elastic job to its recorded size, then place and start.
+  uint32_t top = 0;
+  for (const RestoredTask& r : placed) top = std::max(top, r.index + 1);
+  std::vector<int> roles(top, -1);
+  for (const RestoredTask& r : placed) roles[r.index] = r.role;
+  while (job.tasks().size() < top) state_->AddTask(job, roles[job.tasks().size()] < 0 ? 0 : roles[job.tasks().size()]);
+  std::vector<uint32_t> done;
+  for (const RestoredTask& r : placed) {
+    const NodeId n = c.FindNode(r.node);
+    if (!state_->FitsIdle(n, job.request(r.index))) break;
+    state_->Place(job, r.index, n, r.gpus, TaskState::kAllocated);
+    state_->SetState(job, r.index, TaskState::kRunning);
+    done.push_back(r.index);
+  }
+  if (done.size() < placed.size()) {
+    // cpu or memory no longer fit: undo; the job waits again.
+    for (uint32_t i : done) state_->Release(job, i, TaskState::kPending);
+    return *admitted;
+  }
+  job.set_phase(JobPhase::kRunning);
+  job.set_started(clock_.Now());
+  job.set_last_resize(clock_.Now());
+  job.set_generation(generation);
+  return *admitted;
 }
 
 JobId Engine::FindJob(std::string_view name) const {
@@ -467,6 +551,8 @@ Decisions Engine::RunCycle() {
     session.set_nodes_to_score(nodes_to_score_);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
+    deserved_.resize(session.queues().size());
+    for (size_t q = 0; q < deserved_.size(); ++q) deserved_[q] = session.queues()[q].deserved;
     d = session.Close();
   }
   AfterClose(d);

@@ -8,9 +8,10 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <tuple>
+#include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,6 +85,33 @@ class Engine {
   // Runs one cycle: snapshot, session, actions, close.
   Decisions RunCycle();
 
+  // --- Daemon support (server/daemon.h) ----------------------------------------
+  // A task that held a node when the daemon's journal last recorded it.
+  struct RestoredTask {
+    uint32_t index = 0;  // position in the job's tasks (grown members past the submitted size)
+    int role = 0;
+    std::string node;
+    std::vector<int16_t> gpus;
+  };
+  // Re-adopts a job recovered from the journal after a restart: accepted at
+  // `created`, with the tasks in `placed` Running where they were. When at
+  // least the gang minimum is placed the job is Running at membership
+  // `generation`; otherwise (or when a node is gone, a GPU index is out of
+  // range, or a task no longer fits) nothing is placed and the job waits
+  // again, Pending. Errors are SubmitJob's.
+  absl::StatusOr<JobId> RestoreJob(JobSpec spec, Timestamp created, std::span<const RestoredTask> placed,
+                                   int64_t generation);
+  // Hot reload: the policy's actions, plugin tiers, nodesToScore and queues
+  // replace the current ones from the next cycle on. All or nothing: when a
+  // plugin or action rejects its arguments, the queues do not build, or an
+  // active job's queue would vanish (or stop being a leaf), the status says
+  // why and the old policy stays. Jobs keep their queue by name.
+  absl::Status SetPolicy(const Policy& policy, const PluginRegistry& registry);
+  // Each queue's deserved share (by queue index) as the last cycle's
+  // fair-share plugin computed it, the whole cluster where none did; empty
+  // before the first cycle and right after SetPolicy changed the queues.
+  const std::vector<Resources>& deserved() const { return deserved_; }
+
   const State& state() const { return *state_; }
   JobId FindJob(std::string_view name) const;
   int64_t cycles() const { return cycle_; }
@@ -100,6 +128,15 @@ class Engine {
 
  private:
   Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {}
+  // What a policy configures besides queues, built (and validated) before
+  // anything is replaced.
+  struct Configured {
+    std::vector<std::unique_ptr<Plugin>> plugins;
+    std::vector<std::vector<Plugin*>> tiers;
+    std::vector<std::unique_ptr<Action>> actions;
+  };
+  static absl::StatusOr<Configured> Configure(const Policy& policy, const PluginRegistry& registry);
+  absl::StatusOr<JobId> Admit(JobSpec spec, Timestamp created);
   absl::Status LoseNode(std::string_view name, std::string_view why);
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
@@ -122,6 +159,7 @@ class Engine {
   int nodes_to_score_ = kDefaultNodesToScore;
   std::vector<std::unique_ptr<Action>> actions_;
   int64_t cycle_ = 0;
+  std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership
   // changes), handed out with the next cycle's.
   Decisions carry_;

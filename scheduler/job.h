@@ -131,6 +131,8 @@ class Job {
   const JobSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
   QueueId queue() const { return queue_; }
+  // Only State::ReplaceQueues moves a job (same queue name, new tree).
+  void set_queue(QueueId q) { queue_ = q; }
   Timestamp created() const { return created_; }
   int32_t priority() const { return spec_.priority; }
   JobPhase phase() const { return phase_; }

@@ -35,6 +35,31 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
   return id;
 }
 
+absl::Status State::ReplaceQueues(queue::QueueTree queues) {
+  for (JobId id : active_) {
+    const Job& j = job(id);
+    auto q = queues.Find(j.spec().queue);
+    if (!q) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("queues: '", j.spec().queue, "' is missing, but job '", j.name(), "' is still in it"));
+    }
+    if (!queues.is_leaf(*q)) {
+      return absl::FailedPreconditionError(absl::StrCat("queues: '", j.spec().queue, "' would have child queues, but job '",
+                                                        j.name(), "' is still in it"));
+    }
+  }
+  queues_ = std::move(queues);
+  queue_usage_.assign(queues_.size(), QueueUsage());
+  for (auto& jp : jobs_) {
+    auto q = queues_.Find(jp->spec().queue);
+    jp->set_queue(q ? QueueId(*q) : QueueId());
+    for (const Task& t : jp->tasks()) {
+      if (HoldsNode(t.state)) AddUsage(*jp, t.index, +1);
+    }
+  }
+  return absl::OkStatus();
+}
+
 void State::FinishJob(JobId id, JobPhase terminal) {
   Job& j = job(id);
   j.set_phase(terminal);

@@ -95,6 +95,12 @@ class State {
   // released its node first.
   void FinishJob(JobId id, JobPhase terminal);
 
+  // Replaces the queue tree (policy hot reload). Every job keeps its queue by
+  // name (JobSpec::queue); usage is recounted. Fails, changing nothing, when
+  // an active job's queue is missing from `queues` or is not a leaf there.
+  // An ended job whose queue is gone keeps no queue (an invalid QueueId).
+  absl::Status ReplaceQueues(queue::QueueTree queues);
+
   // Idle now: allocatable - used.
   Resources Idle(NodeId n) const;
   // True when `req` fits in Idle(n) for cpu, memory and scalars (GPUs are

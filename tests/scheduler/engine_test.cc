@@ -135,3 +135,108 @@ TEST(Engine, MembershipRanksFollowTheTopology) {
 
 }  // namespace
 }  // namespace ringmaster::testing
+
+namespace ringmaster::testing {
+namespace {
+
+// The daemon's journal re-adopts a running gang after a restart: its tasks
+// are Running on the nodes they held, the job Running at its generation, and
+// the GPUs they hold are not given again.
+TEST(EngineRestore, RunningGangIsReadoptedWhereItWas) {
+  scheduler::ManualClock clock(5000);
+  auto registry = plugins::BuiltinRegistry();
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), scheduler::DefaultPolicy(),
+                                      registry, clock);
+  const std::string n0 = e->state().cluster().node(topology::NodeId(0)).name;
+  const std::string n1 = e->state().cluster().node(topology::NodeId(1)).name;
+  std::vector<scheduler::Engine::RestoredTask> placed = {{0, 0, n1, {0, 1, 2, 3, 4, 5, 6, 7}},
+                                                         {1, 0, n0, {0, 1, 2, 3, 4, 5, 6, 7}}};
+  auto id = *e->RestoreJob(JobBuilder("old").Gang(2).GpusPerTask(8).Build(), 1000, placed, 7);
+  const auto& job = e->state().job(id);
+  EXPECT_EQ(job.phase(), JobPhase::kRunning);
+  EXPECT_EQ(job.created(), 1000);
+  EXPECT_EQ(job.generation(), 7);
+  EXPECT_EQ(job.task(0).state, TaskState::kRunning);
+  EXPECT_EQ(e->state().cluster().node(job.task(0).node).name, n1);
+  EXPECT_EQ(e->state().FreeWholeGpus(topology::NodeId(0)), 0);
+  EXPECT_TRUE(e->CheckInvariants().ok());
+  // A newcomer of 8 GPUs finds no room: both nodes are held.
+  auto other = *e->SubmitJob(JobBuilder("new").Gang(1).GpusPerTask(8).Build());
+  EXPECT_TRUE(e->RunCycle().binds.empty());
+  EXPECT_EQ(e->state().job(other).phase(), JobPhase::kInqueue);
+  EXPECT_FALSE(e->RestoreJob(JobBuilder("old").Build(), 0, {}, 0).ok()) << "a name is taken once";
+}
+
+// A placement that no longer fits (a GPU given twice, an unknown node) is not
+// restored half: the job waits again, whole.
+TEST(EngineRestore, PlacementThatNoLongerFitsWaitsAgain) {
+  scheduler::ManualClock clock;
+  auto registry = plugins::BuiltinRegistry();
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), scheduler::DefaultPolicy(),
+                                      registry, clock);
+  const std::string n0 = e->state().cluster().node(topology::NodeId(0)).name;
+  std::vector<scheduler::Engine::RestoredTask> twice = {{0, 0, n0, {0, 1, 2, 3}}, {1, 0, n0, {3, 4, 5, 6}}};
+  auto a = *e->RestoreJob(JobBuilder("a").Gang(2).GpusPerTask(4).Build(), 0, twice, 1);
+  EXPECT_EQ(e->state().job(a).phase(), JobPhase::kPending);
+  EXPECT_EQ(e->state().job(a).ReadyCount(), 0);
+  std::vector<scheduler::Engine::RestoredTask> gone = {{0, 0, "no-such-node", {0}}};
+  auto b = *e->RestoreJob(JobBuilder("b").Gang(1).GpusPerTask(1).Build(), 0, gone, 1);
+  EXPECT_EQ(e->state().job(b).ReadyCount(), 0);
+  EXPECT_TRUE(e->CheckInvariants().ok());
+  EXPECT_EQ(e->RunCycle().binds.size(), 3u) << "both wait and are placed by the next cycle";
+}
+
+scheduler::Policy TwoQueues(int research_weight) {
+  return PolicyFromYaml(R"(actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: proportion
+  - name: predicates
+queues:
+- name: research
+  weight: )" + std::to_string(research_weight) + R"(
+- name: prod
+  weight: 1
+)");
+}
+
+// Hot reload keeps jobs in their queues by name and recounts usage; the
+// deserved shares follow the new weights from the next cycle.
+TEST(EngineSetPolicy, NewWeightsApplyFromTheNextCycle) {
+  scheduler::ManualClock clock;
+  auto registry = plugins::BuiltinRegistry();
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), TwoQueues(1), registry, clock);
+  EXPECT_TRUE(e->deserved().empty()) << "nothing computed before the first cycle";
+  ASSERT_TRUE(e->SubmitJob(JobBuilder("r").Queue("research").Gang(4).GpusPerTask(8).Build()).ok());
+  ASSERT_TRUE(e->SubmitJob(JobBuilder("p").Queue("prod").Gang(4).GpusPerTask(8).Build()).ok());
+  e->RunCycle();
+  const uint32_t research = *e->state().queues().Find("research");
+  // 32 GPUs, both queues ask for all of them: 1:1 gives 16 each.
+  EXPECT_EQ(e->deserved()[research].gpu_milli(), 16000);
+  ASSERT_TRUE(e->SetPolicy(TwoQueues(3), registry).ok());
+  e->RunCycle();
+  const uint32_t research2 = *e->state().queues().Find("research");
+  // 3:1 of 32 = 24 for research.
+  EXPECT_EQ(e->deserved()[research2].gpu_milli(), 24000);
+  EXPECT_TRUE(e->CheckInvariants().ok());
+}
+
+TEST(EngineSetPolicy, RejectedPolicyLeavesTheOldOne) {
+  scheduler::ManualClock clock;
+  auto registry = plugins::BuiltinRegistry();
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), TwoQueues(1), registry, clock);
+  ASSERT_TRUE(e->SubmitJob(JobBuilder("r").Queue("research").Gang(1).GpusPerTask(8).Build()).ok());
+  e->RunCycle();
+  // The default policy has only the "default" queue: research still holds a job.
+  absl::Status s = e->SetPolicy(scheduler::DefaultPolicy(), registry);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("'research' is missing"), std::string::npos) << s;
+  EXPECT_TRUE(e->state().queues().Find("research").has_value());
+  EXPECT_NE(e->plugin("proportion"), nullptr) << "the old plugins stay";
+  EXPECT_TRUE(e->CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
