@@ -18,6 +18,10 @@ void RegisterCompareCommand(CLI::App& app);
 void RegisterCoordinatorCommand(CLI::App& app);
 void RegisterShimCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
+// submit, jobs, job, queues, nodes, cancel: clients of the daemon's admin API.
+void RegisterAdminCommands(CLI::App& app);
+// `policy update FILE` (the policy command calls it).
+void RegisterPolicyUpdateCommand(CLI::App& policy);
 
 }  // namespace ringmaster::cli
 

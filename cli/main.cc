@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterCoordinatorCommand(app);
   ringmaster::cli::RegisterShimCommand(app);
   ringmaster::cli::RegisterServeCommand(app);
+  ringmaster::cli::RegisterAdminCommands(app);
   // Further subcommands register here, one line each.
   CLI11_PARSE(app, argc, argv);
   return ringmaster::cli::ExitCode();

@@ -1,5 +1,7 @@
 // `ringmaster policy check FILE`: validates a policy file and prints every
-// error with file:line:column and field, or "ok".
+// error with file:line:column and field, or "ok". `policy default` prints the
+// built-in policy (what schedule, simulate and serve use without --policy).
+// `policy update FILE` sends one to the daemon (cli/admin_cmd.cc).
 #include <iostream>
 
 #include "cli/commands.h"
@@ -25,6 +27,12 @@ void RegisterPolicyCommand(CLI::App& app) {
     for (const auto& e : errors) std::cout << e.ToString() << "\n";
     ExitCode() = 1;
   });
+  CLI::App* def = policy->add_subcommand("default", "print the built-in policy (used without --policy)");
+  def->callback([] {
+    std::cout << scheduler::DefaultPolicyYaml();
+    ExitCode() = 0;
+  });
+  RegisterPolicyUpdateCommand(*policy);
 }
 
 }  // namespace ringmaster::cli

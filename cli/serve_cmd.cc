@@ -1,13 +1,14 @@
-// `ringmaster serve`: the daemon. Runs the engine on the wall clock, one cycle
-// every --period-ms, and serves the Kubernetes scheduler extender (filter,
-// prioritize, preempt, bind, healthz) over HTTP. Stops cleanly on SIGTERM or
-// SIGINT. The nodes come from the CLUSTER options, or, without them, from the
-// Node objects kube-scheduler sends (nodeCacheCapable false). Bindings go to
-// the API server (--api-server) or are only recorded (--no-bind).
+// `ringmaster serve`: the daemon (server/daemon.h). Runs the engine on the
+// wall clock, one cycle every --period-ms; serves the Kubernetes scheduler
+// extender (filter, prioritize, preempt, bind, healthz) over HTTP and the
+// admin API over gRPC (--grpc); journals what it accepts in --state DIR.
+// Stops cleanly on SIGTERM or SIGINT; SIGHUP re-reads --policy. The nodes
+// come from the CLUSTER options, or, without them, from the Node objects
+// kube-scheduler sends (nodeCacheCapable false). Bindings go to the API
+// server (--api-server) or are only recorded (--no-bind). This file only
+// turns flags into DaemonOptions.
 #include <signal.h>
-#include <time.h>
 
-#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -16,11 +17,8 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "plugins/registry.h"
-#include "scheduler/engine.h"
-#include "scheduler/policy.h"
+#include "server/daemon.h"
 #include "server/extender.h"
-#include "server/extender_http.h"
-#include "server/http_server.h"
 #include "server/kube_binder.h"
 
 namespace ringmaster::cli {
@@ -30,23 +28,17 @@ struct ServeFlags {
   std::string policy;
   ClusterFlags cluster;
   std::string http = "127.0.0.1:8080";
+  std::string grpc = "127.0.0.1:7070";
+  std::string state;
   int period_ms = 1000;
   int reservation_timeout_s = 60;
   std::string topology_labels;
   bool no_bind = false;
   std::string api_server;
+  std::string api_token_file;
   std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
-};
-
-// Milliseconds since the Unix epoch.
-class WallClock : public scheduler::Clock {
- public:
-  scheduler::Timestamp Now() const override {
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-  }
 };
 
 bool HasCluster(const ClusterFlags& f) { return !f.cluster_file.empty() || !f.nodes.empty(); }
@@ -59,17 +51,18 @@ absl::StatusOr<topology::Cluster> ServeCluster(const ServeFlags& f, const server
   return c;
 }
 
-// Waits for SIGTERM / SIGINT (blocked in `stop`), ticking the extender every period.
-void Loop(server::Extender& extender, const sigset_t& stop, int period_ms) {
-  timespec period{period_ms / 1000, (period_ms % 1000) * 1'000'000L};
-  while (true) {
-    const int sig = sigtimedwait(&stop, nullptr, &period);
-    if (sig == SIGTERM || sig == SIGINT) return;
-    extender.Tick();
-  }
+// A token file's first line, without its line end.
+absl::StatusOr<std::string> ReadToken(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  if (auto nl = token.find_first_of("\r\n"); nl != std::string::npos) token.resize(nl);
+  if (!in || token.empty()) return absl::InvalidArgumentError(flag + ": cannot read a token from " + path);
+  return token;
 }
 
-// The binder --api-server and --token-file describe; null with --no-bind.
+// The binder --api-server and --api-token-file describe; null with --no-bind.
 absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) {
   if (f.no_bind) return nullptr;
   if (f.api_server.empty()) {
@@ -78,77 +71,78 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
   }
   server::ApiServerOptions o;
   o.url = f.api_server;
-  if (!f.token_file.empty()) {
-    std::ifstream in(f.token_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    o.token = text.str();
-    while (!o.token.empty() && (o.token.back() == '\n' || o.token.back() == '\r')) o.token.pop_back();
-    if (!in || o.token.empty()) return absl::InvalidArgumentError("--token-file: cannot read a token from " + f.token_file);
+  if (!f.api_token_file.empty()) {
+    auto token = ReadToken("--api-token-file", f.api_token_file);
+    if (!token.ok()) return token.status();
+    o.token = *token;
   }
   return server::MakeApiServerBinder(std::move(o));
 }
 
-int Run(const ServeFlags& f) {
+absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
+  server::DaemonOptions o;
   auto binder = MakeBinder(f);
-  if (!binder.ok()) {
-    std::cerr << "serve: " << binder.status().message() << "\n";
-    return 2;
-  }
-  auto registry = plugins::BuiltinRegistry();
-  auto loaded = scheduler::LoadPolicyOrDefault(f.policy, registry);
-  if (!loaded.ok()) {
-    std::cerr << loaded.status().message() << "\n";
-    return 2;
-  }
-  scheduler::Policy policy = *std::move(loaded);
+  if (!binder.ok()) return binder.status();
+  o.binder = *std::move(binder);
   auto labels = f.topology_labels.empty() ? server::DefaultTopologyLabels()
                                           : server::ParseTopologyLabels(f.topology_labels);
+  if (!labels.ok()) return labels.status();
   auto address = server::ParseHostPort(f.http);
-  auto cluster = labels.ok() ? ServeCluster(f, *labels) : labels.status();
-  for (const absl::Status& s : {labels.status(), address.status(), cluster.status()}) {
-    if (!s.ok()) {
-      std::cerr << "serve: " << s.message() << "\n";
-      return 2;
-    }
+  if (!address.ok()) return address.status();
+  auto cluster = ServeCluster(f, *labels);
+  if (!cluster.ok()) return cluster.status();
+  o.cluster = *std::move(cluster);
+  if (!f.token_file.empty()) {
+    auto token = ReadToken("--token-file", f.token_file);
+    if (!token.ok()) return token.status();
+    o.admin_token = *token;
   }
-  WallClock clock;
-  scheduler::EngineOptions opts;
-  opts.auto_confirm_binds = false;
-  opts.check_invariants = false;
-  auto engine = scheduler::Engine::Create(*std::move(cluster), policy, registry, clock, opts);
-  if (!engine.ok()) {
-    std::cerr << "serve: " << engine.status().message() << "\n";
+  o.policy_file = f.policy;
+  o.state_dir = f.state;
+  o.grpc_address = f.grpc;
+  o.period_ms = f.period_ms;
+  o.http.address = address->first;
+  o.http.port = address->second;
+  o.http.threads = f.threads;
+  o.http.body_limit = uint64_t(f.max_body_mib) << 20;
+  o.extender.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
+  o.extender.topology = *labels;
+  o.extender.learn_nodes = !HasCluster(f.cluster);
+  return o;
+}
+
+int Run(const ServeFlags& f) {
+  auto options = Options(f);
+  if (!options.ok()) {
+    std::cerr << "serve: " << options.status().message() << "\n";
     return 2;
   }
-  server::ExtenderOptions eo;
-  eo.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
-  eo.topology = *labels;
-  eo.learn_nodes = !HasCluster(f.cluster);
-  server::Extender extender(**engine, clock, eo, binder->get());
-
-  // Block the stop signals before any server thread exists, then wait for them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  server::HttpServerOptions ho;
-  ho.address = address->first;
-  ho.port = address->second;
-  ho.threads = f.threads;
-  ho.body_limit = uint64_t(f.max_body_mib) << 20;
-  auto http = server::HttpServer::Start(
-      ho, [&extender](const server::HttpRequest& r) { return server::HandleExtenderRequest(extender, r); });
-  if (!http.ok()) {
-    std::cerr << "serve: " << http.status().message() << "\n";
+  // Block the signals the loop waits for before any server thread exists.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const std::string http_host = options->http.address;
+  auto registry = plugins::BuiltinRegistry();
+  auto daemon = server::Daemon::Start(*std::move(options), registry);
+  if (!daemon.ok()) {
+    std::cerr << "serve: " << daemon.status().message() << "\n";
+    return 2;
+  }
+  server::Daemon& d = **daemon;
+  if (f.state.empty()) std::cerr << "serve: no --state: accepted jobs will not survive a restart" << std::endl;
+  if (d.recovered_jobs() > 0) std::cout << "recovered " << d.recovered_jobs() << " jobs from " << f.state << std::endl;
+  std::cout << "extender listening on " << http_host << ":" << d.http_port() << std::endl;
+  if (d.grpc_port() > 0) std::cout << "admin API listening on " << d.grpc_host() << ":" << d.grpc_port() << std::endl;
+  d.Run(signals);
+  absl::Status flushed = d.Shutdown();
+  std::cout << d.Summary() << std::endl;
+  if (!flushed.ok()) {
+    std::cerr << "serve: " << flushed.message() << "\n";
     return 1;
   }
-  std::cout << "extender listening on " << ho.address << ":" << (*http)->port() << std::endl;
-  Loop(extender, stop, f.period_ms);
-  (*http)->Stop();
-  std::cout << "serve stopped after " << (*engine)->cycles() << " cycles, " << extender.bindings().size()
-            << " bindings" << std::endl;
   return 0;
 }
 
@@ -157,10 +151,18 @@ int Run(const ServeFlags& f) {
 void RegisterServeCommand(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "run the engine on the wall clock and serve the Kubernetes scheduler extender (docs/EXTENDER.md)");
-  cmd->add_option("--policy", f->policy, "policy file (default: the built-in policy)")->check(CLI::ExistingFile);
+      "serve", "run the engine on the wall clock; serve the Kubernetes scheduler extender (docs/EXTENDER.md) and the "
+               "admin API (docs/ADMIN.md)");
+  cmd->add_option("--policy", f->policy, "policy file (default: the built-in policy; SIGHUP re-reads it)")
+      ->check(CLI::ExistingFile);
   AddClusterFlags(*cmd, f->cluster);
   cmd->add_option("--http", f->http, "extender address HOST:PORT (loopback by default; port 0: any free port)");
+  cmd->add_option("--grpc", f->grpc,
+                  "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
+  cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--token-file", f->token_file, "admin mutations (submit, cancel, policy) need this bearer token")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--period-ms", f->period_ms, "one engine cycle every this many ms (1000)")->check(CLI::Range(10, 3'600'000));
   cmd->add_option("--reservation-timeout", f->reservation_timeout_s,
                   "seconds a placed gang's pods have to bind before its reservations are released (60)")
@@ -171,7 +173,7 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_flag("--no-bind", f->no_bind, "record bindings only; do not call the API server");
   cmd->add_option("--api-server", f->api_server,
                   "bind pods through this API server: http://IP:PORT, e.g. kubectl proxy's http://127.0.0.1:8001");
-  cmd->add_option("--token-file", f->token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
+  cmd->add_option("--api-token-file", f->api_token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
   cmd->callback([f] { ExitCode() = Run(*f); });

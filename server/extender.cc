@@ -29,8 +29,9 @@ ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::string& reason
 }  // namespace
 
 Extender::Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options,
-                   Binder* binder)
-    : engine_(engine), clock_(clock), options_(std::move(options)), binder_(binder) {}
+                   Binder* binder, absl::Mutex* engine_mu)
+    : engine_(engine), clock_(clock), options_(std::move(options)), binder_(binder),
+      mu_(engine_mu ? *engine_mu : own_mu_) {}
 
 void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) {
   if (!args.nodes || !options_.learn_nodes) return;
@@ -152,6 +153,7 @@ void Extender::RunCycle() {
       }
     }
   }
+  if (options_.on_cycle) options_.on_cycle(d);
 }
 
 void Extender::Forget(const std::string& gang_name) {

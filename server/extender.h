@@ -28,10 +28,13 @@
 //     (none: only recorded) and confirms it to the engine; a failed bind
 //     releases the whole gang, which the engine places again.
 //
-// Thread-safe: every call takes one mutex (the engine is not thread-safe).
+// Thread-safe: every call takes one mutex (the engine is not thread-safe):
+// the extender's own, or the one the daemon shares between the extender, its
+// cycle loop and its admin service (server/daemon.h).
 #ifndef RINGMASTER_SERVER_EXTENDER_H_
 #define RINGMASTER_SERVER_EXTENDER_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,6 +62,10 @@ struct ExtenderOptions {
   // Add Node objects sent by kube-scheduler that the engine does not know.
   // Off when the cluster comes from a cluster file.
   bool learn_nodes = true;
+  // Called with the Decisions of every engine cycle the extender runs, with
+  // the engine lock held (the daemon carries out and journals the decisions
+  // for jobs that did not come from the extender). May be empty.
+  std::function<void(const scheduler::Decisions&)> on_cycle;
 };
 
 // Carries a binding to the API server (the Binding subresource). The
@@ -73,8 +80,11 @@ class Extender {
  public:
   // `engine` and `clock` must outlive the extender; the engine must be
   // created with auto_confirm_binds = false. `binder` may be null (--no-bind:
-  // bindings are only recorded).
-  Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder);
+  // bindings are only recorded). `engine_mu`, when given, is the lock every
+  // call on the engine takes, shared with the engine's other users; it must
+  // outlive the extender. Null: the extender's own.
+  Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder,
+           absl::Mutex* engine_mu = nullptr);
 
   ExtenderFilterResult Filter(const ExtenderArgs& args);
   // The reserved node with kMaxExtenderPriority; nothing for a pod without one.
@@ -142,7 +152,8 @@ class Extender {
   const ExtenderOptions options_;
   Binder* const binder_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex own_mu_;
+  absl::Mutex& mu_;
   std::map<std::string, Gang> gangs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> gang_of_pod_ ABSL_GUARDED_BY(mu_);
   std::map<scheduler::JobId, std::string> gang_of_job_ ABSL_GUARDED_BY(mu_);

@@ -19,7 +19,7 @@ rc=$?
 set -e
 [[ $rc == 2 ]] || { echo "serve without --no-bind: exit $rc, want 2"; exit 1; }
 
-"$BIN" serve --no-bind --http 127.0.0.1:0 --period-ms 50 --nodes 2 --gpus-per-node 8 >"$work/out" 2>"$work/err" &
+"$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --period-ms 50 --nodes 2 --gpus-per-node 8 >"$work/out" 2>"$work/err" &
 pid=$!
 port=""
 for _ in $(seq 100); do

@@ -1,0 +1,27 @@
+// Conversions between the admin API's messages (api/admin.proto) and the
+// engine's model: a submitted JobSpec in, views of jobs, queues and nodes
+// out. The callers hold the engine lock while a view is taken.
+#ifndef RINGMASTER_SERVER_ADMIN_CONVERT_H_
+#define RINGMASTER_SERVER_ADMIN_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "api/admin.pb.h"
+#include "scheduler/engine.h"
+
+namespace ringmaster::server {
+
+// The engine's JobSpec for a submitted one. INVALID_ARGUMENT naming the
+// field ("job 'x': roles[1].gpu_milli: ...") for what the wire allows and the
+// model does not (negative amounts, an unknown enum value, GPU shapes).
+absl::StatusOr<scheduler::JobSpec> JobSpecFromProto(const admin::JobSpec& p);
+admin::JobSpec JobSpecToProto(const scheduler::JobSpec& s);
+
+admin::Resources ResourcesToProto(const topology::Resources& r);
+// A job as ListJobs shows it; `detail` adds the spec and the tasks (GetJob).
+admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, bool detail);
+admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine);
+admin::ListNodesResponse NodesToProto(const scheduler::Engine& engine);
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_ADMIN_CONVERT_H_

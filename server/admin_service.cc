@@ -1,0 +1,302 @@
+#include "server/admin_service.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/policy.h"
+#include "server/admin_convert.h"
+#include "server/coordinator_service.h"  // ToGrpc
+
+namespace ringmaster::server {
+
+using scheduler::JobId;
+using scheduler::JobPhase;
+using scheduler::TaskState;
+
+namespace {
+
+bool Terminal(JobPhase p) { return p == JobPhase::kCompleted || p == JobPhase::kFailed || p == JobPhase::kAborted; }
+
+std::vector<JournaledTask> HeldTasks(const scheduler::Engine& e, const scheduler::Job& job) {
+  std::vector<JournaledTask> out;
+  for (const scheduler::Task& t : job.tasks()) {
+    if (!scheduler::HoldsNode(t.state) || t.state == TaskState::kReleasing) continue;
+    out.push_back({t.index, t.role, e.state().cluster().node(t.node).name, t.gpus});
+  }
+  return out;
+}
+
+grpc::Status NoJob(const std::string& name) {
+  if (name.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: must not be empty");
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("job '", name, "': no such job"));
+}
+
+}  // namespace
+
+AdminService::AdminService(scheduler::Engine& engine, absl::Mutex& engine_mu, const scheduler::Clock& clock,
+                           const scheduler::PluginRegistry& registry, Journal* journal, EventLog& events,
+                           AdminOptions options)
+    : engine_(engine), engine_mu_(engine_mu), clock_(clock), registry_(registry), journal_(journal),
+      events_(events), options_(std::move(options)) {}
+
+grpc::Status AdminService::Authorize(const grpc::ServerContext& ctx) const {
+  if (options_.token.empty()) return grpc::Status::OK;
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  const std::string want = "Bearer " + options_.token;
+  if (it == md.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this daemon needs a token: authorization: Bearer TOKEN");
+  }
+  const std::string_view got(it->second.data(), it->second.size());
+  // Compare without an early exit so timing does not reveal the prefix.
+  unsigned diff = got.size() != want.size();
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned>(want[i] ^ (i < got.size() ? got[i] : 0));
+  if (diff != 0) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
+  return grpc::Status::OK;
+}
+
+absl::Status AdminService::Recover(const Recovered& r) {
+  for (const JournaledJob& row : r.jobs) {
+    next_seq_ = std::max(next_seq_, row.seq + 1);
+    admin::JobSpec proto;
+    if (!proto.ParseFromString(row.spec)) {
+      return absl::DataLossError(absl::StrCat("journal: job '", row.name, "': its spec does not parse"));
+    }
+    auto spec = JobSpecFromProto(proto);
+    if (!spec.ok()) return absl::DataLossError(absl::StrCat("journal: ", spec.status().message()));
+    const JobPhase phase = static_cast<JobPhase>(row.phase);
+    std::vector<scheduler::Engine::RestoredTask> placed;
+    if (!Terminal(phase)) {
+      for (const JournaledTask& t : row.tasks) placed.push_back({t.index, t.role, t.node, t.gpus});
+    }
+    auto id = engine_.RestoreJob(*std::move(spec), row.created_ms, placed, row.generation);
+    if (!id.ok()) {
+      if (Terminal(phase)) continue;  // an ended job of a queue the policy no longer has
+      return absl::FailedPreconditionError(absl::StrCat("journal: job '", row.name, "' cannot be restored: ",
+                                                        id.status().message()));
+    }
+    accepted_[*id] = row.seq;
+    if (phase == JobPhase::kAborted) (void)engine_.CancelJob(*id);
+    if (phase == JobPhase::kCompleted || phase == JobPhase::kFailed) {
+      (void)engine_.FinishJob(*id, phase == JobPhase::kCompleted);
+    }
+    const scheduler::Job& job = engine_.state().job(*id);
+    if (!Terminal(phase) && static_cast<int>(row.tasks.size()) != job.ReadyCount()) {
+      JournalPlacement(*id);  // its old placement no longer fits: it waits again
+    }
+  }
+  return absl::OkStatus();
+}
+
+void AdminService::JournalPlacement(JobId id) {
+  if (!journal_) return;
+  const scheduler::Job& job = engine_.state().job(id);
+  journal_->SetPlacement(job.name(), static_cast<int>(job.phase()), job.generation(), HeldTasks(engine_, job));
+}
+
+void AdminService::OnCycle(const scheduler::Decisions& d) {
+  const scheduler::Timestamp now = clock_.Now();
+  std::set<JobId> touched;
+  auto ours = [&](JobId id) { return accepted_.count(id) > 0; };
+  for (const scheduler::Bind& b : d.binds) {
+    if (!ours(b.job)) continue;
+    // No executor: the bind is done and the task started at once.
+    if (engine_.ConfirmBind(b.job, b.task, true).ok()) (void)engine_.TaskStarted(b.job, b.task);
+    touched.insert(b.job);
+  }
+  for (const scheduler::Eviction& e : d.evictions) {
+    if (!ours(e.job)) continue;
+    const scheduler::Job& job = engine_.state().job(e.job);
+    if (e.task < job.tasks().size() && job.task(e.task).state == TaskState::kReleasing) {
+      (void)engine_.TaskReleased(e.job, e.task);
+    }
+    touched.insert(e.job);
+  }
+  std::map<std::string, std::vector<const scheduler::Eviction*>> stops;
+  for (const scheduler::Eviction& e : d.evictions) {
+    stops[absl::StrCat(e.job.value(), "/", std::string(scheduler::EvictionKindName(e.kind)))].push_back(&e);
+  }
+  for (const auto& [key, list] : stops) {
+    const scheduler::Eviction& e = *list.front();
+    if (e.kind == scheduler::Eviction::Kind::kCancel) continue;  // published by CancelJob
+    events_.Publish(now, std::string(scheduler::EvictionKindName(e.kind)), engine_.state().job(e.job).name(),
+                    absl::StrCat(list.size(), " task(s): ", e.reason));
+  }
+  for (const scheduler::MembershipChange& m : d.membership) {
+    touched.insert(m.job);
+    std::vector<std::string> where;
+    for (const scheduler::Member& mem : m.members) where.push_back(mem.node_name);
+    events_.Publish(now, std::string(scheduler::MembershipKindName(m.kind)), m.job_name,
+                    absl::StrCat("generation ", m.generation, ", ", m.members.size(), " member(s) on ",
+                                 absl::StrJoin(where, ","), m.reason.empty() ? "" : ": ", m.reason));
+  }
+  for (JobId id : touched) {
+    if (ours(id)) JournalPlacement(id);
+  }
+}
+
+absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::string& file,
+                                       std::vector<std::string>* errors) {
+  std::vector<queue::ConfigError> found;
+  auto policy = scheduler::ParsePolicy(yaml, file, registry_, &found);
+  if (!policy.ok()) {
+    for (const auto& e : found) errors->push_back(e.ToString());
+    if (errors->empty()) errors->push_back(std::string(policy.status().message()));
+    return absl::InvalidArgumentError(absl::StrJoin(*errors, "\n"));
+  }
+  std::future<absl::Status> durable;
+  {
+    absl::MutexLock lock(&engine_mu_);
+    if (absl::Status s = engine_.SetPolicy(*policy, registry_); !s.ok()) {
+      errors->push_back(absl::StrCat(file, ": ", s.message()));
+      return absl::InvalidArgumentError(errors->back());
+    }
+    if (journal_) durable = journal_->SetPolicy(yaml);
+  }
+  events_.Publish(clock_.Now(), "policy", "", absl::StrCat("policy from ", file, " in force"));
+  return durable.valid() ? durable.get() : absl::OkStatus();
+}
+
+size_t AdminService::jobs_accepted() const {
+  absl::MutexLock lock(&engine_mu_);
+  return accepted_.size();
+}
+
+grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::SubmitJobRequest* req,
+                                     admin::SubmitJobResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (!req->has_job()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job: missing");
+  auto spec = JobSpecFromProto(req->job());
+  if (!spec.ok()) return ToGrpc(spec.status());
+  const std::string name = spec->name;
+  std::future<absl::Status> durable;
+  JobId id;
+  {
+    absl::MutexLock lock(&engine_mu_);
+    auto submitted = engine_.SubmitJob(*std::move(spec));
+    if (!submitted.ok()) return ToGrpc(submitted.status());
+    id = *submitted;
+    const int64_t seq = next_seq_++;
+    accepted_[id] = seq;
+    if (journal_) {
+      const scheduler::Job& job = engine_.state().job(id);
+      JournaledJob row;
+      row.name = name;
+      row.seq = seq;
+      row.spec = JobSpecToProto(job.spec()).SerializeAsString();
+      row.created_ms = job.created();
+      row.phase = static_cast<int>(job.phase());
+      durable = journal_->AddJob(std::move(row));
+    }
+  }
+  if (durable.valid()) {
+    if (absl::Status s = durable.get(); !s.ok()) {
+      // Not durable: take it back so what runs matches what was promised.
+      absl::MutexLock lock(&engine_mu_);
+      (void)engine_.CancelJob(id);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("job '", name, "' not journaled: ", s.message()));
+    }
+  }
+  events_.Publish(clock_.Now(), "submit", name, "");
+  absl::MutexLock lock(&engine_mu_);
+  *resp->mutable_job() = JobToProto(engine_, id, false);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::CancelJobRequest* req,
+                                     admin::CancelJobResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  std::future<absl::Status> durable;
+  {
+    absl::MutexLock lock(&engine_mu_);
+    const JobId id = engine_.FindJob(req->name());
+    if (!id.valid()) return NoJob(req->name());
+    if (absl::Status s = engine_.CancelJob(id); !s.ok()) return ToGrpc(s);
+    if (journal_ && accepted_.count(id)) {
+      durable = journal_->SetPhase(req->name(), static_cast<int>(JobPhase::kAborted), /*terminal=*/true);
+    }
+    *resp->mutable_job() = JobToProto(engine_, id, false);
+  }
+  if (durable.valid()) {
+    if (absl::Status s = durable.get(); !s.ok()) return ToGrpc(s);
+  }
+  events_.Publish(clock_.Now(), "cancel", req->name(), "");
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::GetJob(grpc::ServerContext*, const admin::GetJobRequest* req, admin::Job* resp) {
+  absl::MutexLock lock(&engine_mu_);
+  const JobId id = engine_.FindJob(req->name());
+  if (!id.valid()) return NoJob(req->name());
+  *resp = JobToProto(engine_, id, true);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListJobs(grpc::ServerContext*, const admin::ListJobsRequest* req,
+                                    admin::ListJobsResponse* resp) {
+  std::set<std::string> phases(req->phases().begin(), req->phases().end());
+  for (const std::string& p : phases) {
+    bool known = false;
+    for (JobPhase k : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCompleted,
+                       JobPhase::kFailed, JobPhase::kAborted}) {
+      known |= scheduler::PhaseName(k) == p;
+    }
+    if (!known) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("phases: unknown phase '", p, "'"));
+  }
+  absl::MutexLock lock(&engine_mu_);
+  const scheduler::State& st = engine_.state();
+  for (uint32_t i = 0; i < st.num_jobs(); ++i) {
+    const scheduler::Job& job = st.job(JobId(i));
+    if (!req->queue().empty() && job.spec().queue != req->queue()) continue;
+    if (!phases.empty() && !phases.count(std::string(scheduler::PhaseName(job.phase())))) continue;
+    *resp->add_jobs() = JobToProto(engine_, job.id(), false);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListQueues(grpc::ServerContext*, const admin::ListQueuesRequest*,
+                                      admin::ListQueuesResponse* resp) {
+  absl::MutexLock lock(&engine_mu_);
+  *resp = QueuesToProto(engine_);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListNodes(grpc::ServerContext*, const admin::ListNodesRequest*,
+                                     admin::ListNodesResponse* resp) {
+  absl::MutexLock lock(&engine_mu_);
+  *resp = NodesToProto(engine_);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::UpdatePolicy(grpc::ServerContext* ctx, const admin::UpdatePolicyRequest* req,
+                                        admin::UpdatePolicyResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  std::vector<std::string> errors;
+  absl::Status s = ApplyPolicy(req->yaml(), "UpdatePolicy", &errors);
+  for (const std::string& e : errors) resp->add_errors(e);
+  return ToGrpc(s);
+}
+
+grpc::Status AdminService::WatchEvents(grpc::ServerContext* ctx, const admin::WatchEventsRequest* req,
+                                       grpc::ServerWriter<admin::Event>* writer) {
+  int64_t seen = events_.last();
+  while (!ctx->IsCancelled() && !events_.closed()) {
+    const std::vector<LoggedEvent> batch = events_.After(seen, absl::Milliseconds(200));
+    for (const LoggedEvent& e : batch) {
+      seen = e.sequence;
+      if (!req->job().empty() && e.job != req->job()) continue;
+      admin::Event out;
+      out.set_sequence(e.sequence);
+      out.set_time_ms(e.time_ms);
+      out.set_kind(e.kind);
+      out.set_job(e.job);
+      out.set_detail(e.detail);
+      if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace ringmaster::server

@@ -1,0 +1,92 @@
+// The admin gRPC service (api/admin.proto) on the daemon's one engine, and
+// the daemon's bookkeeping for the jobs it accepted: their journal rows, the
+// binds it takes as done, the events it publishes.
+//
+// Locking: every engine call takes `engine_mu`, the lock the extender and
+// the cycle loop take too (server/daemon.h). The journal is written in
+// engine order because writes are queued while that lock is held; a durable
+// write is waited for only after the lock is released, so a submission's
+// fsync never stalls a cycle.
+//
+// Jobs submitted here have no executor yet (the local executor is future
+// work): a Bind the engine decides for one is taken as done at once (bound
+// and started), and an evicted task as gone at once, as the simulator does.
+#ifndef RINGMASTER_SERVER_ADMIN_SERVICE_H_
+#define RINGMASTER_SERVER_ADMIN_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "api/admin.grpc.pb.h"
+#include "scheduler/engine.h"
+#include "server/event_log.h"
+#include "server/journal.h"
+
+namespace ringmaster::server {
+
+struct AdminOptions {
+  // Mutations need `authorization: Bearer <token>` when set.
+  std::string token;
+};
+
+class AdminService final : public admin::Admin::Service {
+ public:
+  // Everything given must outlive the service; `journal` may be null (no
+  // --state: nothing is durable).
+  AdminService(scheduler::Engine& engine, absl::Mutex& engine_mu, const scheduler::Clock& clock,
+               const scheduler::PluginRegistry& registry, Journal* journal, EventLog& events, AdminOptions options);
+
+  // --- The daemon's side ------------------------------------------------------
+  // Re-adopts the journal's jobs (in acceptance order) into the engine.
+  // Fails, naming the job, when an active job no longer fits the policy (its
+  // queue is gone) or its spec cannot be read.
+  absl::Status Recover(const Recovered& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  // Carries out and journals a cycle's decisions for the jobs accepted here.
+  void OnCycle(const scheduler::Decisions& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  // Parses, validates and applies a policy (UpdatePolicy, SIGHUP). On any
+  // error the old policy stays and `errors` lists each (line:column: field:
+  // message). Takes the engine lock.
+  absl::Status ApplyPolicy(const std::string& yaml, const std::string& file, std::vector<std::string>* errors)
+      ABSL_LOCKS_EXCLUDED(engine_mu_);
+  size_t jobs_accepted() const;
+
+  // --- gRPC -------------------------------------------------------------------
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const admin::SubmitJobRequest* req,
+                         admin::SubmitJobResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const admin::CancelJobRequest* req,
+                         admin::CancelJobResponse* resp) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const admin::GetJobRequest* req, admin::Job* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const admin::ListJobsRequest* req,
+                        admin::ListJobsResponse* resp) override;
+  grpc::Status ListQueues(grpc::ServerContext* ctx, const admin::ListQueuesRequest* req,
+                          admin::ListQueuesResponse* resp) override;
+  grpc::Status ListNodes(grpc::ServerContext* ctx, const admin::ListNodesRequest* req,
+                         admin::ListNodesResponse* resp) override;
+  grpc::Status UpdatePolicy(grpc::ServerContext* ctx, const admin::UpdatePolicyRequest* req,
+                            admin::UpdatePolicyResponse* resp) override;
+  grpc::Status WatchEvents(grpc::ServerContext* ctx, const admin::WatchEventsRequest* req,
+                           grpc::ServerWriter<admin::Event>* writer) override;
+
+ private:
+  grpc::Status Authorize(const grpc::ServerContext& ctx) const;
+  void JournalPlacement(scheduler::JobId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+
+  scheduler::Engine& engine_;
+  absl::Mutex& engine_mu_;
+  const scheduler::Clock& clock_;
+  const scheduler::PluginRegistry& registry_;
+  Journal* const journal_;
+  EventLog& events_;
+  const AdminOptions options_;
+  // Jobs accepted through this service (the extender's are its own).
+  std::map<scheduler::JobId, int64_t> accepted_ ABSL_GUARDED_BY(engine_mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(engine_mu_) = 1;
+};
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_ADMIN_SERVICE_H_

@@ -1,0 +1,154 @@
+#include "server/daemon.h"
+
+#include <grpcpp/grpcpp.h>
+#include <time.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/policy.h"
+#include "server/admin_service.h"
+#include "server/event_log.h"
+#include "server/extender_http.h"
+#include "server/journal.h"
+
+namespace ringmaster::server {
+
+scheduler::Timestamp WallClock::Now() const {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The policy in force at start (see the class comment, step 2).
+absl::StatusOr<scheduler::Policy> StartPolicy(const std::string& file, const Recovered& recovered,
+                                              const scheduler::PluginRegistry& registry) {
+  if (!file.empty() || recovered.policy_yaml.empty()) return scheduler::LoadPolicyOrDefault(file, registry);
+  std::vector<queue::ConfigError> errors;
+  auto p = scheduler::ParsePolicy(recovered.policy_yaml, "journal policy", registry, &errors);
+  if (p.ok()) return p;
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.ToString());
+  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, const scheduler::PluginRegistry& registry) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->registry_ = &registry;
+  d->options_ = std::move(options);
+  DaemonOptions& o = d->options_;
+  // 1. The journal.
+  Recovered recovered;
+  if (!o.state_dir.empty()) {
+    auto journal = Journal::Open(o.state_dir);
+    if (!journal.ok()) return journal.status();
+    d->journal_ = *std::move(journal);
+    auto loaded = d->journal_->Load();
+    if (!loaded.ok()) return loaded.status();
+    recovered = *std::move(loaded);
+  }
+  // 2. The policy; 3. the engine and what runs on it.
+  auto policy = StartPolicy(o.policy_file, recovered, registry);
+  if (!policy.ok()) return policy.status();
+  scheduler::EngineOptions eo;
+  eo.auto_confirm_binds = false;
+  eo.check_invariants = false;
+  auto engine = scheduler::Engine::Create(std::move(o.cluster), *policy, registry, d->clock_, eo);
+  if (!engine.ok()) return engine.status();
+  d->engine_ = *std::move(engine);
+  d->events_ = std::make_unique<EventLog>();
+  d->admin_ = std::make_unique<AdminService>(*d->engine_, d->engine_mu_, d->clock_, registry, d->journal_.get(),
+                                             *d->events_, AdminOptions{o.admin_token});
+  Daemon* self = d.get();
+  o.extender.on_cycle = [self](const scheduler::Decisions& dec) { self->admin_->OnCycle(dec); };
+  d->extender_ = std::make_unique<Extender>(*d->engine_, d->clock_, o.extender, o.binder.get(), &d->engine_mu_);
+  {
+    absl::MutexLock lock(&d->engine_mu_);
+    if (auto s = d->admin_->Recover(recovered); !s.ok()) return s;
+  }
+  d->recovered_ = recovered.jobs.size();
+  // The servers.
+  Extender* ext = d->extender_.get();
+  auto http = HttpServer::Start(o.http, [ext](const HttpRequest& r) { return HandleExtenderRequest(*ext, r); });
+  if (!http.ok()) return http.status();
+  d->http_ = *std::move(http);
+  if (!o.grpc_address.empty()) {
+    auto addr = ParseHostPort(o.grpc_address);
+    if (!addr.ok()) return absl::InvalidArgumentError(absl::StrCat("--grpc: ", addr.status().message()));
+    d->grpc_host_ = addr->first;
+    const std::string host = addr->first.find(':') != std::string::npos ? "[" + addr->first + "]" : addr->first;
+    grpc::ServerBuilder b;
+    b.AddListeningPort(absl::StrCat(host, ":", addr->second), grpc::InsecureServerCredentials(), &d->grpc_port_);
+    b.RegisterService(d->admin_.get());
+    b.SetMaxReceiveMessageSize(4 << 20);
+    d->grpc_ = b.BuildAndStart();
+    if (!d->grpc_ || d->grpc_port_ == 0) {
+      return absl::UnavailableError(absl::StrCat("--grpc: cannot listen on ", o.grpc_address));
+    }
+  }
+  return d;
+}
+
+Daemon::~Daemon() { (void)Shutdown(); }
+
+uint16_t Daemon::http_port() const { return http_ ? http_->port() : 0; }
+
+void Daemon::Tick() { extender_->Tick(); }
+
+absl::Status Daemon::ReloadPolicyFile() {
+  if (options_.policy_file.empty()) {
+    return absl::FailedPreconditionError("no --policy file to re-read (the policy is the built-in or the journal's)");
+  }
+  auto text = ReadFile(options_.policy_file);
+  if (!text.ok()) return text.status();
+  std::vector<std::string> errors;
+  return admin_->ApplyPolicy(*text, options_.policy_file, &errors);
+}
+
+void Daemon::Run(const sigset_t& signals) {
+  const int ms = options_.period_ms;
+  const timespec period{ms / 1000, (ms % 1000) * 1'000'000L};
+  while (true) {
+    const int sig = sigtimedwait(&signals, nullptr, &period);
+    if (sig == SIGTERM || sig == SIGINT) return;
+    if (sig == SIGHUP) {
+      absl::Status s = ReloadPolicyFile();
+      std::cerr << (s.ok() ? "policy reloaded from " + options_.policy_file
+                           : "policy reload rejected, the old policy stays:\n" + std::string(s.message()))
+                << std::endl;
+      continue;
+    }
+    Tick();
+  }
+}
+
+absl::Status Daemon::Shutdown() {
+  if (stopped_) return absl::OkStatus();
+  stopped_ = true;
+  if (events_) events_->Close();
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http_) http_->Stop();
+  return journal_ ? journal_->Flush() : absl::OkStatus();
+}
+
+std::string Daemon::Summary() const {
+  return absl::StrCat("serve stopped after ", engine_->cycles(), " cycles, ", extender_->bindings().size(),
+                      " bindings, ", admin_->jobs_accepted(), " jobs accepted");
+}
+
+}  // namespace ringmaster::server

@@ -1,0 +1,91 @@
+// The daemon's journal: what `ringmaster serve` accepted, in SQLite (WAL
+// mode) in DIR/journal.db, so that nothing acknowledged is lost across a
+// crash or restart.
+//
+// Contents (schema version 1):
+//   jobs    one row per job the admin API accepted: name (unique), the order
+//           of acceptance, its spec (api/admin.proto JobSpec bytes), when it
+//           was accepted, its phase and membership generation;
+//   tasks   the tasks that hold a node (allocations): job, task index, role,
+//           node, GPU indices;
+//   meta    the schema version and the policy in force (set by UpdatePolicy).
+// Queues are the policy's, so they are journaled with it.
+//
+// Writes go through one writer thread in the order they were called. Durable
+// writes (AddJob, SetPhase, SetPolicy) return a future that is ready once
+// their transaction is committed with synchronous=FULL (queue under your own
+// lock, wait after releasing it); every write queued while one commit runs joins the next
+// transaction (group commit), so many concurrent submissions share one fsync.
+// Placement writes (SetPlacement) are queued and not waited for: after a
+// crash a job may come back with an older placement, which the engine
+// re-checks (Engine::RestoreJob) — never with a job missing.
+//
+// Thread-safe.
+#ifndef RINGMASTER_SERVER_JOURNAL_H_
+#define RINGMASTER_SERVER_JOURNAL_H_
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringmaster::server {
+
+struct JournaledTask {
+  uint32_t index = 0;
+  int role = 0;
+  std::string node;
+  std::vector<int16_t> gpus;
+  bool operator==(const JournaledTask&) const = default;
+};
+
+struct JournaledJob {
+  std::string name;
+  int64_t seq = 0;          // order of acceptance (restored in this order)
+  std::string spec;         // serialized admin.JobSpec
+  int64_t created_ms = 0;
+  int phase = 0;            // scheduler::JobPhase as an int
+  int64_t generation = 0;
+  std::vector<JournaledTask> tasks;  // tasks holding a node
+};
+
+struct Recovered {
+  std::vector<JournaledJob> jobs;  // by seq
+  std::string policy_yaml;         // empty: none was set through the API
+};
+
+class Journal {
+ public:
+  // Opens (creating when absent) DIR/journal.db; DIR must exist. Fails with
+  // the path and SQLite's reason when the file is not a journal (not a
+  // database, another schema version, unreadable).
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(const std::string& dir);
+  virtual ~Journal() = default;
+
+  // Everything recorded, for a restart. Call before any write.
+  virtual absl::StatusOr<Recovered> Load() = 0;
+
+  // Durable once the future is ready and OK. AlreadyExists when the name is
+  // taken.
+  virtual std::future<absl::Status> AddJob(JournaledJob job) = 0;
+  // Durable: the job's phase (e.g. cancelled); its tasks are dropped when
+  // the phase is terminal.
+  virtual std::future<absl::Status> SetPhase(const std::string& name, int phase, bool terminal) = 0;
+  virtual std::future<absl::Status> SetPolicy(const std::string& yaml) = 0;
+  // Queued, not waited for: the job's phase, generation and tasks now.
+  virtual void SetPlacement(const std::string& name, int phase, int64_t generation,
+                            std::vector<JournaledTask> tasks) = 0;
+  // Waits until everything queued so far is committed; the first error of
+  // an unwaited write since the last Flush, if any.
+  virtual absl::Status Flush() = 0;
+  // Commits per transaction so far (tests and benchmarks).
+  virtual int64_t commits() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_JOURNAL_H_
