@@ -70,7 +70,9 @@ class Client {
       out->token_ = env;
     }
     out->server_ = server;
-    out->stub_ = admin::Admin::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);  // a list of 100,000 jobs is tens of MiB
+    out->stub_ = admin::Admin::NewStub(grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
     return true;
   }
 
@@ -373,10 +375,9 @@ int UpdatePolicy(const ClientFlags& f, const std::string& file) {
   admin::UpdatePolicyResponse resp;
   grpc::Status s = c.stub().UpdatePolicy(c.Context().get(), req, &resp);
   if (!s.ok()) {
-    for (const std::string& e : resp.errors()) std::cerr << e << "\n";
-    if (resp.errors().empty()) return c.Fail(s, "policy update");
-    std::cerr << "policy update rejected; the daemon keeps its policy\n";
-    return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? kRefused : c.Fail(s, "policy update");
+    const int code = c.Fail(s, "policy update");
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) std::cerr << "rejected; the daemon keeps its policy\n";
+    return code;
   }
   std::cout << "policy in force: " << file << "\n";
   return kOk;

@@ -271,12 +271,10 @@ grpc::Status AdminService::ListNodes(grpc::ServerContext*, const admin::ListNode
 }
 
 grpc::Status AdminService::UpdatePolicy(grpc::ServerContext* ctx, const admin::UpdatePolicyRequest* req,
-                                        admin::UpdatePolicyResponse* resp) {
+                                        admin::UpdatePolicyResponse*) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   std::vector<std::string> errors;
-  absl::Status s = ApplyPolicy(req->yaml(), "UpdatePolicy", &errors);
-  for (const std::string& e : errors) resp->add_errors(e);
-  return ToGrpc(s);
+  return ToGrpc(ApplyPolicy(req->yaml(), "UpdatePolicy", &errors));
 }
 
 grpc::Status AdminService::WatchEvents(grpc::ServerContext* ctx, const admin::WatchEventsRequest* req,

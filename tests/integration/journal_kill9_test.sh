@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Never lose what was accepted (issue 11 §4): a client streams submissions
+# (`ringmaster submit` exits 0 only once the job is journaled), the daemon is
+# killed with SIGKILL in the middle, restarted on the same --state; every
+# acknowledged job must be there, and no job twice.
+set -euo pipefail
+BIN=$1
+work=$(mktemp -d)
+pid=""
+client=""
+cleanup() {
+  [[ -n $client ]] && { kill -KILL "$client" 2>/dev/null || true; wait "$client" 2>/dev/null || true; }
+  [[ -n $pid ]] && { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mkdir "$work/state"
+
+start() {  # starts serve on the state dir; sets pid and RINGMASTER_SERVER
+  : >"$work/out"
+  "$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --nodes 4 --gpus-per-node 8 --period-ms 20 \
+    --state "$work/state" >"$work/out" 2>>"$work/err" &
+  pid=$!
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+    [[ -n $port ]] && break
+    sleep 0.1
+  done
+  [[ -n $port ]] || { cat "$work/err"; fail "serve did not start"; }
+  export RINGMASTER_SERVER=127.0.0.1:$port
+}
+
+start
+# The client: one job per call, appending the name only after exit 0. Some
+# jobs run (1 GPU each, 32 GPUs), the rest wait: both kinds are journaled.
+(
+  for i in $(seq 1 100000); do
+    if "$BIN" submit --name "job-$i" --gpus 1 --timeout 5 >/dev/null 2>&1; then echo "job-$i" >>"$work/acked"; fi
+  done
+) &
+client=$!
+# Let it get well into the stream, then kill the daemon mid-flight.
+for _ in $(seq 200); do
+  [[ -f $work/acked && $(wc -l <"$work/acked") -ge 60 ]] && break
+  sleep 0.05
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+pid=""
+kill -KILL "$client" 2>/dev/null || true
+wait "$client" 2>/dev/null || true
+client=""
+acked=$(wc -l <"$work/acked")
+[[ $acked -ge 60 ]] || fail "only $acked submissions acknowledged before the kill"
+
+start
+grep -q "^recovered [0-9]* jobs" "$work/out" || fail "no recovery line"
+"$BIN" jobs --json >"$work/jobs.json"
+names=$(sed -n 's/^ *"name": "\(job-[0-9]*\)",$/\1/p' "$work/jobs.json" | sort)
+while read -r n; do
+  grep -qx "$n" <<<"$names" || fail "acknowledged $n is missing after restart"
+done <"$work/acked"
+dups=$(uniq -d <<<"$names" | wc -l)
+[[ $dups == 0 ]] || fail "$dups jobs listed twice"
+total=$(wc -l <<<"$names")
+# At most the one submission in flight at the kill may be there unacknowledged.
+[[ $total -le $((acked + 1)) ]] || fail "$total jobs after restart, $acked acknowledged"
+running=$(grep -c '"phase": "Running"' "$work/jobs.json" || true)
+[[ $running -ge 1 ]] || fail "no running job re-adopted"
+kill -TERM "$pid"; wait "$pid"; pid=""
+echo "kill -9 ok: $acked acknowledged, $total recovered, $running running, none twice"

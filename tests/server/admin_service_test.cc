@@ -1,0 +1,245 @@
+// The admin API end to end in one process: a Daemon (engine + extender +
+// admin gRPC + journal) on 127.0.0.1 with ephemeral ports, driven through a
+// gRPC stub. Cycles are run by calling Tick() (no wall-clock waiting).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "api/admin.grpc.pb.h"
+#include "plugins/registry.h"
+#include "server/admin_convert.h"
+#include "server/daemon.h"
+#include "tests/support/builders.h"
+
+namespace ringmaster::server {
+namespace {
+
+using ringmaster::testing::ClusterBuilder;
+using ringmaster::testing::JobBuilder;
+
+class AdminApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rm_admin_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start(std::string token = "", std::string policy_file = "") {
+    DaemonOptions o;
+    o.cluster = ClusterBuilder().NodesPerRack(2).Gpus(8).Build();
+    o.state_dir = dir_;
+    o.grpc_address = "127.0.0.1:0";
+    o.admin_token = std::move(token);
+    o.policy_file = std::move(policy_file);
+    o.extender.learn_nodes = false;
+    auto d = Daemon::Start(std::move(o), registry_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    stub_ = admin::Admin::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
+                                                      grpc::InsecureChannelCredentials()));
+  }
+  grpc::Status Submit(const scheduler::JobSpec& spec, const std::string& token = "") {
+    admin::SubmitJobRequest req;
+    *req.mutable_job() = JobSpecToProto(spec);
+    admin::SubmitJobResponse resp;
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    return stub_->SubmitJob(&ctx, req, &resp);
+  }
+  admin::Job Get(const std::string& name) {
+    admin::GetJobRequest req;
+    req.set_name(name);
+    admin::Job j;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->GetJob(&ctx, req, &j).ok());
+    return j;
+  }
+
+  std::string dir_;
+  scheduler::PluginRegistry registry_ = plugins::BuiltinRegistry();
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<admin::Admin::Stub> stub_;
+};
+
+TEST_F(AdminApiTest, SubmittedGangRunsAndShowsWhereAndWhyOthersWait) {
+  Start();
+  ASSERT_TRUE(Submit(JobBuilder("big").Gang(2).GpusPerTask(8).Walltime(600'000).Build()).ok());
+  ASSERT_TRUE(Submit(JobBuilder("next").Gang(1).GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  admin::Job big = Get("big");
+  EXPECT_EQ(big.phase(), "Running");
+  EXPECT_EQ(big.tasks_ready(), 2);
+  EXPECT_EQ(big.gpu_milli(), 16000);
+  ASSERT_EQ(big.tasks_size(), 2);
+  EXPECT_EQ(big.tasks(0).state(), "Running") << "no executor: the bind is taken as done";
+  EXPECT_EQ(big.tasks(0).gpus_size(), 8);
+  admin::Job next = Get("next");
+  EXPECT_NE(next.phase(), "Running");
+  EXPECT_FALSE(next.pending_reason().empty());
+  // It may start once big's walltime is over: started + 600 s.
+  EXPECT_EQ(next.expected_start_ms(), big.started_ms() + 600'000);
+
+  admin::ListQueuesResponse queues;
+  grpc::ClientContext qc;
+  ASSERT_TRUE(stub_->ListQueues(&qc, admin::ListQueuesRequest(), &queues).ok());
+  ASSERT_EQ(queues.queues_size(), 1);
+  EXPECT_EQ(queues.queues(0).allocated().gpu_milli(), 16000);
+  EXPECT_EQ(queues.queues(0).pending_jobs(), 1);
+  EXPECT_EQ(queues.queues(0).running_jobs(), 1);
+
+  admin::ListNodesResponse nodes;
+  grpc::ClientContext nc;
+  ASSERT_TRUE(stub_->ListNodes(&nc, admin::ListNodesRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 2);
+  EXPECT_EQ(nodes.nodes(0).gpus_free(), 0);
+
+  admin::ListJobsRequest only_running;
+  only_running.add_phases("Running");
+  admin::ListJobsResponse jobs;
+  grpc::ClientContext jc;
+  ASSERT_TRUE(stub_->ListJobs(&jc, only_running, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).name(), "big");
+}
+
+TEST_F(AdminApiTest, MalformedRequestsGetInvalidArgumentWithTheField) {
+  Start();
+  admin::SubmitJobRequest empty;
+  admin::SubmitJobResponse resp;
+  grpc::ClientContext c1;
+  grpc::Status s = stub_->SubmitJob(&c1, empty, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "job: missing");
+
+  admin::SubmitJobRequest bad;
+  bad.mutable_job()->set_name("x");
+  admin::Role* r = bad.mutable_job()->add_roles();
+  r->set_replicas(1);
+  r->set_gpu_count(2);
+  r->set_gpu_milli(500);  // a share of more than one GPU
+  grpc::ClientContext c2;
+  s = stub_->SubmitJob(&c2, bad, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("job 'x': roles[0]"), std::string::npos) << s.error_message();
+
+  bad.mutable_job()->set_topology_mode(static_cast<admin::JobSpec::TopologyMode>(9));
+  grpc::ClientContext c3;
+  s = stub_->SubmitJob(&c3, bad, &resp);
+  EXPECT_NE(s.error_message().find("topology_mode: unknown value 9"), std::string::npos) << s.error_message();
+
+  grpc::Status unknown_queue = Submit(JobBuilder("q").Queue("nope").Build());
+  EXPECT_EQ(unknown_queue.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(unknown_queue.error_message().find("unknown queue 'nope'"), std::string::npos);
+
+  admin::ListJobsRequest phase;
+  phase.add_phases("Sleeping");
+  admin::ListJobsResponse jobs;
+  grpc::ClientContext c4;
+  s = stub_->ListJobs(&c4, phase, &jobs);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Raw bytes that are not a SubmitJobRequest: gRPC refuses them, the
+  // daemon stays up.
+  grpc::ClientContext c5;
+  admin::GetJobRequest none;
+  admin::Job j;
+  EXPECT_EQ(stub_->GetJob(&c5, none, &j).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(Submit(JobBuilder("still-up").Build()).ok());
+}
+
+TEST_F(AdminApiTest, MutationsNeedTheTokenReadsDoNot) {
+  Start("s3cret");
+  EXPECT_EQ(Submit(JobBuilder("a").Build()).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit(JobBuilder("a").Build(), "wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Submit(JobBuilder("a").Build(), "s3cret").ok());
+  admin::CancelJobRequest cancel;
+  cancel.set_name("a");
+  admin::CancelJobResponse cr;
+  grpc::ClientContext c1;
+  EXPECT_EQ(stub_->CancelJob(&c1, cancel, &cr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Get("a").name(), "a") << "reads are open";
+}
+
+TEST_F(AdminApiTest, AcknowledgedJobsComeBackAfterRestartRunningWhereTheyRan) {
+  Start();
+  ASSERT_TRUE(Submit(JobBuilder("run").Gang(2).GpusPerTask(4).Build()).ok());
+  ASSERT_TRUE(Submit(JobBuilder("gone").Build()).ok());
+  daemon_->Tick();
+  admin::CancelJobRequest cancel;
+  cancel.set_name("gone");
+  admin::CancelJobResponse cr;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->CancelJob(&c1, cancel, &cr).ok());
+  const admin::Job before = Get("run");
+  ASSERT_EQ(before.phase(), "Running");
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+
+  Start();
+  EXPECT_EQ(daemon_->recovered_jobs(), 2u);
+  const admin::Job after = Get("run");
+  EXPECT_EQ(after.phase(), "Running");
+  EXPECT_EQ(after.generation(), before.generation());
+  ASSERT_EQ(after.tasks_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(after.tasks(i).node(), before.tasks(i).node());
+    EXPECT_EQ(after.tasks(i).gpus().size(), 4);
+  }
+  EXPECT_EQ(Get("gone").phase(), "Aborted");
+  EXPECT_EQ(Submit(JobBuilder("run").Build()).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(AdminApiTest, InvalidPolicyIsRejectedWithItsErrorsAndTheOldStays) {
+  Start();
+  admin::UpdatePolicyRequest req;
+  req.set_yaml("actions: \"allocate, shuffle\"\ntiers: []\n");
+  admin::UpdatePolicyResponse resp;
+  grpc::ClientContext c1;
+  grpc::Status s = stub_->UpdatePolicy(&c1, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("UpdatePolicy:1:"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("unknown action 'shuffle'"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(Submit(JobBuilder("before").Build()).ok()) << "the old policy still schedules";
+
+  req.set_yaml("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\nqueues:\n- name: default\n- name: research\n  weight: 3\n");
+  grpc::ClientContext c2;
+  ASSERT_TRUE(stub_->UpdatePolicy(&c2, req, &resp).ok());
+  EXPECT_TRUE(Submit(JobBuilder("r").Queue("research").Build()).ok()) << "the new queue exists";
+  // The journaled policy is the one in force after a restart without --policy.
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+  Start();
+  EXPECT_EQ(Get("r").queue(), "research");
+}
+
+TEST_F(AdminApiTest, WatchEventsStreamsSubmitAndStart) {
+  Start();
+  grpc::ClientContext ctx;
+  admin::WatchEventsRequest req;
+  req.set_job("w");
+  auto reader = stub_->WatchEvents(&ctx, req);
+  // The watch is registered once the server has read the request; give it a
+  // moment, then act.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(Submit(JobBuilder("other").Build()).ok());
+  ASSERT_TRUE(Submit(JobBuilder("w").Gang(1).GpusPerTask(1).Build()).ok());
+  daemon_->Tick();
+  admin::Event e;
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.kind(), "submit");
+  EXPECT_EQ(e.job(), "w") << "filtered to its job";
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.kind(), "start");
+  EXPECT_NE(e.detail().find("generation 1"), std::string::npos) << e.detail();
+  ctx.TryCancel();
+}
+
+}  // namespace
+}  // namespace ringmaster::server
