@@ -32,20 +32,26 @@ start() {
   done
 }
 stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
+cpu() { awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; }  # the daemon's user+sys seconds (USER_HZ 100)
 
 start
 echo "== SubmitJob, durable: $N jobs, $T client threads, $NODES nodes"
+c0=$(cpu)
 "$GEN" "127.0.0.1:$port" "$N" "$T" job
+c1=$(cpu)
+echo "    daemon CPU during the submissions: $(echo "$c1 - $c0" | bc) s ($(echo "$N / ($c1 - $c0)" | bc) jobs per daemon CPU-second)"
 sleep 2  # a cycle or two: the jobs get placed and their placements journaled
 stop
 ls -l "$work"/journal.db* | awk '{print "   ", $5, $9}'
 
-echo "== restart with $N jobs in the journal: exec -> first GetJob answered"
+echo "== restart with $N jobs in the journal: exec -> admin API listening -> first GetJob answered"
 t0=$(date +%s.%N)
 start
+tl=$(date +%s.%N)
 until "$BIN" job job-0 --server "127.0.0.1:$port" --timeout 5 >/dev/null 2>&1; do sleep 0.005; done
 t1=$(date +%s.%N)
-grep '^recovered' "$work/out"
+sed 's/^/    /' "$work/out" | grep recovered
+echo "    exec to listening: $(echo "$tl - $t0" | bc) s (daemon CPU $(cpu) s)"
 "$BIN" jobs --phase Running --server "127.0.0.1:$port" --json | grep -c '"phase": "Running"' | sed 's/^/    running after restart: /'
-echo "    to serving: $(echo "$t1 - $t0" | bc) s"
+echo "    exec to first GetJob answered (a ringmaster CLI process per try): $(echo "$t1 - $t0" | bc) s"
 stop

@@ -9,6 +9,7 @@
 // turns flags into DaemonOptions.
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -126,14 +127,19 @@ int Run(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   const std::string http_host = options->http.address;
   auto registry = plugins::BuiltinRegistry();
+  const auto started = std::chrono::steady_clock::now();
   auto daemon = server::Daemon::Start(*std::move(options), registry);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   if (!daemon.ok()) {
     std::cerr << "serve: " << daemon.status().message() << "\n";
     return 2;
   }
   server::Daemon& d = **daemon;
   if (f.state.empty()) std::cerr << "serve: no --state: accepted jobs will not survive a restart" << std::endl;
-  if (d.recovered_jobs() > 0) std::cout << "recovered " << d.recovered_jobs() << " jobs from " << f.state << std::endl;
+  if (d.recovered_jobs() > 0) {
+    std::cout << "recovered " << d.recovered_jobs() << " jobs from " << f.state << " (started in " << ms.count()
+              << " ms)" << std::endl;
+  }
   std::cout << "extender listening on " << http_host << ":" << d.http_port() << std::endl;
   if (d.grpc_port() > 0) std::cout << "admin API listening on " << d.grpc_host() << ":" << d.grpc_port() << std::endl;
   d.Run(signals);

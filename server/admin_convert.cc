@@ -108,7 +108,7 @@ admin::Resources ResourcesToProto(const Resources& r) {
   return p;
 }
 
-admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, bool detail) {
+admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, JobView view) {
   const scheduler::State& st = engine.state();
   const scheduler::Job& job = st.job(id);
   admin::Job p;
@@ -123,9 +123,9 @@ admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, bool
   p.set_created_ms(job.created());
   p.set_started_ms(job.started());
   p.set_pending_reason(job.phase() == scheduler::JobPhase::kRunning ? "" : job.pending_reason());
-  p.set_expected_start_ms(engine.ExpectedStart(id));
+  p.set_expected_start_ms(view == JobView::kBrief ? -1 : engine.ExpectedStart(id));
   p.set_generation(job.generation());
-  if (!detail) return p;
+  if (view != JobView::kFull) return p;
   *p.mutable_spec() = JobSpecToProto(job.spec());
   for (const scheduler::Task& t : job.tasks()) {
     admin::Task* o = p.add_tasks();

@@ -17,8 +17,11 @@ absl::StatusOr<scheduler::JobSpec> JobSpecFromProto(const admin::JobSpec& p);
 admin::JobSpec JobSpecToProto(const scheduler::JobSpec& s);
 
 admin::Resources ResourcesToProto(const topology::Resources& r);
-// A job as ListJobs shows it; `detail` adds the spec and the tasks (GetJob).
-admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, bool detail);
+// How much of a job to show: kBrief leaves out the expected start (-1; it
+// costs a walk over the running tasks), kList is what ListJobs shows, kFull
+// adds the spec and the tasks (GetJob).
+enum class JobView { kBrief, kList, kFull };
+admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, JobView view);
 admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine);
 admin::ListNodesResponse NodesToProto(const scheduler::Engine& engine);
 

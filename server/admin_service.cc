@@ -201,7 +201,7 @@ grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::Subm
   }
   events_.Publish(clock_.Now(), "submit", name, "");
   absl::MutexLock lock(&engine_mu_);
-  *resp->mutable_job() = JobToProto(engine_, id, false);
+  *resp->mutable_job() = JobToProto(engine_, id, JobView::kBrief);
   return grpc::Status::OK;
 }
 
@@ -217,7 +217,7 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
     if (journal_ && accepted_.count(id)) {
       durable = journal_->SetPhase(req->name(), static_cast<int>(JobPhase::kAborted), /*terminal=*/true);
     }
-    *resp->mutable_job() = JobToProto(engine_, id, false);
+    *resp->mutable_job() = JobToProto(engine_, id, JobView::kBrief);
   }
   if (durable.valid()) {
     if (absl::Status s = durable.get(); !s.ok()) return ToGrpc(s);
@@ -230,7 +230,7 @@ grpc::Status AdminService::GetJob(grpc::ServerContext*, const admin::GetJobReque
   absl::MutexLock lock(&engine_mu_);
   const JobId id = engine_.FindJob(req->name());
   if (!id.valid()) return NoJob(req->name());
-  *resp = JobToProto(engine_, id, true);
+  *resp = JobToProto(engine_, id, JobView::kFull);
   return grpc::Status::OK;
 }
 
@@ -251,7 +251,7 @@ grpc::Status AdminService::ListJobs(grpc::ServerContext*, const admin::ListJobsR
     const scheduler::Job& job = st.job(JobId(i));
     if (!req->queue().empty() && job.spec().queue != req->queue()) continue;
     if (!phases.empty() && !phases.count(std::string(scheduler::PhaseName(job.phase())))) continue;
-    *resp->add_jobs() = JobToProto(engine_, job.id(), false);
+    *resp->add_jobs() = JobToProto(engine_, job.id(), JobView::kList);
   }
   return grpc::Status::OK;
 }

@@ -62,8 +62,8 @@ run 4 "$BIN" submit -f "$work/jobs.yaml"
 expect 'needs a token'
 export RINGMASTER_TOKEN=s3cret
 run 0 "$BIN" submit -f "$work/jobs.yaml"
-expect '^train +default +Pending$'
-expect '^eval +default +Pending$'
+expect '^train +default +(Pending|Inqueue|Running)$'
+expect '^eval +default +(Pending|Inqueue)$'
 run 5 "$BIN" submit --name train --gpus 1
 expect "already submitted"
 # Bad input file: 2, nothing sent.
@@ -122,7 +122,7 @@ kill -HUP "$pid"
 for _ in $(seq 50); do grep -q 'policy reload rejected' "$work/err" && break; sleep 0.1; done
 grep -q "unknown action 'shuffle'" "$work/err" || fail "SIGHUP rejection not reported"
 run 0 "$BIN" submit --name later --queue research --gpus 1
-expect '^later +research +Pending$'
+expect '^later +research +(Pending|Inqueue|Running)$'
 
 kill -TERM "$pid"
 set +e
