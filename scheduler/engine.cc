@@ -100,7 +100,6 @@ absl::StatusOr<JobId> Engine::RestoreJob(JobSpec spec, Timestamp created, std::s
   const topology::Cluster& c = state_->cluster();
   // 1. Check every placement before changing anything: the node exists and
   //    is schedulable, the GPU indices are its own and free, the task fits.
-  std::vector<Resources> idle(state_->num_nodes());
   std::map<std::pair<uint32_t, int16_t>, int64_t> gpu_taken;
   std::set<uint32_t> seen;
   for (const RestoredTask& r : placed) {
