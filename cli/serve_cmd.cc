@@ -72,11 +72,7 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
   }
   server::ApiServerOptions o;
   o.url = f.api_server;
-  if (!f.api_token_file.empty()) {
-    auto token = ReadToken("--api-token-file", f.api_token_file);
-    if (!token.ok()) return token.status();
-    o.token = *token;
-  }
+  o.token_file = f.api_token_file;  // re-read per request (rotated service-account tokens)
   return server::MakeApiServerBinder(std::move(o));
 }
 
