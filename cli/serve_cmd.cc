@@ -13,8 +13,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "common/logging.h"
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
 #include "scheduler/policy.h"
@@ -22,6 +24,7 @@
 #include "server/extender_http.h"
 #include "server/http_server.h"
 #include "server/kube_binder.h"
+#include "server/serve_metrics.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -38,6 +41,7 @@ struct ServeFlags {
   std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
+  std::string log_level;
 };
 
 // Milliseconds since the Unix epoch.
@@ -89,7 +93,18 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
   return server::MakeApiServerBinder(std::move(o));
 }
 
+// GET /metrics: the engine's cycles (observed by the extender after each
+// one) and the HTTP requests (timed around `handler`).
+server::HttpHandler WithMetrics(server::ServeMetrics& metrics, server::Extender& extender,
+                                server::HttpHandler handler) {
+  extender.SetCycleObserver([&metrics](double seconds, const scheduler::Decisions& d, const scheduler::State& s) {
+    metrics.ObserveCycle(seconds, d, s);
+  });
+  return server::WithMetricsRoutes(metrics, std::move(handler));
+}
+
 int Run(const ServeFlags& f) {
+  if (!StartLogging(f.log_level, "serve")) return ExitCode();
   auto binder = MakeBinder(f);
   if (!binder.ok()) {
     std::cerr << "serve: " << binder.status().message() << "\n";
@@ -138,13 +153,18 @@ int Run(const ServeFlags& f) {
   ho.port = address->second;
   ho.threads = f.threads;
   ho.body_limit = uint64_t(f.max_body_mib) << 20;
+  server::MetricsRegistry registry;
+  server::ServeMetrics metrics(registry);
   auto http = server::HttpServer::Start(
-      ho, [&extender](const server::HttpRequest& r) { return server::HandleExtenderRequest(extender, r); });
+      ho, WithMetrics(metrics, extender,
+                      [&extender](const server::HttpRequest& r) { return server::HandleExtenderRequest(extender, r); }));
   if (!http.ok()) {
     std::cerr << "serve: " << http.status().message() << "\n";
     return 1;
   }
   std::cout << "extender listening on " << ho.address << ":" << (*http)->port() << std::endl;
+  common::Log(common::LogLevel::info, "serving", {{"http", absl::StrCat(ho.address, ":", (*http)->port())},
+                                                  {"period_ms", f.period_ms}, {"policy", f.policy}});
   Loop(extender, stop, f.period_ms);
   (*http)->Stop();
   std::cout << "serve stopped after " << (*engine)->cycles() << " cycles, " << extender.bindings().size()
@@ -174,6 +194,7 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--token-file", f->token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
+  AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f] { ExitCode() = Run(*f); });
 }
 
