@@ -60,9 +60,10 @@ class Reader {
   absl::StatusOr<int64_t> Int(const YAML::Node& node, absl::string_view field, int64_t min,
                               int64_t max = INT32_MAX) const {
     int64_t v = 0;
-    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v) || v < min || v > max) {
-      return Error(node, field, absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v) || v < min) {
+      return Error(node, field, absl::StrCat("must be an integer >= ", min));
     }
+    if (v > max) return Error(node, field, absl::StrCat("must be at most ", max));
     return v;
   }
 
