@@ -153,8 +153,8 @@ int Run(const ServeFlags& f) {
   ho.port = address->second;
   ho.threads = f.threads;
   ho.body_limit = uint64_t(f.max_body_mib) << 20;
-  server::MetricsRegistry registry;
-  server::ServeMetrics metrics(registry);
+  server::MetricsRegistry metrics_registry;
+  server::ServeMetrics metrics(metrics_registry);
   auto http = server::HttpServer::Start(
       ho, WithMetrics(metrics, extender,
                       [&extender](const server::HttpRequest& r) { return server::HandleExtenderRequest(extender, r); }));
