@@ -3,12 +3,22 @@
 #ifndef RINGMASTER_CLI_COMMANDS_H_
 #define RINGMASTER_CLI_COMMANDS_H_
 
+#include <string>
+#include <string_view>
+
 #include <CLI/CLI.hpp>
 
 namespace ringmaster::cli {
 
 // Exit code a subcommand's callback leaves here; main returns it.
 int& ExitCode();
+
+// --log-level on the subcommands that run for long (serve, coordinator,
+// shim run): common/logging.h's level, over RINGMASTER_LOG.
+void AddLogLevelOption(CLI::App& cmd, std::string& level);
+// Sets up logging at that level. A bad level prints "COMMAND: what" on
+// stderr, sets exit code 2 and returns false.
+bool StartLogging(const std::string& level, std::string_view command);
 
 void RegisterScheduleCommand(CLI::App& app);
 void RegisterPolicyCommand(CLI::App& app);

@@ -19,6 +19,7 @@ struct CoordinatorFlags {
   std::string listen = "127.0.0.1:7070";
   int heartbeat_timeout_ms = 5000;
   int max_value_bytes = 1 << 20;
+  std::string log_level;
 };
 
 struct ResizeFlags {
@@ -29,6 +30,7 @@ struct ResizeFlags {
 };
 
 void RunCoordinator(const CoordinatorFlags& f) {
+  if (!StartLogging(f.log_level, "coordinator")) return;
   // Block the stop signals before any server thread exists, then wait.
   sigset_t stop;
   sigemptyset(&stop);
@@ -84,6 +86,7 @@ void RegisterCoordinatorCommand(CLI::App& app) {
   c->add_option("--max-value-bytes", flags->max_value_bytes,
                 "largest key-value store value")
       ->check(CLI::PositiveNumber);
+  AddLogLevelOption(*c, flags->log_level);
   c->callback([flags] { RunCoordinator(*flags); });
 
   auto rflags = std::make_shared<ResizeFlags>();

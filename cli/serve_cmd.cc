@@ -15,12 +15,15 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "common/logging.h"
 #include "plugins/registry.h"
 #include "server/daemon.h"
 #include "server/extender.h"
 #include "server/kube_binder.h"
+#include "server/serve_metrics.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -40,6 +43,7 @@ struct ServeFlags {
   std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
+  std::string log_level;
 };
 
 bool HasCluster(const ClusterFlags& f) { return !f.cluster_file.empty() || !f.nodes.empty(); }
@@ -109,6 +113,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
 }
 
 int Run(const ServeFlags& f) {
+  if (!StartLogging(f.log_level, "serve")) return ExitCode();
   auto options = Options(f);
   if (!options.ok()) {
     std::cerr << "serve: " << options.status().message() << "\n";
@@ -137,6 +142,9 @@ int Run(const ServeFlags& f) {
               << " ms)" << std::endl;
   }
   std::cout << "extender listening on " << http_host << ":" << d.http_port() << std::endl;
+  common::Log(common::LogLevel::info, "serving",
+              {{"http", absl::StrCat(http_host, ":", d.http_port())}, {"grpc_port", d.grpc_port()},
+               {"period_ms", f.period_ms}, {"policy", f.policy}});
   if (d.grpc_port() > 0) std::cout << "admin API listening on " << d.grpc_host() << ":" << d.grpc_port() << std::endl;
   d.Run(signals);
   absl::Status flushed = d.Shutdown();
@@ -178,6 +186,7 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--api-token-file", f->api_token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
+  AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f] { ExitCode() = Run(*f); });
 }
 

@@ -22,9 +22,11 @@ struct ShimRunFlags {
   std::string mode = "restart";
   int grace_ms = 5000;
   std::vector<std::string> command;
+  std::string log_level;
 };
 
 void RunShim(const ShimRunFlags& f) {
+  if (!StartLogging(f.log_level, "shim run")) return;
   shim::LaunchOptions o;
   o.client.address = f.coordinator;
   o.client.job = f.job;
@@ -64,6 +66,7 @@ void RegisterShimCommand(CLI::App& app) {
   run->add_option("--mode", f->mode, "restart or inprocess")
       ->check(CLI::IsMember({"restart", "inprocess"}));
   run->add_option("--grace-ms", f->grace_ms, "SIGTERM to SIGKILL delay");
+  AddLogLevelOption(*run, f->log_level);
   run->add_option("command", f->command, "the command, after --")
       ->required();
   run->callback([f] { RunShim(*f); });

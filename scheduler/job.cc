@@ -1,6 +1,7 @@
 #include "scheduler/job.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -45,9 +46,9 @@ bool CountsReady(TaskState s) {
 }
 
 int JobSpec::total_replicas() const {
-  int n = 0;
-  for (const auto& r : roles) n += r.replicas;
-  return n;
+  int64_t n = 0;
+  for (const auto& r : roles) n += std::max(r.replicas, 0);  // at most 2^31 roles of < 2^31: no overflow
+  return static_cast<int>(std::min<int64_t>(n, INT_MAX));
 }
 
 absl::Status JobSpec::Validate() const {
@@ -71,6 +72,13 @@ absl::Status JobSpec::Validate() const {
   }
   const int total = total_replicas();
   if (total == 0) return err("roles", "a job needs at least one task");
+  if (total > kMaxTasksPerJob) {
+    return err("roles", absl::StrCat(total, " tasks is more than the ", kMaxTasksPerJob, " a job may have"));
+  }
+  if (elastic_max > kMaxTasksPerJob) {
+    return err("elastic", absl::StrCat("max ", elastic_max, " is more than the ", kMaxTasksPerJob,
+                                       " tasks a job may have"));
+  }
   if (min_member < 0) return err("min_member", "must be >= 0");
   if (min_member > total) {
     return err("min_member", absl::StrCat(min_member, " is more than the job's ", total, " tasks"));

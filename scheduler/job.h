@@ -79,6 +79,11 @@ struct RoleSpec {
 
 enum class TopologyMode { kNone, kHard, kSoft };
 
+// The most tasks one job may have, and an elastic job grow to: far above any
+// real gang, and low enough that a typo (or a hostile request) cannot make
+// the engine allocate billions of tasks.
+inline constexpr int kMaxTasksPerJob = 100'000;
+
 struct JobSpec {
   std::string name;
   std::string queue = "default";
@@ -109,6 +114,8 @@ struct JobSpec {
   // Checks the spec on its own (counts, ranges, GPU shapes). The message names
   // the job and the field.
   absl::Status Validate() const;
+  // The sum of the roles' replicas (saturating at INT_MAX; Validate rejects
+  // more than kMaxTasksPerJob).
   int total_replicas() const;
 };
 

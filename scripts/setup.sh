@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3
+  clang libclang-rt-14-dev
   libabsl-dev
   libboost-dev libboost-system-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build needs, builds with -Werror, runs every test through
 # ctest, then builds again with AddressSanitizer + UndefinedBehaviorSanitizer
-# and runs the same tests.
+# and runs the same tests; then builds the libFuzzer targets with clang and
+# runs each for a few seconds (FUZZ_SECONDS, default 8).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +29,7 @@ echo "== tests under sanitizers"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
 UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   ctest --test-dir build/asan -j "$JOBS" --timeout 900
-echo "== all tests passed (plain and sanitized)"
+echo "== fuzz every parser of outside input briefly (clang + libFuzzer; docs/FUZZING.md)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-8}"
+bash scripts/fuzz.sh --all "$FUZZ_SECONDS"
+echo "== all tests passed (plain, sanitized and fuzzed)"

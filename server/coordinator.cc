@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 
 namespace ringmaster::server {
 namespace {
@@ -112,6 +113,8 @@ absl::StatusOr<Subscription> Coordinator::Join(
   w.last_generation = request.last_generation();
   w.last_rank = request.last_generation() > 0 ? request.last_rank() : -1;
   Subscription sub{job.name, w.id, w.subscription};
+  common::Log(common::LogLevel::info, "worker joined",
+              {{"job", job.name}, {"worker", w.id}, {"host", w.host}, {"last_generation", w.last_generation}});
   Reconcile(job, job.generation == 0 ? api::REASON_INITIAL : api::REASON_GROW,
             {}, /*force=*/false);
   WakeAll();
@@ -295,6 +298,9 @@ absl::StatusOr<int64_t> Coordinator::ReportFailure(
     }
   }
   for (const auto& d : dropped) job.workers.erase(d);
+  common::Log(common::LogLevel::warn, "failure reported",
+              {{"job", job.name}, {"generation", job.generation}, {"suspect", request.suspect()},
+               {"detail", request.detail()}, {"dropped", absl::StrJoin(dropped, ",")}});
   if (dropped.empty() && options_.failure_report_grace > absl::ZeroDuration()) {
     if (job.pending_failure_generation != job.generation) {
       job.pending_failure_generation = job.generation;
@@ -318,6 +324,8 @@ absl::Status Coordinator::Leave(const api::LeaveRequest& request) {
   }
   job.workers.erase(request.worker_id());
   if (request.finished()) job.finished = true;
+  common::Log(common::LogLevel::info, "worker left",
+              {{"job", job.name}, {"worker", request.worker_id()}, {"finished", request.finished() ? "true" : "false"}});
   if (IsMember(job, request.worker_id()) && !job.finished) {
     Reconcile(job, api::REASON_PLANNED_SHRINK, {request.worker_id()},
               /*force=*/false);
@@ -411,6 +419,8 @@ void Coordinator::Tick() {
       }
     }
     if (late.empty()) continue;
+    common::Log(common::LogLevel::warn, "heartbeats missed",
+                {{"job", job.name}, {"generation", job.generation}, {"workers", absl::StrJoin(late, ",")}});
     for (const auto& l : late) job.workers.erase(l);
     Reconcile(job, api::REASON_FAILURE, late, /*force=*/false);
     WakeAll();
@@ -517,6 +527,9 @@ void Coordinator::Publish(Job& job, std::vector<std::string> members,
   job.members_have_state = std::move(has_state);
   job.kv.clear();
   job.published_at = Now();
+  common::Log(common::LogLevel::info, "membership published",
+              {{"job", job.name}, {"generation", job.generation}, {"reason", api::Reason_Name(job.reason)},
+               {"members", absl::StrJoin(job.members, ",")}});
 }
 
 api::MembershipUpdate Coordinator::UpdateFor(const Job& job,

@@ -84,7 +84,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   d->recovered_ = recovered.jobs.size();
   // The servers.
   Extender* ext = d->extender_.get();
-  auto http = HttpServer::Start(o.http, [ext](const HttpRequest& r) { return HandleExtenderRequest(*ext, r); });
+  d->metrics_ = std::make_unique<ServeMetrics>(d->metrics_registry_);
+  ServeMetrics* metrics = d->metrics_.get();
+  ext->SetCycleObserver([metrics](double seconds, const scheduler::Decisions& dec, const scheduler::State& st) {
+    metrics->ObserveCycle(seconds, dec, st);
+  });
+  auto http = HttpServer::Start(
+      o.http, WithMetricsRoutes(*metrics, [ext](const HttpRequest& r) { return HandleExtenderRequest(*ext, r); }));
   if (!http.ok()) return http.status();
   d->http_ = *std::move(http);
   if (!o.grpc_address.empty()) {

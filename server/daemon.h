@@ -31,6 +31,8 @@
 #include "scheduler/engine.h"
 #include "server/extender.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/serve_metrics.h"
 
 namespace grpc {
 class Server;
@@ -99,6 +101,10 @@ class Daemon {
   std::unique_ptr<scheduler::Engine> engine_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<Extender> extender_;
+  // GET /metrics: every engine cycle (observed through the extender, which
+  // runs them all) and every HTTP request.
+  MetricsRegistry metrics_registry_;
+  std::unique_ptr<ServeMetrics> metrics_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;

@@ -2,9 +2,11 @@
 #include "server/extender.h"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace ringmaster::server {
 namespace {
@@ -45,6 +47,7 @@ void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result
     if (spec.ok()) {
       const std::string node_name = spec->name;
       added = engine_.AddNode(*std::move(spec)).status();
+      if (added.ok()) common::Log(common::LogLevel::info, "node learned", {{"node", node_name}});
       if (!added.ok()) result.failed_and_unresolvable_nodes[node_name] = std::string(added.message());
     } else if (name && name->is_string()) {
       result.failed_and_unresolvable_nodes[name->get<std::string>()] = std::string(added.message());
@@ -125,15 +128,22 @@ absl::Status Extender::Submit(Gang& gang) {
   gang.job = *id;
   ++attempt;
   gang_of_job_[*id] = gang.name;
+  common::Log(common::LogLevel::info, "gang submitted",
+              {{"gang", gang.name}, {"job", engine_.state().job(*id).name()}, {"pods", gang.members.size()},
+               {"min_member", gang.min_member}});
   return absl::OkStatus();
 }
 
 void Extender::RunCycle() {
+  const auto start = std::chrono::steady_clock::now();
   const scheduler::Decisions d = engine_.RunCycle();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  if (observe_) observe_(took.count(), d, engine_.state());
   const scheduler::Timestamp now = clock_.Now();
   for (const scheduler::Bind& b : d.binds) {
     auto g = gang_of_job_.find(b.job);
     if (g == gang_of_job_.end()) continue;
+    common::Log(common::LogLevel::debug, "reserved", {{"gang", g->second}, {"task", b.task_name}, {"node", b.node_name}});
     Gang& gang = gangs_.at(g->second);
     for (Member& m : gang.members) {
       if (m.task == b.task) m.node = b.node_name;
@@ -146,6 +156,9 @@ void Extender::RunCycle() {
   for (const scheduler::Eviction& e : d.evictions) {
     auto g = gang_of_job_.find(e.job);
     if (g == gang_of_job_.end()) continue;
+    common::Log(common::LogLevel::info, "evicted",
+                {{"gang", g->second}, {"task", e.task_name}, {"node", e.node_name},
+                 {"kind", scheduler::EvictionKindName(e.kind)}, {"reason", e.reason}, {"preemptor", e.preemptor}});
     for (Member& m : gangs_.at(g->second).members) {
       if (m.task == e.task) {
         m.node.clear();
@@ -173,6 +186,7 @@ void Extender::ExpireReservations() {
     expiries_.erase(expiries_.begin());
     Gang& g = gangs_.at(name);
     g.deadline = -1;
+    common::Log(common::LogLevel::warn, "reservation expired", {{"gang", name}, {"job", g.job.value()}});
     (void)engine_.CancelJob(g.job);  // fails only if the job already ended
     Forget(name);
   }
@@ -300,6 +314,8 @@ ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
   const absl::Status sent = binder_ ? binder_->Bind(args) : absl::OkStatus();
   const TaskState state = engine_.state().job(gang.job).task(m->task).state;
   if (!sent.ok()) {
+    common::Log(common::LogLevel::err, "bind failed",
+                {{"pod", key}, {"node", args.node}, {"gang", gang.name}, {"error", sent.message()}});
     if (state == TaskState::kBinding) (void)engine_.ConfirmBind(gang.job, m->task, false);
     for (Member& o : gang.members) o.node.clear();  // the engine released the gang; it places it again
     if (gang.deadline >= 0) expiries_.erase({gang.deadline, gang.name});
@@ -310,6 +326,7 @@ ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
   (void)engine_.TaskStarted(gang.job, m->task);
   m->bound = true;
   bindings_.push_back({key, args.node});
+  common::Log(common::LogLevel::info, "pod bound", {{"pod", key}, {"node", args.node}, {"gang", gang.name}});
   if (std::all_of(gang.members.begin(), gang.members.end(), [](const Member& o) { return o.bound || o.task == kNoTask; })) {
     if (gang.deadline >= 0) expiries_.erase({gang.deadline, gang.name});
     gang.deadline = -1;
@@ -321,6 +338,11 @@ void Extender::Tick() {
   absl::MutexLock lock(&mu_);
   ExpireReservations();
   RunCycle();
+}
+
+void Extender::SetCycleObserver(CycleObserver observe) {
+  absl::MutexLock lock(&mu_);
+  observe_ = std::move(observe);
 }
 
 void Extender::SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member) {

@@ -99,6 +99,15 @@ class Extender {
   // engine cycle and records its binds as reservations.
   void Tick();
 
+  // Called after every engine cycle the extender runs (Tick's, and those a
+  // completed gang's filter runs at once) with the cycle's wall time in
+  // seconds, its decisions and the engine's state after it, under the
+  // extender's lock: it must not call the extender. For metrics; set it
+  // before serving.
+  using CycleObserver =
+      std::function<void(double seconds, const scheduler::Decisions& decisions, const scheduler::State& state)>;
+  void SetCycleObserver(CycleObserver observe);
+
   // The PodGroup's minMember, for groups whose pods carry no min-member
   // annotation (scheduler-plugins keeps it only on the PodGroup object).
   void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member);
@@ -142,6 +151,7 @@ class Extender {
   // Why the pod's gang has no node for it yet.
   std::string WaitReason(const Gang& gang) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CycleObserver observe_ ABSL_GUARDED_BY(mu_);
   void ExpireReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* FindMember(const std::string& pod_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -26,8 +26,42 @@ absl::Status TypeError(std::string_view path, std::string_view want, const json&
       absl::StrCat(std::string(path), ": expected ", std::string(want), ", got ", got.type_name()));
 }
 
+// Kubernetes objects nest a few dozen levels at most. nlohmann::json parses
+// any depth without recursion, but copying, comparing and writing a value
+// recurse once per level: a body of a few hundred KiB of '[' would overflow
+// the stack of the thread answering it.
+constexpr int kMaxJsonDepth = 128;
+
+// The byte offset where `body` first nests deeper than kMaxJsonDepth, if it
+// does (brackets inside strings do not count).
+std::optional<size_t> TooDeep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses the body; a syntax error names the byte where it was found.
 absl::StatusOr<json> ParseBody(std::string_view body) {
+  if (const std::optional<size_t> at = TooDeep(body)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels at byte ", *at));
+  }
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_discarded()) return j;
   // Parse again with exceptions to learn where it broke.

@@ -41,7 +41,9 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void OnRead(beast::error_code ec, size_t) {
     if (ec == http::error::body_limit) {
-      Answer({413, "application/json", R"({"Error":"request body too large"})"}, 11, false);
+      Answer({413, "application/json",
+              absl::StrCat(R"({"Error":"request body too large: the limit is )", options_.body_limit, R"( bytes"})")},
+             11, false);
       return;
     }
     if (ec) {

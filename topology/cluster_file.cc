@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -55,11 +56,14 @@ class Reader {
     return node.Scalar();
   }
 
-  absl::StatusOr<int64_t> Int(const YAML::Node& node, absl::string_view field, int64_t min) const {
+  // Every integer of the file fits an int (callers narrow it to one).
+  absl::StatusOr<int64_t> Int(const YAML::Node& node, absl::string_view field, int64_t min,
+                              int64_t max = INT32_MAX) const {
     int64_t v = 0;
     if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v) || v < min) {
       return Error(node, field, absl::StrCat("must be an integer >= ", min));
     }
+    if (v > max) return Error(node, field, absl::StrCat("must be at most ", max));
     return v;
   }
 
@@ -322,6 +326,10 @@ class ClusterFileParser {
     return absl::OkStatus();
   }
 
+  // A cluster file naming more is a mistake (and would take gigabytes).
+  static constexpr int64_t kMaxClusterGpus = int64_t{1} << 22;
+  int64_t total_gpus_ = 0;
+
   absl::Status ReadGroup(const YAML::Node& node, const std::string& f, std::vector<NodeSpec>& out) {
     RM_RETURN_IF_ERROR(r_.CheckKeys(node, f,
                                     {"name", "count", "start", "gpus", "gpu_model", "gpu_memory",
@@ -331,7 +339,7 @@ class ClusterFileParser {
     RM_ASSIGN_OR_RETURN(pattern, r_.String(node["name"], f + ".name"));
     int64_t count = -1, start = 0;
     if (node["count"]) {
-      RM_ASSIGN_OR_RETURN(c, r_.Int(node["count"], f + ".count", 1));
+      RM_ASSIGN_OR_RETURN(c, r_.Int(node["count"], f + ".count", 1, kMaxNodesPerGroup));
       count = c;
     }
     if (node["start"]) {
@@ -348,6 +356,13 @@ class ClusterFileParser {
       RM_ASSIGN_OR_RETURN(v, r_.Int(node["gpus"], f + ".gpus", 0));
       if (v > 1024) return r_.Error(node["gpus"], f + ".gpus", "more than 1024 GPUs on one node");
       gpus = v;
+    }
+    if (out.size() + g.names.size() > size_t{kMaxNodesPerGroup}) {
+      return r_.Error(node["name"], f + ".name", absl::StrCat("the cluster has more than ", kMaxNodesPerGroup, " nodes"));
+    }
+    total_gpus_ += gpus * static_cast<int64_t>(g.names.size());
+    if (total_gpus_ > kMaxClusterGpus) {
+      return r_.Error(node, f + ".gpus", absl::StrCat("the cluster has more than ", kMaxClusterGpus, " GPUs"));
     }
     std::string model;
     if (node["gpu_model"]) {
@@ -476,7 +491,7 @@ absl::StatusOr<std::vector<std::string>> ExpandNamePattern(std::string_view patt
       return absl::InvalidArgumentError(
           absl::StrCat("pattern '", pattern, "': range bounds must be integers, FIRST <= LAST"));
     }
-    if (last - first >= 1'000'000) {
+    if (last - first >= kMaxNodesPerGroup) {
       return absl::InvalidArgumentError(absl::StrCat("pattern '", pattern, "': range too large"));
     }
     const int64_t n = last - first + 1;
@@ -513,6 +528,9 @@ absl::StatusOr<std::vector<std::string>> ExpandNamePattern(std::string_view patt
     if (count < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("pattern '", pattern, "' needs `count` (how many nodes)"));
+    }
+    if (count > kMaxNodesPerGroup) {
+      return absl::InvalidArgumentError(absl::StrCat("pattern '", pattern, "': count too large"));
     }
     const absl::string_view head = pattern.substr(0, pct);
     const absl::string_view tail = pattern.substr(p + 1);

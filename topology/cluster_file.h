@@ -29,10 +29,14 @@ absl::StatusOr<Cluster> ParseClusterFile(std::string_view text, std::string_view
 // Reads and parses the file at `path`. NotFound when it cannot be read.
 absl::StatusOr<Cluster> LoadClusterFile(const std::string& path);
 
+// The most nodes one node group (one name pattern) may name.
+inline constexpr int kMaxNodesPerGroup = 1'000'000;
+
 // Expands a node-name pattern: "dgx-{0..3}" gives dgx-0..dgx-3, "node-%03d"
 // with count 3 gives node-000..node-002 (numbered from `start`), a plain name
 // with count 1 gives itself. `count` < 0 means "not given". Fails when the
-// count is missing, disagrees with a range, or the pattern is malformed.
+// count is missing, disagrees with a range, or the pattern is malformed, or
+// names more than kMaxNodesPerGroup nodes.
 absl::StatusOr<std::vector<std::string>> ExpandNamePattern(std::string_view pattern, int count,
                                                            int start);
 

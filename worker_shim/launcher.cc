@@ -14,6 +14,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "common/logging.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
@@ -117,9 +118,12 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     generation = update->generation();
     if (update->rank() < 0) {
       if (was_member) {
+        common::Log(common::LogLevel::info, "shrunk away",
+                    {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}});
         (void)client.Leave(false);
         return 0;  // shrunk away
       }
+      common::Log(common::LogLevel::debug, "standby", {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}});
       continue;  // standby
     }
     was_member = true;
@@ -163,20 +167,30 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
                      {"RINGMASTER_WORKER", c.worker_id},
                      {"RINGMASTER_GENERATION", absl::StrCat(generation)}}));
     if (child < 0) return absl::InternalError("fork failed");
+    common::Log(common::LogLevel::info, "worker started",
+                {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}, {"rank", rank},
+                 {"world_size", update->world_size()}, {"pid", child}});
     while (true) {
       int status = 0;
       if (::waitpid(child, &status, WNOHANG) == child) {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+          common::Log(common::LogLevel::info, "worker finished",
+                      {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}});
           (void)client.Leave(/*finished=*/true);
           return 0;
         }
         // Crashed: everybody restarts in the next generation.
+        common::Log(common::LogLevel::warn, "worker failed",
+                    {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}, {"wait_status", status}});
         (void)client.ReportFailure(
             generation, "",
             absl::StrCat(c.worker_id, ": command exited with status ", status));
         break;
       }
       if (client.LatestGeneration() > generation) {
+        common::Log(common::LogLevel::info, "membership changed: stopping worker",
+                    {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation},
+                     {"next_generation", client.LatestGeneration()}});
         Stop(child, options.grace);
         break;
       }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "worker_shim/kv_store.h"
 
 namespace ringmaster::shim {
@@ -182,6 +183,9 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     if (update->rank() < 0) {
       if (rank_ >= 0) {
         // Shrunk away (or declared failed): this worker is done here.
+        common::Log(common::LogLevel::info, "removed from the job",
+                    {{"job", options_.client.job}, {"worker", options_.client.worker_id},
+                     {"generation", update->generation()}});
         backend_->Abort();
         rank_ = -1;
         return Boundary::kRemoved;
@@ -232,6 +236,9 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     if (!s.ok()) {
       // Superseded while re-forming, or a peer died in the middle: move on
       // to a newer generation (asking for one if none is coming).
+      common::Log(common::LogLevel::warn, "re-formation failed",
+                  {{"job", options_.client.job}, {"worker", options_.client.worker_id},
+                   {"generation", update->generation()}, {"error", s.message()}});
       backend_->Abort();
       if (client_->LatestGeneration() <= update->generation()) {
         (void)client_->ReportFailure(update->generation(), "",
@@ -268,6 +275,10 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     record.kv_rpc_us = adopted ? prepared->kv_rpc_us
                                : absl::ToInt64Microseconds(store.rpc_time());
     reforms_.push_back(record);
+    common::Log(common::LogLevel::info, "communicator re-formed",
+                {{"job", options_.client.job}, {"worker", options_.client.worker_id}, {"generation", generation_},
+                 {"rank", rank_}, {"world_size", world_size()}, {"rolled_back", rollback_needed ? "true" : "false"},
+                 {"prepared", adopted ? "true" : "false"}, {"took_us", record.synced_unix_us - boundary}});
     ResumePrepare();
     return Boundary::kReformed;
   }

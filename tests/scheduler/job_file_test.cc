@@ -54,5 +54,28 @@ TEST(JobFile, ErrorsSayWhereAndWhat) {
   EXPECT_EQ(bad.status().message(), "j.yaml:3:13: jobs[0].priority: wrong type: expected an integer");
 }
 
+// Found by fuzz/job_file_fuzzer.cc (docs/FUZZING.md): two roles of 2^31 - 1
+// replicas overflowed the task count (undefined behaviour), and one role of
+// 200 million replicas had the engine build 200 million tasks.
+TEST(JobFile, TaskCountsAreBounded) {
+  auto overflow = ParseJobFile(
+      "jobs:\n- name: a\n  roles:\n  - {name: w, replicas: 2147483647}\n  - {name: x, replicas: 2147483647}\n",
+      "j.yaml");
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.status().message().find("2147483647 tasks is more than the 100000 a job may have"),
+            std::string::npos)
+      << overflow.status();
+  auto huge = ParseJobFile("jobs:\n- name: a\n  roles:\n  - {name: w, replicas: 200000000, gpus: 1}\n", "j.yaml");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("200000000 tasks is more than the 100000"), std::string::npos)
+      << huge.status();
+  auto elastic = ParseJobFile("jobs:\n- name: a\n  elastic: {min: 1, max: 1000000}\n  roles: [{replicas: 2}]\n",
+                              "j.yaml");
+  ASSERT_FALSE(elastic.ok());
+  EXPECT_NE(elastic.status().message().find("max 1000000 is more than the 100000"), std::string::npos)
+      << elastic.status();
+  EXPECT_TRUE(ParseJobFile("jobs:\n- name: a\n  roles:\n  - {replicas: 100000}\n", "j.yaml").ok());
+}
+
 }  // namespace
 }  // namespace ringmaster::scheduler

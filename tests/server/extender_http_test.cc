@@ -142,6 +142,16 @@ TEST_F(ExtenderHttpTest, BadRequestsGetAnErrorAnswer) {
   EXPECT_EQ(Send(port, http::verb::post, "/nope", "{}").status, 404);
   // A body over the limit (1 MiB here) is refused from its declared length.
   EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n"), 413);
+  // Also when the body comes in chunks with no declared length (2 x 768 KiB).
+  const std::string chunk(768 << 10, ' ');
+  EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nc0000\r\n" + chunk +
+                              "\r\nc0000\r\n" + chunk + "\r\n0\r\n\r\n"),
+            413);
+  // JSON nested deeper than the wire reader takes is a 400 that says where,
+  // not a stack overflow in the thread copying it (docs/FUZZING.md).
+  r = Send(port, http::verb::post, "/filter", R"({"Pod": {"x": )" + std::string(300'000, '[') + std::string(300'000, ']') + "}}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("JSON nested deeper than 128 levels at byte 140"), std::string::npos) << r.body.substr(0, 200);
   // The server still answers after all that.
   EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
 }

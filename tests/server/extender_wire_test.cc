@@ -54,6 +54,23 @@ TEST(ExtenderWire, FilterArgsWithNodeNames) {
   EXPECT_EQ(j.at("NodeNames"), json({"n1", "n2", "n3"}));
 }
 
+// Found by fuzz/extender_wire_fuzzer.cc (docs/FUZZING.md): 200,000 nested
+// arrays in a Pod parsed (nlohmann::json parses without recursion), then
+// overflowed the stack when the request was copied or written back.
+TEST(ExtenderWire, DeepNestingIsRejectedWithWhere) {
+  const std::string deep = std::string(200'000, '[') + std::string(200'000, ']');
+  auto a = ParseExtenderArgs(R"({"Pod": {"metadata": {"name": "p"}, "x": )" + deep + "}}");
+  ASSERT_FALSE(a.ok());
+  // Byte 167 is the '[' that opens level 129: the outer object and the
+  // Pod's are levels 1 and 2, the arrays from byte 41 on levels 3, 4, ...
+  EXPECT_EQ(a.status().message(), "JSON nested deeper than 128 levels at byte 167");
+  // Brackets inside strings do not count; 128 levels are fine.
+  const std::string ok = std::string(127, '[') + std::string(127, ']');
+  EXPECT_TRUE(ParseExtenderArgs(R"({"Pod": {"metadata": {"name": "[[[[\"[["}}, "x": )" + ok + "}").ok());
+  EXPECT_FALSE(ParseExtenderBindingArgs(deep).ok());
+  EXPECT_FALSE(ParseExtenderPreemptionArgs(deep).ok());
+}
+
 TEST(ExtenderWire, KeysAreReadInAnyCaseAndAnExactMatchWins) {
   auto a = ParseExtenderArgs(R"({"pod": {"METADATA": {"Name": "p"}}, "nodenames": ["a"]})");
   ASSERT_TRUE(a.ok()) << a.status();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `ringmaster serve` end to end: starts on 127.0.0.1 with an ephemeral port,
-# answers /healthz and a gang of two over /filter and /bind, and exits 0 on
-# SIGTERM. Every wait is bounded; the server is killed if anything fails.
+# answers /healthz, a gang of two over /filter and /bind, and /metrics, logs
+# in key=value lines, and exits 0 on SIGTERM; refuses a bad log level. Every wait is bounded; the server is killed if anything fails.
 set -euo pipefail
 BIN=$1
 work=$(mktemp -d)
@@ -18,6 +18,18 @@ set +e
 rc=$?
 set -e
 [[ $rc == 2 ]] || { echo "serve without --no-bind: exit $rc, want 2"; exit 1; }
+
+# A bad log level (flag or RINGMASTER_LOG) is refused at start, saying which.
+set +e
+msg=$("$BIN" serve --no-bind --http 127.0.0.1:0 --log-level chatty 2>&1 >/dev/null)
+rc=$?
+set -e
+[[ $rc == 2 && $msg == *"serve: --log-level: unknown log level 'chatty'"* ]] || { echo "bad --log-level: exit $rc: $msg"; exit 1; }
+set +e
+msg=$(RINGMASTER_LOG=loud "$BIN" serve --no-bind --http 127.0.0.1:0 2>&1 >/dev/null)
+rc=$?
+set -e
+[[ $rc == 2 && $msg == *"RINGMASTER_LOG: unknown log level 'loud'"* ]] || { echo "bad RINGMASTER_LOG: exit $rc: $msg"; exit 1; }
 
 "$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --period-ms 50 --nodes 2 --gpus-per-node 8 >"$work/out" 2>"$work/err" &
 pid=$!
@@ -48,6 +60,19 @@ node=$(echo "$answer" | sed -n 's/.*"NodeNames":\["\([^"]*\)"\].*/\1/p')
 bind=$(curl -s --max-time 5 -X POST -d "{\"PodName\":\"b\",\"PodNamespace\":\"t\",\"PodUID\":\"u-b\",\"Node\":\"$node\"}" "$url/bind")
 [[ $bind == '{"Error":""}' ]] || { echo "bind: $bind"; exit 1; }
 [[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -X POST -d '{' "$url/filter") == 400 ]]
+
+# Metrics: the gang's two binds, the requests by verb and code, a cycle
+# histogram, the default queue's gauges.
+metrics=$(curl -s --max-time 5 "$url/metrics")
+for want in '^ringmaster_binds_total 2$' '^ringmaster_queue_allocated_gpus{queue="default"} 16$' \
+    '^ringmaster_queue_pending_jobs{queue="default"} 0$' '^ringmaster_http_requests_total{path="filter",code="200"} 2$' \
+    '^ringmaster_http_requests_total{path="filter",code="400"} 1$' '^ringmaster_cycle_duration_seconds_count [1-9][0-9]*$' \
+    '^# TYPE ringmaster_http_request_duration_seconds histogram$'; do
+  grep -q "$want" <<<"$metrics" || { echo "metrics lack $want:"; echo "$metrics"; exit 1; }
+done
+# Logs: key=value lines on stderr with the gang and the pod.
+grep -q 'level=info msg="gang submitted" gang=t/pair' "$work/err" || { echo "no gang log line:"; cat "$work/err"; exit 1; }
+grep -q 'level=info msg="pod bound" pod=t/b node=' "$work/err" || { echo "no bind log line:"; cat "$work/err"; exit 1; }
 
 kill -TERM "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

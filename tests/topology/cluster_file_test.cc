@@ -159,6 +159,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:2:5: node_groups[0].memory", "missing"},
         BadCase{"typo_key", "node_groups:\n  - name: a\n    cpu: 1\n    memory: 1Gi\n    gpu: 2\n",
                 "bad.yaml:5:5: node_groups[0].gpu", "unknown key"},
+        // Found by fuzz/cluster_file_fuzzer.cc (docs/FUZZING.md): a %d group
+        // of 50 million nodes took minutes and gigabytes; 2^32 + 1 was read
+        // as 1; a GPU index of 2^32 as GPU 0.
+        BadCase{"count_too_large", "node_groups:\n  - name: n%d\n    count: 50000000\n    cpu: 1\n    memory: 1\n",
+                "bad.yaml:3:12: node_groups[0].count", "must be at most 1000000"},
+        BadCase{"count_wraps", "node_groups:\n  - name: n%d\n    count: 4294967297\n    cpu: 1\n    memory: 1\n",
+                "bad.yaml:3:12: node_groups[0].count", "must be at most 1000000"},
+        BadCase{"gpu_index_wraps",
+                "node_groups:\n  - name: a\n    gpus: 2\n    cpu: 1\n    memory: 1\n    links:\n      nvlink_islands: [[4294967296, 1]]\n",
+                "bad.yaml:7:25: node_groups[0].links.nvlink_islands[0][0]", "must be at most 2147483647"},
+        BadCase{"too_many_gpus",
+                "node_groups:\n  - name: n{0..299999}\n    gpus: 8\n    cpu: 1\n    memory: 1\n"
+                "  - name: m{0..299999}\n    gpus: 8\n    cpu: 1\n    memory: 1\n",
+                "bad.yaml:6:5: node_groups[1].gpus", "the cluster has more than 4194304 GPUs"},
         BadCase{"count_mismatch", "node_groups:\n  - name: a{0..3}\n    count: 5\n    cpu: 1\n    memory: 1\n",
                 "bad.yaml:2:11: node_groups[0].name", "names 4 nodes but count is 5"},
         BadCase{"gpu_out_of_range",
