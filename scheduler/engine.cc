@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
     if (!built.ok()) return built.status();
     tree = *std::move(built);
   }
-  e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree));
+  e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree), &e->clock_);
   e->nodes_to_score_ = policy.nodes_to_score;
   for (const auto& tier : policy.tiers) {
     std::vector<Plugin*> list;
