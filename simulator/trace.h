@@ -67,6 +67,25 @@ absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::str
                                                  TraceFormat format);
 absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format);
 
+// What part of a trace a replay runs, and how (simulate's --from, --until,
+// --max-jobs, --one-queue, --walltime-oracle, --checkpoint-interval).
+struct TraceSlice {
+  double from_s = 0;       // jobs submitted at or after this
+  double until_s = -1;     // ... and before this (< 0: to the end)
+  int64_t max_jobs = 0;    // at most this many, the first by submit time (0: all)
+  std::string one_queue;   // non-empty: every job in this queue (ignore the trace's)
+  // Walltime = duration for jobs whose trace gives none: what schedulers that
+  // know run times (SJF, backfill) are compared with in the literature.
+  bool walltime_oracle = false;
+  // > 0: the checkpoint interval of jobs whose trace gives none (a preempted
+  // job then loses only the work since its last checkpoint).
+  double checkpoint_interval_s = 0;
+};
+
+// The jobs of `jobs` (sorted, as the readers return them) in the slice, with
+// submit times moved back by `from_s` (the slice starts at 0).
+std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice);
+
 // --- For the readers -----------------------------------------------------------
 
 // Checks every job (ranges, unique ids; errors name the job's line and the
