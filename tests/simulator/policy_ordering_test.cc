@@ -71,7 +71,7 @@ TEST(PolicyOrdering, SjfStartsTheShortestWalltimeFirst) {
 TEST(PolicyOrdering, LasBeatsFifoOnPhillysAverageJct) {
   // 300 Philly jobs from day 40 of the trace, all in one queue, on 2 nodes x
   // 8 GPUs (contended: most jobs wait), jobs checkpointing every 10 min.
-  // Measured: FIFO gang 39,016 s, LAS 21,455 s average JCT (-45 %); the
+  // Measured: FIFO gang 39,016 s, LAS 20,230 s average JCT (-48 %); the
   // literature (Tiresias, NSDI'19) reports LAS well below FIFO on Philly.
   auto all = ReadTrace(std::string(RINGMASTER_SOURCE_DIR) + "/data/traces/philly/philly.csv", TraceFormat::kPhilly);
   ASSERT_TRUE(all.ok()) << all.status();
