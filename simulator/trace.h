@@ -15,6 +15,7 @@
 #define RINGMASTER_SIMULATOR_TRACE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,7 +46,14 @@ struct TraceJob {
   double checkpoint_interval_s = 0;  // 0: no checkpoints (an eviction loses all progress)
   std::vector<std::string> gpu_models;  // allowed models; empty: any
   double comm_fraction = -1;            // < 0: the replay's default
-  int line = 0;                         // where the job's row is in its file
+  int line = 0;                         // where the job's row is in its file (0: none)
+  // The engine's job as given (a jobs file: roles, tolerations, node
+  // selector...); the fields above then describe its size and timing only.
+  // Empty: built from the fields above (simulator::JobSpecOf).
+  std::optional<scheduler::JobSpec> spec;
+  // Runs until the replay ends (a jobs file's job without a duration);
+  // readers never set it.
+  bool endless = false;
 
   int gpus() const { return tasks * gpus_per_task; }
   bool elastic() const { return max_tasks > min_tasks; }
