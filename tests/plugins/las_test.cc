@@ -83,19 +83,7 @@ TEST(LasPlugin, LeastAttainedServiceStartsFirstFifoInsideALevel) {
   h.Submit(JobBuilder("fresh1").GpusPerTask(8).Build());
   h.clock().Set(61'000);
   h.Submit(JobBuilder("fresh2").GpusPerTask(8).Build());
-  std::vector<std::string> order;
-  std::string running = "blocker";
-  for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(h.engine().FinishJob(h.job(running).id(), true).ok());
-    h.clock().Advance(1'000);
-    h.Cycle();
-    running.clear();
-    for (const std::string n : {"old", "fresh1", "fresh2"}) {
-      if (h.Running(n)) running = n;
-    }
-    ASSERT_FALSE(running.empty());
-    order.push_back(running);
-  }
+  const std::vector<std::string> order = StartOrder(h, "blocker", {"old", "fresh1", "fresh2"});
   EXPECT_EQ(order, (std::vector<std::string>{"fresh1", "fresh2", "old"}));
 }
 

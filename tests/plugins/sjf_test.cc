@@ -32,7 +32,7 @@ TEST(SjfPlugin, RejectsArguments) {
 
 // One node of 8 GPUs, every job takes all of it: the order in which the
 // waiting jobs start is the policy's job order.
-std::vector<std::string> StartOrder(const std::string& first_plugin) {
+std::vector<std::string> StartOrderUnder(const std::string& first_plugin) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate"
 tiers:
 - plugins:
@@ -52,26 +52,13 @@ tiers:
   h.Submit(JobBuilder("w1h").GpusPerTask(8).Walltime(3'600'000).Build());
   h.clock().Set(4'000);
   h.Submit(JobBuilder("w2h").GpusPerTask(8).Walltime(2 * 3'600'000).Build());
-  std::vector<std::string> order;
-  std::string running = "blocker";
-  for (int step = 0; step < 4; ++step) {
-    EXPECT_TRUE(h.engine().FinishJob(h.job(running).id(), true).ok());
-    h.clock().Advance(1'000);
-    h.Cycle();
-    running.clear();
-    for (const std::string n : {"w3h", "wnone", "w1h", "w2h"}) {
-      if (h.Running(n)) running = n;
-    }
-    if (running.empty()) break;
-    order.push_back(running);
-  }
-  return order;
+  return StartOrder(h, "blocker", {"w3h", "wnone", "w1h", "w2h"});
 }
 
 TEST(SjfPlugin, WaitingJobsStartShortestWalltimeFirst) {
-  EXPECT_EQ(StartOrder("sjf"), (std::vector<std::string>{"w1h", "w2h", "w3h", "wnone"}));
+  EXPECT_EQ(StartOrderUnder("sjf"), (std::vector<std::string>{"w1h", "w2h", "w3h", "wnone"}));
   // The same jobs under `priority` (all equal): first come, first served.
-  EXPECT_EQ(StartOrder("priority"), (std::vector<std::string>{"w3h", "wnone", "w1h", "w2h"}));
+  EXPECT_EQ(StartOrderUnder("priority"), (std::vector<std::string>{"w3h", "wnone", "w1h", "w2h"}));
 }
 
 }  // namespace
