@@ -4,17 +4,19 @@
 // grow, evict, finish) and then where every job went, or why it waits and
 // when it is expected to start.
 //
-// The virtual clock ticks once per `--period` seconds. At each tick: jobs
-// whose duration is over finish, members evicted `--release-after` seconds
-// ago report that they are gone (a worker shim leaves at its next step
-// boundary), jobs whose submit time has come arrive, then one cycle runs. It
-// stops when no arrival, completion or release is left and nothing changed
-// for `--settle` seconds (so idle-time growth can still happen).
+// The clock is the trace replay's (simulator::Replay: one event loop for
+// `schedule` and `simulate`). Cycles run at multiples of `--period` seconds
+// after anything changed, and every period while a job waits or could grow.
+// At each instant: jobs whose duration is over finish, members evicted
+// `--release-after` seconds ago report that they are gone (a worker shim
+// leaves at its next step boundary), jobs whose submit time has come arrive,
+// then the cycle runs. It stops when no arrival, completion or release is
+// left and nothing changed for `--settle` seconds (so idle-time growth can
+// still happen), or nothing could change any more.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +26,7 @@
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
 #include "scheduler/job_file.h"
+#include "simulator/replay.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -99,99 +102,12 @@ void PrintEvents(const scheduler::Engine& e, const scheduler::Decisions& d, Time
   }
 }
 
-int Run(const ScheduleFlags& f) {
-  auto registry = plugins::BuiltinRegistry();
-  auto loaded = scheduler::LoadPolicyOrDefault(f.policy, registry);
-  if (!loaded.ok()) {
-    std::cerr << loaded.status().message() << "\n";
-    return 2;
-  }
-  scheduler::Policy policy = *std::move(loaded);
-  std::string notes;
-  auto cluster = BuildCluster(f.cluster, &notes);
-  std::cerr << notes;
-  if (!cluster.ok()) {
-    std::cerr << cluster.status().message() << "\n";
-    return 2;
-  }
-  auto jobs = scheduler::LoadTimedJobFile(f.jobs);
-  if (!jobs.ok()) {
-    std::cerr << jobs.status().message() << "\n";
-    return 2;
-  }
-  scheduler::ManualClock clock(0);
-  scheduler::EngineOptions opts;
-  opts.check_invariants = false;
-  auto engine = scheduler::Engine::Create(*std::move(cluster), policy, registry, clock, opts);
-  if (!engine.ok()) {
-    std::cerr << engine.status().message() << "\n";
-    return 2;
-  }
-  auto& e = **engine;
-  const Timestamp period = std::max<Timestamp>(1, static_cast<Timestamp>(f.period_s * 1000));
-  const Timestamp release_after = static_cast<Timestamp>(f.release_after_s * 1000);
-  size_t next_job = 0;
-  std::map<scheduler::JobId, Timestamp> ends;                          // running jobs with a duration
-  std::set<std::tuple<Timestamp, scheduler::JobId, uint32_t>> leaves;  // evicted members' exits
-  std::map<scheduler::JobId, Timestamp> durations;
-  Timestamp quiet_since = 0;
-  int binds = 0;
-  if (!f.quiet) std::printf("%-8s %-7s %-16s %s\n", "TIME", "EVENT", "JOB", "DETAIL");
-  for (int cycle = 0; cycle < f.max_cycles; ++cycle) {
-    const Timestamp now = clock.Now();
-    bool changed = false;
-    for (auto it = ends.begin(); it != ends.end();) {
-      if (it->second > now) {
-        ++it;
-        continue;
-      }
-      if (e.FinishJob(it->first, true).ok() && !f.quiet) {
-        std::printf("%-8s %-7s %-16s ran its duration\n", Clock(now).c_str(), "finish", e.state().job(it->first).name().c_str());
-      }
-      it = ends.erase(it);
-      changed = true;
-    }
-    while (!leaves.empty() && std::get<0>(*leaves.begin()) <= now) {
-      const auto [at, job, task] = *leaves.begin();
-      leaves.erase(leaves.begin());
-      changed |= e.TaskReleased(job, task).ok();
-    }
-    while (next_job < jobs->size() && (*jobs)[next_job].submit_ms <= now) {
-      const auto& tj = (*jobs)[next_job++];
-      auto id = e.SubmitJob(tj.spec);
-      if (!id.ok()) {
-        std::cerr << f.jobs << ": " << id.status().message() << "\n";
-        return 2;
-      }
-      if (tj.duration_ms >= 0) durations[*id] = tj.duration_ms;
-      changed = true;
-    }
-    scheduler::Decisions d = e.RunCycle();
-    if (f.check) {
-      if (auto s = e.CheckInvariants(); !s.ok()) {
-        std::cerr << Clock(now) << " cycle " << e.cycles() << ": invariant broken: " << s.message() << "\n";
-        return 1;
-      }
-    }
-    binds += static_cast<int>(d.binds.size());
-    if (!f.quiet) PrintEvents(e, d, now);
-    for (const auto& m : d.membership) {
-      if (m.kind == scheduler::MembershipChange::Kind::kStart && durations.count(m.job)) {
-        ends[m.job] = now + durations[m.job];
-      }
-    }
-    for (const auto& ev : d.evictions) {
-      if (ev.deadline > now) leaves.insert({std::min(ev.deadline, now + release_after), ev.job, ev.task});
-    }
-    changed |= !d.empty();
-    if (changed) quiet_since = now;
-    const bool pending_events = next_job < jobs->size() || !ends.empty() || !leaves.empty() || e.NextDeadline() >= 0;
-    if (!pending_events && now - quiet_since >= static_cast<Timestamp>(f.settle_s * 1000)) break;
-    clock.Advance(period);
-  }
+// The final table: where every job went, or why it waits and when it is
+// expected to start.
+void PrintTable(const scheduler::Engine& e, Timestamp now, int binds, bool check) {
   const auto& st = e.state();
   std::cout << "\ncluster: " << st.cluster().num_nodes() << " nodes, " << st.cluster().total_gpus() << " GPUs, "
-            << st.free_index().TotalFree() << " GPUs free at " << Clock(clock.Now()) << " after " << e.cycles()
+            << st.free_index().TotalFree() << " GPUs free at " << Clock(now) << " after " << e.cycles()
             << " cycles, " << binds << " tasks bound\n\n";
   std::printf("%-22s %-10s %-9s %-7s %s\n", "JOB", "QUEUE", "STATE", "TASKS", "PLACEMENT / REASON");
   for (uint32_t i = 0; i < st.num_jobs(); ++i) {
@@ -210,12 +126,67 @@ int Run(const ScheduleFlags& f) {
     std::printf("%-22s %-10s %-9s %-7s %s\n", job.name().c_str(), job.spec().queue.c_str(),
                 std::string(scheduler::PhaseName(job.phase())).c_str(), tasks.c_str(), where.c_str());
   }
-  if (f.check) {
-    if (auto s = e.CheckInvariants(); !s.ok()) {
-      std::cerr << "invariant broken: " << s.message() << "\n";
-      return 1;
+  if (check) std::cout << "\ninvariants: ok\n";
+}
+
+// The jobs file replayed by the simulator's driver (simulator/replay.h, the
+// one virtual-clock event loop), with the jobs file's model of time: a job
+// ends `duration` after it starts whatever its size, and an evicted gang
+// runs its duration again from the start (unless it checkpoints).
+int Run(const ScheduleFlags& f) {
+  auto registry = plugins::BuiltinRegistry();
+  auto loaded = scheduler::LoadPolicyOrDefault(f.policy, registry);
+  if (!loaded.ok()) {
+    std::cerr << loaded.status().message() << "\n";
+    return 2;
+  }
+  std::string notes;
+  auto cluster = BuildCluster(f.cluster, &notes);
+  std::cerr << notes;
+  if (!cluster.ok()) {
+    std::cerr << cluster.status().message() << "\n";
+    return 2;
+  }
+  auto jobs = scheduler::LoadTimedJobFile(f.jobs);
+  if (!jobs.ok()) {
+    std::cerr << jobs.status().message() << "\n";
+    return 2;
+  }
+  simulator::ReplayOptions o;
+  o.cycle_period_s = f.period_s;
+  o.wake_period_s = f.period_s;  // a cycle every period while a job waits or could grow
+  o.settle_s = f.settle_s;
+  o.max_cycles = f.max_cycles;
+  o.release_after_s = f.release_after_s;
+  o.speed_scales_with_size = false;
+  o.reform_pause_s = 0;
+  o.restart_cost_s = 0;
+  o.queues_from_trace = false;
+  o.check = f.check;
+  int binds = 0;
+  o.on_cycle = [&](const scheduler::Engine& e, const scheduler::Decisions& d, int64_t now) {
+    binds += static_cast<int>(d.binds.size());
+    if (!f.quiet) PrintEvents(e, d, now);
+  };
+  o.on_finish = [&](const scheduler::Engine& e, scheduler::JobId id, int64_t now) {
+    if (!f.quiet) {
+      std::printf("%-8s %-7s %-16s ran its duration\n", Clock(now).c_str(), "finish", e.state().job(id).name().c_str());
     }
-    std::cout << "\ninvariants: ok\n";
+  };
+  o.on_end = [&](const scheduler::Engine& e, int64_t now) {
+    if (f.check && !e.CheckInvariants().ok()) return;  // reported below instead
+    PrintTable(e, now, binds, f.check);
+  };
+  if (!f.quiet) std::printf("%-8s %-7s %-16s %s\n", "TIME", "EVENT", "JOB", "DETAIL");
+  auto r = simulator::Replay(*std::move(cluster), *std::move(loaded), simulator::TraceOfJobFile(*jobs), f.jobs, o);
+  if (!r.ok()) {
+    std::cerr << r.status().message() << "\n";
+    return 2;
+  }
+  if (r->violation) {
+    std::cerr << Clock(r->violation->time_ms) << " cycle " << r->violation->cycle
+              << ": invariant broken: " << r->violation->message << "\n";
+    return 1;
   }
   return 0;
 }

@@ -57,6 +57,7 @@ struct SimulateFlags {
   int relearn_pct = 0;
   int half_life = 1;
   int nodes_to_score = scheduler::kDefaultNodesToScore;
+  simulator::TraceSlice slice;
 };
 
 // JSON string literal (the few characters paths may need escaped).
@@ -263,6 +264,7 @@ int RunReplay(const SimulateFlags& f) {
     return 2;
   }
   format = trace->second;
+  trace->first = simulator::SliceTrace(std::move(trace->first), f.slice);
   simulator::ReplayOptions o;
   o.seed = f.seed;
   o.check = f.check;
@@ -357,7 +359,8 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
   const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
                                                 "--comm-fraction", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
-                                                "--racks-per-spine"};
+                                                "--racks-per-spine", "--from", "--until", "--max-jobs", "--one-queue",
+                                                "--walltime-oracle", "--checkpoint-interval"};
   for (const char* opt : fgd ? replay_only : fgd_only) {
     if (sim.count(opt) > 0) {
       std::cerr << opt << (fgd ? ": applies to a trace replay only (not --protocol fgd)\n"
@@ -400,6 +403,18 @@ void RegisterSimulateCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e12));
   sim->add_option("--mttr", f->mttr_s, "failure injection: mean time to repair a failed node, s (3600)")
       ->check(CLI::Range(0.001, 1e12));
+  sim->add_option("--from", f->slice.from_s, "replay the jobs submitted from this second of the trace on (0)")
+      ->check(CLI::Range(0.0, 1e12));
+  sim->add_option("--until", f->slice.until_s, "... and before this second (the end)")->check(CLI::Range(0.0, 1e12));
+  sim->add_option("--max-jobs", f->slice.max_jobs, "at most this many jobs, the first submitted (all)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sim->add_option("--one-queue", f->slice.one_queue, "put every job in this queue (ignore the trace's queues)");
+  sim->add_flag("--walltime-oracle", f->slice.walltime_oracle,
+                "a job without a walltime gets its traced duration as walltime (for sjf and backfill)");
+  sim->add_option("--checkpoint-interval", f->slice.checkpoint_interval_s,
+                  "seconds between checkpoints of jobs whose trace gives none (0: none; a stopped job "
+                  "restarts from its last checkpoint)")
+      ->check(CLI::Range(0.0, 1e12));
   sim->add_option("--protocol", f->protocol, "experiment protocol instead of a trace replay: fgd (FGD, ATC'23)")
       ->check(CLI::IsMember({"fgd"}));
   AddFgdFlags(*sim, *f);

@@ -5,10 +5,12 @@
 #include "plugins/gang.h"
 #include "plugins/gpu_affinity.h"
 #include "plugins/gpu_share.h"
+#include "plugins/las.h"
 #include "plugins/network_topology.h"
 #include "plugins/predicates.h"
 #include "plugins/priority.h"
 #include "plugins/proportion.h"
+#include "plugins/sjf.h"
 
 namespace ringmaster::plugins {
 
@@ -23,6 +25,8 @@ scheduler::PluginRegistry BuiltinRegistry() {
   r.Add(NetworkTopologyPlugin::kName, &NetworkTopologyPlugin::Create);
   r.Add(GpuAffinityPlugin::kName, &GpuAffinityPlugin::Create);
   r.Add(GpuSharePlugin::kName, &GpuSharePlugin::Create);
+  r.Add(SjfPlugin::kName, &SjfPlugin::Create);
+  r.Add(LasPlugin::kName, &LasPlugin::Create);
   // New plugins: one line here.
   return r;
 }

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
   std::unique_ptr<Engine> e(new Engine(clock, options));
   auto tree = QueuesOf(policy);
   if (!tree.ok()) return tree.status();
-  e->state_ = std::make_unique<State>(std::move(cluster), *std::move(tree));
+  e->state_ = std::make_unique<State>(std::move(cluster), *std::move(tree), &e->clock_);
   e->nodes_to_score_ = policy.nodes_to_score;
   auto configured = Configure(policy, registry);
   if (!configured.ok()) return configured.status();

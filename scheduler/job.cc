@@ -139,10 +139,14 @@ void Job::PopPendingTask() {
   tasks_.pop_back();
 }
 
-void Job::NoteState(TaskState from, TaskState to, uint32_t i) {
+void Job::NoteState(TaskState from, TaskState to, uint32_t i, Timestamp now) {
   counts_[static_cast<int>(from)]--;
   counts_[static_cast<int>(to)]++;
   const bool held = HoldsNode(from), holds = HoldsNode(to);
+  if (held != holds) {
+    attained_milli_ms_ = AttainedMilliMs(now);
+    attained_at_ = std::max(attained_at_, now);
+  }
   if (held && !holds) allocated_ -= request(i);
   if (!held && holds) allocated_ += request(i);
 }
@@ -152,6 +156,10 @@ Timestamp Job::WorkAtRisk(Timestamp now) const {
   const Timestamp ran = std::max<Timestamp>(0, now - started_);
   const int64_t every = spec_.checkpoint_interval_ms;
   return every > 0 ? ran % every : ran;
+}
+
+int64_t Job::AttainedMilliMs(Timestamp now) const {
+  return attained_milli_ms_ + allocated_.gpu_milli() * std::max<Timestamp>(0, now - attained_at_);
 }
 
 int Job::max_member() const {

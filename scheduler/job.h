@@ -188,11 +188,19 @@ class Job {
   void set_nominated(bool n) { nominated_ = n; }
   // Largest task count the job may grow to (elastic max, else its replicas).
   int max_member() const;
+  // Attained service up to `now`: GPU milli x milliseconds held by the job's
+  // tasks while they hold a node (Tiresias' two-dimensional attained service,
+  // GPUs x time run). It is kept across evictions (a restarted job keeps what
+  // it attained) and costs O(1): State settles it whenever the held GPUs
+  // change, on the engine's clock.
+  int64_t AttainedMilliMs(Timestamp now) const;
+  double AttainedGpuSeconds(Timestamp now) const { return static_cast<double>(AttainedMilliMs(now)) / 1e6; }
 
   // Only State changes task state and placement (it keeps every counter in
   // step).
   Task& mutable_task(uint32_t i) { return tasks_[i]; }
-  void NoteState(TaskState from, TaskState to, uint32_t i);
+  // `now` settles the attained service before the held GPUs change.
+  void NoteState(TaskState from, TaskState to, uint32_t i, Timestamp now);
   // Appends one more task of `role` (elastic growth); returns its index.
   uint32_t AddTask(int role);
   // Removes the last task, which must be Pending (undo of AddTask).
@@ -216,6 +224,8 @@ class Job {
   Timestamp last_resize_ = -1;
   std::set<JobId> yielded_to_;
   bool nominated_ = false;
+  int64_t attained_milli_ms_ = 0;  // up to attained_at_
+  Timestamp attained_at_ = 0;
 };
 
 }  // namespace ringmaster::scheduler

@@ -16,7 +16,9 @@
 //   - victims (Preemptable, Reclaimable): the intersection within the first
 //     tier that has an opinion; VictimTasks: the union;
 //   - GpuSelect: the first plugin that registered one chooses; without one,
-//     the built-in best fit (session.cc).
+//     the built-in best fit (session.cc);
+//   - JobPriority: the first plugin that registered one answers; without one,
+//     the job's own priority.
 #ifndef RINGMASTER_SCHEDULER_PLUGIN_H_
 #define RINGMASTER_SCHEDULER_PLUGIN_H_
 
@@ -95,6 +97,12 @@ using ReclaimableFn = PreemptableFn;
 using OverusedFn = std::function<bool(const QueueInfo& queue)>;
 using AllocatableFn = std::function<bool(const QueueInfo& queue, const TaskRef& task)>;
 using VictimTasksFn = std::function<std::vector<TaskRef>()>;
+// A job's priority as preemption and growth see it: `preempt` takes only
+// from jobs of strictly lower priority in the same queue, and elastic growth
+// yields to waiting jobs of higher priority. A plugin whose order changes as
+// jobs run (las: least attained service first) answers with its own ranking;
+// it must depend only on the job and the session's clock.
+using JobPriorityFn = std::function<int64_t(const Job& job)>;
 // Chooses the GPU devices of `node` for `task`; returns false when it cannot.
 using GpuSelectFn = std::function<bool(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus)>;
 

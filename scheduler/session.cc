@@ -60,6 +60,7 @@ void Session::AddOverusedFn(std::string_view p, OverusedFn fn) { Add(overused_, 
 void Session::AddAllocatableFn(std::string_view p, AllocatableFn fn) { Add(allocatable_, p, std::move(fn)); }
 void Session::AddVictimTasksFn(std::string_view p, VictimTasksFn fn) { Add(victim_tasks_, p, std::move(fn)); }
 void Session::AddGpuSelectFn(std::string_view p, GpuSelectFn fn) { Add(gpu_select_, p, std::move(fn)); }
+void Session::AddJobPriorityFn(std::string_view p, JobPriorityFn fn) { Add(job_priority_, p, std::move(fn)); }
 
 // Orders: the first decisive comparison, in tier order, wins.
 bool Session::QueueOrder(const QueueInfo& l, const QueueInfo& r) const {

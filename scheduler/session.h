@@ -73,6 +73,7 @@ class Session {
   void AddAllocatableFn(std::string_view plugin, AllocatableFn fn);
   void AddVictimTasksFn(std::string_view plugin, VictimTasksFn fn);
   void AddGpuSelectFn(std::string_view plugin, GpuSelectFn fn);
+  void AddJobPriorityFn(std::string_view plugin, JobPriorityFn fn);
 
   // --- Combined extension points (actions call these) -----------------------
   // Strict weak orders: plugins first, then the stable tie-breaks
@@ -95,6 +96,10 @@ class Session {
   bool Overused(const QueueInfo& queue) const;
   bool Allocatable(const QueueInfo& queue, const TaskRef& task) const;
   std::vector<TaskRef> VictimTasks() const;
+  // The first registered JobPriority, else the job's own priority.
+  int64_t JobPriority(const Job& job) const {
+    return job_priority_.empty() ? job.priority() : job_priority_.front().fn(job);
+  }
   // GPU choice: the registered selector, or the built-in best fit.
   bool SelectGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   // The built-in choice over future free GPUs (for pipelining).
@@ -179,6 +184,7 @@ class Session {
   std::vector<Registered<AllocatableFn>> allocatable_;
   std::vector<Registered<VictimTasksFn>> victim_tasks_;
   std::vector<Registered<GpuSelectFn>> gpu_select_;
+  std::vector<Registered<JobPriorityFn>> job_priority_;
 };
 
 }  // namespace ringmaster::scheduler

@@ -6,11 +6,12 @@
 
 namespace ringmaster::scheduler {
 
-State::State(topology::Cluster cluster, queue::QueueTree queues)
+State::State(topology::Cluster cluster, queue::QueueTree queues, const Clock* clock)
     : cluster_(std::make_unique<topology::Cluster>(std::move(cluster))),
       free_(*cluster_),
       queues_(std::move(queues)),
-      queue_usage_(queues_.size()) {
+      queue_usage_(queues_.size()),
+      clock_(clock) {
   nodes_.resize(cluster_->num_nodes());
   node_tasks_.resize(cluster_->num_nodes());
   for (uint32_t n = 0; n < cluster_->num_nodes(); ++n) {
@@ -165,7 +166,7 @@ void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gp
     AddUsage(job, i, +1);
     Refresh(node);
   }
-  job.NoteState(t.state, to, i);
+  job.NoteState(t.state, to, i, Now());
   t.state = to;
   UpdateWaiting(job);
 }
@@ -198,7 +199,7 @@ void State::SetState(Job& job, uint32_t i, TaskState to) {
     s.releasing += job.request(i);
     for (int16_t d : t.gpus) s.gpu_releasing[d] += milli;
   }
-  job.NoteState(t.state, to, i);
+  job.NoteState(t.state, to, i, Now());
   t.state = to;
   UpdateWaiting(job);
 }
@@ -230,7 +231,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
   t.node = NodeId();
   t.gpus.clear();
   t.release_deadline = -1;
-  job.NoteState(t.state, to, i);
+  job.NoteState(t.state, to, i, Now());
   t.state = to;
   UpdateWaiting(job);
 }

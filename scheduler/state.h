@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "queue/queue.h"
+#include "scheduler/clock.h"
 #include "scheduler/job.h"
 #include "topology/cluster.h"
 #include "topology/free_index.h"
@@ -66,7 +67,9 @@ uint64_t UsageHash(const NodeState& ns);
 
 class State {
  public:
-  State(topology::Cluster cluster, queue::QueueTree queues);
+  // `clock` (may be null: time stands at 0) dates the changes of what jobs
+  // hold, for their attained service (Job::AttainedMilliMs).
+  State(topology::Cluster cluster, queue::QueueTree queues, const Clock* clock = nullptr);
   State(const State&) = delete;
   State& operator=(const State&) = delete;
 
@@ -173,6 +176,8 @@ class State {
   std::optional<Reservation> reservation_;
   std::vector<bool> reserved_;
   int64_t releasing_tasks_ = 0;
+  const Clock* clock_ = nullptr;
+  Timestamp Now() const { return clock_ ? clock_->Now() : 0; }
 };
 
 }  // namespace ringmaster::scheduler

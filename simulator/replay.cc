@@ -9,6 +9,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/engine.h"
@@ -64,6 +65,16 @@ std::vector<topology::RankSlot> Members(const scheduler::Job& job) {
   return slots;
 }
 
+// An evicted task reporting that it is gone (ReplayOptions::release_after_s).
+struct Release {
+  int64_t time_ms;
+  JobId job;
+  uint32_t task;
+  bool operator>(const Release& o) const {
+    return std::tie(time_ms, job, task) > std::tie(o.time_ms, o.job, o.task);
+  }
+};
+
 // A node going down or coming back.
 struct NodeEvent {
   int64_t time_ms;
@@ -111,6 +122,7 @@ class Driver {
   void NodeUp(const NodeEvent& e, int64_t now);
   absl::Status Arrive(size_t j);
   void Cycle(int64_t now);
+  void ReleaseTask(const Release& r, int64_t now);
   void AfterCycle(const Decisions& d, int64_t now);
   void Start(size_t j, const scheduler::Job& job, int64_t now);
   void Resize(size_t j, const scheduler::Job& job, int64_t now);
@@ -137,6 +149,8 @@ class Driver {
   std::vector<JobRun> runs_;
   std::vector<size_t> by_engine_id_;  // engine JobId value -> trace index
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
+  std::priority_queue<Release, std::vector<Release>, std::greater<>> releases_;
+  int64_t last_change_ms_ = 0;
   // Failures happen only while work is left (arrivals or completions to come);
   // recoveries always.
   std::priority_queue<NodeEvent, std::vector<NodeEvent>, std::greater<>> failures_;
@@ -162,7 +176,7 @@ class Driver {
 };
 
 absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
-  if (policy.queues.empty()) {
+  if (policy.queues.empty() && o_.queues_from_trace) {
     std::set<std::string> names;
     for (const TraceJob& j : trace_) names.insert(j.queue);
     for (const std::string& n : names) {
@@ -204,6 +218,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
 int64_t Driver::NextTime() const {
   int64_t t = INT64_MAX;
   if (!completions_.empty()) t = std::min(t, completions_.top().time_ms);
+  if (!releases_.empty()) t = std::min(t, releases_.top().time_ms);
   if (next_arrival_ < trace_.size()) t = std::min(t, result_.jobs[next_arrival_].submit_ms);
   if (next_cycle_ms_) t = std::min(t, *next_cycle_ms_);
   if (!recoveries_.empty()) t = std::min(t, recoveries_.top().time_ms);
@@ -220,6 +235,11 @@ absl::StatusOr<ReplayResult> Driver::Run() {
       const Completion c = completions_.top();
       completions_.pop();
       if (c.version == runs_[c.job].version && runs_[c.job].running) Complete(c.job, now);
+    }
+    while (!releases_.empty() && releases_.top().time_ms == now) {
+      const Release r = releases_.top();
+      releases_.pop();
+      ReleaseTask(r, now);
     }
     while (!recoveries_.empty() && recoveries_.top().time_ms == now) {
       const NodeEvent e = recoveries_.top();
@@ -238,6 +258,7 @@ absl::StatusOr<ReplayResult> Driver::Run() {
       next_cycle_ms_.reset();
       Cycle(now);
       if (result_.violation) break;
+      if (o_.max_cycles > 0 && engine_->cycles() >= o_.max_cycles) break;
     }
     RecordTimeline(now);
     if (o_.progress && (result_.events & 0xfff) == 0) o_.progress(now, finished_, trace_.size());
@@ -249,12 +270,25 @@ absl::StatusOr<ReplayResult> Driver::Run() {
   }
   result_.makespan_ms = last_account_ms_;
   result_.cycles = engine_->cycles();
+  if (o_.on_end) o_.on_end(*engine_, clock_.Now());
   return std::move(result_);
 }
 
 void Driver::Account(int64_t now) {
   result_.allocated_gpu_seconds += allocated_now_ * (now - last_account_ms_) / 1000.0;
   last_account_ms_ = now;
+}
+
+void Driver::ReleaseTask(const Release& rel, int64_t now) {
+  if (!engine_->TaskReleased(rel.job, rel.task).ok()) return;  // already gone (deadline, node lost)
+  last_change_ms_ = now;
+  if (rel.job.value() < by_engine_id_.size() && by_engine_id_[rel.job.value()] != SIZE_MAX) {
+    const size_t j = by_engine_id_[rel.job.value()];
+    const scheduler::Job& job = engine_->state().job(rel.job);
+    if (runs_[j].running && job.phase() == JobPhase::kRunning) Resize(j, job, now);  // a shrink takes effect
+  }
+  allocated_now_ = AllocatedGpus();
+  AskCycle(now);
 }
 
 void Driver::AskCycle(int64_t now) {
@@ -266,9 +300,10 @@ absl::Status Driver::Arrive(size_t j) {
   ++result_.events;
   auto id = engine_->SubmitJob(JobSpecOf(trace_[j]));
   if (!id.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(trace_name_, ":", trace_[j].line, ": ", std::string(id.status().message())));
+    const std::string where = trace_[j].line > 0 ? absl::StrCat(trace_name_, ":", trace_[j].line) : trace_name_;
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", std::string(id.status().message())));
   }
+  last_change_ms_ = clock_.Now();
   runs_[j].id = *id;
   if (by_engine_id_.size() <= id->value()) by_engine_id_.resize(id->value() + 1, SIZE_MAX);
   by_engine_id_[id->value()] = j;
@@ -356,6 +391,8 @@ void Driver::Complete(size_t j, int64_t now) {
   r.gpus_held = 0;
   result_.jobs[j].end_ms = now;
   result_.jobs[j].completed = true;
+  last_change_ms_ = now;
+  if (o_.on_finish) o_.on_finish(*engine_, r.id, now);
   --running_;
   ++finished_;
   allocated_now_ = AllocatedGpus();
@@ -365,9 +402,12 @@ void Driver::Complete(size_t j, int64_t now) {
 void Driver::Cycle(int64_t now) {
   ++result_.events;
   const Decisions d = engine_->RunCycle();
+  if (o_.on_cycle) o_.on_cycle(*engine_, d, now);
+  if (!d.empty()) last_change_ms_ = now;
   AfterCycle(d, now);
   allocated_now_ = AllocatedGpus();
-  const bool more_to_come = !d.empty() || !completions_.empty() || next_arrival_ < trace_.size();
+  const bool more_to_come = !d.empty() || !completions_.empty() || !releases_.empty() ||
+                            next_arrival_ < trace_.size() || now - last_change_ms_ < Ms(o_.settle_s);
   if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come) {
     AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
   }
@@ -396,12 +436,16 @@ void Driver::AfterCycle(const Decisions& d, int64_t now) {
     if (e.kind != scheduler::Eviction::Kind::kShrink) t.evicted = true;
     if (!e.preemptor.empty()) t.preempted = true;
   }
-  // A simulated process leaves at once: every Releasing task is released now
-  // (the engine's grace period is the upper bound, not the model).
+  // A simulated process leaves at once, or release_after_s later (never
+  // after its grace deadline: the engine's grace period is the upper bound).
   bool released = false;
+  const int64_t after = Ms(o_.release_after_s);
   for (const auto& e : d.evictions) {
     const scheduler::Job& job = engine_->state().job(e.job);
-    if (e.task < job.tasks().size() && job.task(e.task).state == scheduler::TaskState::kReleasing) {
+    if (e.task >= job.tasks().size() || job.task(e.task).state != scheduler::TaskState::kReleasing) continue;
+    if (after > 0) {
+      releases_.push({std::min(now + after, std::max(now, e.deadline)), e.job, e.task});
+    } else {
       released |= engine_->TaskReleased(e.job, e.task).ok();
     }
   }
@@ -460,7 +504,7 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
   r.held_since_ms = now;
   SetGrowable(j, size);
   r.size = size;
-  r.speed = size / (1 + r.comm_fraction * slowdown);
+  r.speed = o_.speed_scales_with_size ? size / (1 + r.comm_fraction * slowdown) : r.traced_tasks;
 }
 
 void Driver::SetGrowable(size_t j, int size) {
@@ -472,6 +516,7 @@ void Driver::SetGrowable(size_t j, int size) {
 void Driver::ScheduleCompletion(size_t j, int64_t now) {
   JobRun& r = runs_[j];
   ++r.version;
+  if (trace_[j].endless) return;
   const double left = std::max(0.0, r.work_total - r.work_done);
   const int64_t run_ms = r.speed > 0 ? std::llround(left / r.speed) : INT64_MAX / 4;
   completions_.push({std::max(now, r.paused_until_ms) + run_ms, j, r.version});
@@ -571,6 +616,7 @@ void Driver::RecordTimeline(int64_t now) {
 }  // namespace
 
 scheduler::JobSpec JobSpecOf(const TraceJob& t) {
+  if (t.spec) return *t.spec;
   scheduler::JobSpec s;
   s.name = t.id;
   s.queue = t.queue;
@@ -591,6 +637,30 @@ scheduler::JobSpec JobSpecOf(const TraceJob& t) {
   s.gpu_models = t.gpu_models;
   s.walltime_ms = Ms(t.walltime_s);
   return s;
+}
+
+std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& jobs) {
+  std::vector<TraceJob> out;
+  out.reserve(jobs.size());
+  for (const scheduler::TimedJob& tj : jobs) {
+    const scheduler::JobSpec& spec = tj.spec;
+    TraceJob t;
+    t.id = spec.name;
+    t.queue = spec.queue;
+    t.priority = spec.priority;
+    t.submit_s = static_cast<double>(tj.submit_ms) / 1000.0;
+    t.endless = tj.duration_ms < 0;
+    t.duration_s = t.endless ? 0 : static_cast<double>(tj.duration_ms) / 1000.0;
+    t.tasks = spec.total_replicas();
+    t.min_tasks = spec.elastic_max > 0 ? spec.elastic_min : t.tasks;
+    t.max_tasks = spec.elastic_max > 0 ? spec.elastic_max : t.tasks;
+    t.gpus_per_task = spec.roles.empty() ? 0 : spec.roles.front().gpu.count;
+    t.walltime_s = static_cast<double>(spec.walltime_ms) / 1000.0;
+    t.checkpoint_interval_s = static_cast<double>(spec.checkpoint_interval_ms) / 1000.0;
+    t.spec = spec;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy policy,

@@ -1,12 +1,15 @@
 // Trace replay: a trace's jobs run through scheduler::Engine on a virtual
 // clock, the same engine and plugins the daemon runs. The driver only moves
 // time and carries out the engine's decisions; every placement is the
-// engine's.
+// engine's. It is the one virtual-clock driver: `ringmaster simulate` replays
+// traces with it, and `ringmaster schedule` a jobs file (TraceOfJobFile, with
+// fixed durations, delayed releases and observers that print its log).
 //
 // The event loop, in virtual milliseconds:
 //   1. Events at the same instant are handled in this order: completions,
-//      node failures and recoveries, arrivals (trace order), then the
-//      scheduling cycle. A completion calls Engine::FinishJob, an arrival
+//      releases of evicted tasks (ReplayOptions::release_after_s), node
+//      failures and recoveries, arrivals (trace order), then the scheduling
+//      cycle. A completion calls Engine::FinishJob, an arrival
 //      Engine::SubmitJob, a failure Engine::FailNode, a recovery
 //      Engine::AddNode (the node comes back under its name).
 //   2. Anything that changed the engine's state asks for a cycle at the next
@@ -47,6 +50,8 @@
 
 #include "absl/status/statusor.h"
 #include "plugins/registry.h"
+#include "scheduler/engine.h"
+#include "scheduler/job_file.h"
 #include "scheduler/policy.h"
 #include "simulator/trace.h"
 #include "topology/cluster.h"
@@ -79,6 +84,27 @@ struct ReplayOptions {
   };
   std::vector<NodeFailure> failures;
   bool check = false;                // Engine::CheckInvariants after every cycle
+  // Evicted tasks (shrunk members, stopped gangs) report that they are gone
+  // this long after the decision, or at their grace deadline if sooner
+  // (0: at once). Until then they hold their GPUs and a shrunk job runs at
+  // its old size.
+  double release_after_s = 0;
+  // false: a job runs at its traced speed whatever its size and placement
+  // (the jobs file model of `ringmaster schedule`: a job ends `duration`
+  // after it starts).
+  bool speed_scales_with_size = true;
+  // When the policy declares no queues, one queue per queue name in the
+  // trace (false: the engine's default queue only; other names are refused).
+  bool queues_from_trace = true;
+  // Wake-up cycles go on this long after the last change even when no event
+  // is left (growth after growIdle with nothing else to come).
+  double settle_s = 0;
+  int64_t max_cycles = 0;            // stop after this many cycles (0: no limit)
+  // Observers (may be empty): each cycle's decisions, each completion, and
+  // the engine when the replay ends. The engine is read-only to them.
+  std::function<void(const scheduler::Engine&, const scheduler::Decisions&, int64_t now_ms)> on_cycle;
+  std::function<void(const scheduler::Engine&, scheduler::JobId, int64_t now_ms)> on_finish;
+  std::function<void(const scheduler::Engine&, int64_t now_ms)> on_end;
   // Called now and then with the virtual time and the jobs finished so far
   // (a progress bar); may be empty.
   std::function<void(int64_t now_ms, int64_t finished, int64_t total)> progress;
@@ -129,6 +155,10 @@ struct ReplayResult {
   std::optional<InvariantViolation> violation;
 };
 
+// The jobs of a jobs file (`ringmaster schedule`) as a trace: size and
+// timing from each spec, the spec itself kept.
+std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& jobs);
+
 // Replays `trace` (sorted by submit time, as the readers return it) on
 // `cluster` under `policy`. When the policy declares no queues, one queue of
 // weight 1 per queue name in the trace is added. Errors: the policy does not
@@ -138,7 +168,8 @@ absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy
                                     const std::vector<TraceJob>& trace, std::string_view trace_name,
                                     const ReplayOptions& options);
 
-// The engine's job for a trace job (one role "worker").
+// The engine's job for a trace job: its `spec` when it has one, else one
+// role "worker" built from its fields.
 scheduler::JobSpec JobSpecOf(const TraceJob& job);
 
 }  // namespace ringmaster::simulator

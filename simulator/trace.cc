@@ -155,6 +155,23 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
   return jobs;
 }
 
+std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice) {
+  std::vector<TraceJob> out;
+  for (TraceJob& j : jobs) {
+    if (j.submit_s < slice.from_s) continue;
+    if (slice.until_s >= 0 && j.submit_s >= slice.until_s) break;
+    if (slice.max_jobs > 0 && static_cast<int64_t>(out.size()) >= slice.max_jobs) break;
+    j.submit_s -= slice.from_s;
+    if (!slice.one_queue.empty()) j.queue = slice.one_queue;
+    if (slice.walltime_oracle && j.walltime_s <= 0) j.walltime_s = j.duration_s;
+    if (slice.checkpoint_interval_s > 0 && j.checkpoint_interval_s <= 0) {
+      j.checkpoint_interval_s = slice.checkpoint_interval_s;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 void SplitGang(int gpus, int max_per_task, TraceJob& job) {
   int tasks = 1;
   if (gpus > max_per_task) {

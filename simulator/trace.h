@@ -15,6 +15,7 @@
 #define RINGMASTER_SIMULATOR_TRACE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,7 +46,14 @@ struct TraceJob {
   double checkpoint_interval_s = 0;  // 0: no checkpoints (an eviction loses all progress)
   std::vector<std::string> gpu_models;  // allowed models; empty: any
   double comm_fraction = -1;            // < 0: the replay's default
-  int line = 0;                         // where the job's row is in its file
+  int line = 0;                         // where the job's row is in its file (0: none)
+  // The engine's job as given (a jobs file: roles, tolerations, node
+  // selector...); the fields above then describe its size and timing only.
+  // Empty: built from the fields above (simulator::JobSpecOf).
+  std::optional<scheduler::JobSpec> spec;
+  // Runs until the replay ends (a jobs file's job without a duration);
+  // readers never set it.
+  bool endless = false;
 
   int gpus() const { return tasks * gpus_per_task; }
   bool elastic() const { return max_tasks > min_tasks; }
@@ -66,6 +74,25 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string
 absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
                                                  TraceFormat format);
 absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format);
+
+// What part of a trace a replay runs, and how (simulate's --from, --until,
+// --max-jobs, --one-queue, --walltime-oracle, --checkpoint-interval).
+struct TraceSlice {
+  double from_s = 0;       // jobs submitted at or after this
+  double until_s = -1;     // ... and before this (< 0: to the end)
+  int64_t max_jobs = 0;    // at most this many, the first by submit time (0: all)
+  std::string one_queue;   // non-empty: every job in this queue (ignore the trace's)
+  // Walltime = duration for jobs whose trace gives none: what schedulers that
+  // know run times (SJF, backfill) are compared with in the literature.
+  bool walltime_oracle = false;
+  // > 0: the checkpoint interval of jobs whose trace gives none (a preempted
+  // job then loses only the work since its last checkpoint).
+  double checkpoint_interval_s = 0;
+};
+
+// The jobs of `jobs` (sorted, as the readers return them) in the slice, with
+// submit times moved back by `from_s` (the slice starts at 0).
+std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice);
 
 // --- For the readers -----------------------------------------------------------
 

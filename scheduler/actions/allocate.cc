@@ -1,6 +1,7 @@
 // allocate: places admitted gangs as a whole.
 //
-// 1. Drop a reservation whose job no longer waits.
+// 1. Drop a reservation whose job no longer waits, or that a starving gang
+//    now ahead of its job in job order has overtaken.
 // 2. Group jobs with pending tasks (Inqueue, or Running below their desired
 //    size) by queue, each queue's jobs in job order.
 // 3. Repeatedly take the first queue in queue order (shares change as jobs
@@ -102,6 +103,23 @@ void Reserve(Session& s, std::optional<Reservation> r) {
   if (!stmt.Commit().ok()) std::abort();  // a reservation alone cannot fail: a bug
 }
 
+// The reservation belongs to the first starving gang in its queue's job
+// order: when a job order that changes as time goes on (sjf, las) or a
+// higher-priority arrival puts a starving gang ahead of the holder, the
+// reservation is dropped, and this cycle gives it to whoever now fails first.
+void DropIfOvertaken(Session& s, const std::vector<std::deque<Job*>>& by_queue) {
+  const auto& r = s.state().reservation();
+  if (!r) return;
+  const Job& holder = s.state().job(r->job);
+  for (const Job* j : by_queue[holder.queue().value()]) {
+    if (j == &holder) return;
+    if (j->ReadyCount() < j->min_member() && s.JobStarving(*j)) {
+      Reserve(s, std::nullopt);
+      return;
+    }
+  }
+}
+
 class AllocateAction : public Action {
  public:
   std::string_view name() const override { return "allocate"; }
@@ -124,6 +142,7 @@ class AllocateAction : public Action {
       std::sort(jobs.begin(), jobs.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
       live.push_back(q);
     }
+    DropIfOvertaken(s, by_queue);
     GangPlacer placer(s, ReservationUse::kNone);
     while (!live.empty()) {
       auto it = std::min_element(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {

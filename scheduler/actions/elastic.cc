@@ -62,12 +62,12 @@ class ElasticAction : public Action {
     // 2. Who blocks growth.
     int64_t largest_free = st.free_index().LargestFree(0);
     bool blocked = false;
-    int32_t block_priority = 0;
+    int64_t block_priority = 0;
     for (JobId id : s.jobs()) {
       const Job& w = st.job(id);
       if (w.phase() != JobPhase::kInqueue || w.ReadyCount() >= w.min_member() || w.nominated()) continue;
       if (PerTaskGpus(w) > largest_free) continue;  // could not use what is idle
-      if (!blocked || w.priority() > block_priority) block_priority = w.priority();
+      if (!blocked || s.JobPriority(w) > block_priority) block_priority = s.JobPriority(w);
       blocked = true;
     }
     // 3. Candidates in job order.
@@ -76,7 +76,7 @@ class ElasticAction : public Action {
       Job& j = st.job(id);
       if (!j.elastic() || j.phase() != JobPhase::kRunning) continue;
       if (j.ReadyCount() >= j.max_member()) continue;
-      if (blocked && j.priority() <= block_priority) continue;
+      if (blocked && s.JobPriority(j) <= block_priority) continue;
       if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) continue;
       grow.push_back(&j);
     }

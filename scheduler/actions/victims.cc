@@ -59,7 +59,7 @@ bool VictimPicker::Eligible(const Job& p, const Job& v) const {
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
   if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) return false;
   if (mode_ == EvictMode::kPreempt) {
-    return v.queue() == p.queue() && v.priority() < p.priority();
+    return v.queue() == p.queue() && s_.JobPriority(v) < s_.JobPriority(p);
   }
   return v.queue() != p.queue();
 }
@@ -112,7 +112,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uin
     u.job = &v;
     u.tasks = {*t};
     u.shrink = true;
-    u.cost = {0, v.priority(), 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
+    u.cost = {0, s_.JobPriority(v), 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
               -static_cast<int64_t>(*t)};
     offer.units.push_back(std::move(u));
     ++made;
@@ -121,14 +121,14 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uin
     Unit u;
     u.job = &v;
     u.tasks.assign(held.begin(), held.end());
-    u.cost = {1, v.priority(), v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
+    u.cost = {1, s_.JobPriority(v), v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
               -static_cast<int64_t>(v.id().value()), 0};
     offer.units.push_back(std::move(u));
   }
 }
 
 VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
-  const auto key = std::make_pair(p.queue().value(), p.priority());
+  const auto key = std::make_pair(p.queue().value(), s_.JobPriority(p));
   auto it = offers_.find(key);
   if (it != offers_.end()) return it->second;
   Offer& offer = offers_[key];
@@ -389,8 +389,8 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
 std::string VictimPicker::Reason(const Job& p, const Unit& u) const {
   const char* what = u.shrink ? "shrunk" : "evicted";
   if (mode_ == EvictMode::kPreempt) {
-    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", p.priority(), " > ",
-                        u.job->priority(), ")");
+    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", s_.JobPriority(p), " > ",
+                        s_.JobPriority(*u.job), ")");
   }
   return absl::StrCat(what, " for ", p.name(), " (reclaim: queue '", s_.queue(u.job->queue()).name(),
                       "' above its deserved share, '", s_.queue(p.queue()).name(), "' below)");

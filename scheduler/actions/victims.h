@@ -6,8 +6,9 @@
 //      member each, while V stays at or above its minimum) and one whole-job
 //      unit (all it holds: taking a member below the minimum takes the gang).
 //      Eligible: the mode's rule (preempt: same queue, strictly lower
-//      priority; reclaim: another queue above its deserved share, for a
-//      queue below its own, never under a guarantee), the plugins'
+//      priority as Session::JobPriority ranks it; reclaim: another queue
+//      above its deserved share, for a queue below its own, never under a
+//      guarantee), the plugins'
 //      Preemptable / Reclaimable answer, past its cooldown, and not a job P
 //      itself yielded to (docs/PREEMPTION.md rule 4).
 //   2. Cost, cheapest first: shrink units before whole jobs; then lower
@@ -65,7 +66,7 @@ class VictimPicker {
 
  private:
   // Cost key: smaller is cheaper.
-  using Cost = std::tuple<int, int32_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
+  using Cost = std::tuple<int, int64_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
   struct Unit {
     Job* job = nullptr;
     absl::InlinedVector<uint32_t, 2> tasks;  // a shrink unit holds one task
@@ -131,7 +132,7 @@ class VictimPicker {
   int evicted_ = 0;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
-  std::map<std::pair<uint32_t, int32_t>, Offer> offers_;
+  std::map<std::pair<uint32_t, int64_t>, Offer> offers_;
 };
 
 }  // namespace ringmaster::scheduler

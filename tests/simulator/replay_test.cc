@@ -338,3 +338,81 @@ TEST(ReplayFailures, DrawnFailuresAreDeterministicAndConserveGpuSeconds) {
 
 }  // namespace
 }  // namespace ringmaster::simulator
+
+namespace ringmaster::simulator {
+namespace {
+
+// `ringmaster schedule`'s use of the driver: a jobs file, fixed durations,
+// evicted members leaving release_after_s after the decision.
+TEST(ReplayJobFile, FixedDurationsAndDelayedReleases) {
+  // 2 nodes x 4 GPUs. lo (4 GPUs, 100 s) runs from 0 on one, `endless` (no
+  // duration, priority 10, 4 GPUs) on the other, and never ends. hi
+  // (priority 10, 4 GPUs, 20 s) arrives at 10 and preempts lo; lo's process
+  // leaves 2 s later, so hi binds at 12 and ends at 32; lo (no checkpoint)
+  // runs its 100 s again from 32 and ends at 132.
+  auto jobs = scheduler::ParseTimedJobFile(R"(jobs:
+- name: lo
+  duration: 100
+  roles: [{replicas: 1, gpus: 4}]
+- name: hi
+  priority: 10
+  submit: 10
+  duration: 20
+  roles: [{replicas: 1, gpus: 4}]
+- name: endless
+  priority: 10
+  roles: [{replicas: 1, gpus: 4}]
+)",
+                                           "jobs.yaml");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const std::vector<TraceJob> trace = TraceOfJobFile(*jobs);
+  ASSERT_EQ(trace.size(), 3u);  // submit order: lo, endless, hi
+  EXPECT_EQ(trace[1].id, "endless");
+  EXPECT_TRUE(trace[1].endless);
+  std::vector<queue::ConfigError> errors;
+  auto policy = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 30, cooldown: 0}
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+)",
+                                       "p.yaml", plugins::BuiltinRegistry(), &errors);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  ReplayOptions o;
+  o.release_after_s = 2;
+  o.speed_scales_with_size = false;
+  o.restart_cost_s = 0;
+  o.queues_from_trace = false;
+  o.check = true;
+  int binds = 0;
+  std::vector<std::string> finished;
+  bool ended = false;
+  o.on_cycle = [&](const scheduler::Engine&, const scheduler::Decisions& d, int64_t) {
+    binds += static_cast<int>(d.binds.size());
+  };
+  o.on_finish = [&](const scheduler::Engine& e, scheduler::JobId id, int64_t now) {
+    finished.push_back(e.state().job(id).name() + "@" + std::to_string(now));
+  };
+  o.on_end = [&](const scheduler::Engine& e, int64_t) { ended = e.state().num_jobs() == 3; };
+  auto r = Replay(Uniform(2, 4, 2), *policy, trace, "jobs.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->violation.has_value());
+  const JobOutcome& lo = r->jobs[0];
+  const JobOutcome& hi = r->jobs[2];
+  EXPECT_EQ(hi.start_ms, 12'000);
+  EXPECT_EQ(hi.end_ms, 32'000);
+  EXPECT_EQ(lo.preemptions, 1);
+  EXPECT_EQ(lo.end_ms, 132'000);
+  EXPECT_FALSE(r->jobs[1].completed);
+  EXPECT_EQ(finished, (std::vector<std::string>{"hi@32000", "lo@132000"}));
+  EXPECT_EQ(binds, 4);  // lo twice, hi, endless
+  EXPECT_TRUE(ended);
+}
+
+}  // namespace
+}  // namespace ringmaster::simulator

@@ -75,6 +75,22 @@ int64_t EngineHarness::GpusOf(const std::string& name) const {
   return job(name).allocated().gpu_milli() / topology::kMilliPerGpu;
 }
 
+std::vector<std::string> StartOrder(EngineHarness& h, std::string running, const std::vector<std::string>& waiting) {
+  std::vector<std::string> order;
+  while (order.size() < waiting.size()) {
+    if (!h.engine().FinishJob(h.job(running).id(), true).ok()) break;
+    h.clock().Advance(1'000);
+    h.Cycle();
+    running.clear();
+    for (const std::string& n : waiting) {
+      if (h.Running(n)) running = n;
+    }
+    if (running.empty()) break;
+    order.push_back(running);
+  }
+  return order;
+}
+
 scheduler::Policy PolicyFromYaml(const std::string& yaml) {
   std::vector<queue::ConfigError> errors;
   auto p = scheduler::ParsePolicy(yaml, "test.yaml", plugins::BuiltinRegistry(), &errors);

@@ -83,6 +83,11 @@ class EngineHarness {
   std::unique_ptr<scheduler::Engine> engine_;
 };
 
+// For jobs that each take the whole cluster: finishes `running`, runs a
+// cycle a second later, and notes which of `waiting` runs now; again until
+// none does. Returns the order in which the waiting jobs started.
+std::vector<std::string> StartOrder(EngineHarness& h, std::string running, const std::vector<std::string>& waiting);
+
 // Parses policy YAML with the built-in registry; aborts the test on error.
 scheduler::Policy PolicyFromYaml(const std::string& yaml);
 

@@ -1,0 +1,58 @@
+#include "plugins/las.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ringmaster::plugins {
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const scheduler::PluginArgs& args) {
+  auto text = args.String("thresholds", kDefaultThresholds);
+  if (!text.ok()) return text.status();
+  if (auto s = args.Finish(); !s.ok()) return s;
+  std::vector<int64_t> cuts;
+  for (absl::string_view piece : absl::StrSplit(*text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
+    const std::string part(absl::StripAsciiWhitespace(piece));
+    double gpu_s = 0;
+    if (!absl::SimpleAtod(part, &gpu_s) || !std::isfinite(gpu_s) || gpu_s <= 0 || gpu_s > 1e12) {
+      return args.Error("thresholds", absl::StrCat("'", part,
+                                                   "' is not a number of GPU-seconds > 0 (a list: \"3600, 36000\")"));
+    }
+    const int64_t milli_ms = std::llround(gpu_s * 1e6);
+    if (!cuts.empty() && milli_ms <= cuts.back()) {
+      return args.Error("thresholds", "must be strictly increasing");
+    }
+    cuts.push_back(milli_ms);
+  }
+  if (static_cast<int>(cuts.size()) > kMaxThresholds) {
+    return args.Error("thresholds", absl::StrCat("at most ", kMaxThresholds, " thresholds"));
+  }
+  return std::make_unique<LasPlugin>(std::move(cuts));
+}
+
+void LasPlugin::OnSessionOpen(scheduler::Session& s) {
+  const scheduler::Timestamp now = s.now();
+  s.AddJobOrderFn(kName, [this, now](const scheduler::Job& l, const scheduler::Job& r) {
+    const int64_t a = Rank(l, now), b = Rank(r, now);
+    if (a == b) return 0;
+    return a > b ? -1 : 1;
+  });
+  s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return Rank(j, now); });
+}
+
+int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) const {
+  const int64_t attained = job.AttainedMilliMs(now);
+  // The number of thresholds at or below what it attained.
+  return static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) - thresholds_.begin());
+}
+
+int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) const {
+  // kMaxThresholds + 1 levels fit below one step of priority.
+  return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
+}
+
+}  // namespace ringmaster::plugins

@@ -1,0 +1,55 @@
+// las: discretized two-dimensional least attained service (Tiresias'
+// 2D-LAS). A job's attained service is GPUs x time it has run
+// (Job::AttainedMilliMs, kept by the engine on its clock, across evictions).
+// K thresholds t1 < t2 < ... < tK (GPU-seconds, the `thresholds` argument)
+// cut it into K+1 levels: level 0 below t1, level i in [ti, ti+1), level K
+// from tK on. A job starts at level 0 and is demoted as it crosses each
+// threshold; it is never promoted.
+//   - Job order: a higher job priority (JobSpec::priority) first, then the
+//     lower level; inside a level the session's tie-break, first come first
+//     served.
+//   - Preemption: the plugin ranks jobs for `preempt` (JobPriority) by the
+//     same key, so a waiting gang of a lower level may stop running jobs of a
+//     higher level in its queue, through the engine's preempt action and its
+//     rules (victim cost, cooldown, eviction cap, docs/PREEMPTION.md).
+//   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
+//   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
+//   may preempt it.
+#ifndef RINGMASTER_PLUGINS_LAS_H_
+#define RINGMASTER_PLUGINS_LAS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/session.h"
+
+namespace ringmaster::plugins {
+
+class LasPlugin : public scheduler::Plugin {
+ public:
+  static constexpr const char* kName = "las";
+  // Tiresias' experiments found two levels enough; one GPU-hour is our
+  // default cut.
+  static constexpr const char* kDefaultThresholds = "3600";
+  static constexpr int kMaxThresholds = 32;
+  // `thresholds`: a comma-separated list of GPU-seconds, strictly increasing
+  // and > 0 (a YAML string, e.g. "3600, 36000").
+  static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
+  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms) : thresholds_(std::move(thresholds_milli_ms)) {}
+  std::string_view name() const override { return kName; }
+  void OnSessionOpen(scheduler::Session& s) override;
+
+  // 0 .. thresholds().size(): the job's level at `now`.
+  int Level(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // Higher goes first and may preempt lower: priority, then the level.
+  int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
+  const std::vector<int64_t>& thresholds() const { return thresholds_; }
+
+ private:
+  std::vector<int64_t> thresholds_;
+};
+
+}  // namespace ringmaster::plugins
+
+#endif  // RINGMASTER_PLUGINS_LAS_H_

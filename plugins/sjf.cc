@@ -1,0 +1,26 @@
+#include "plugins/sjf.h"
+
+#include <cstdint>
+#include <limits>
+
+namespace ringmaster::plugins {
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> SjfPlugin::Create(const scheduler::PluginArgs& args) {
+  if (auto s = args.Finish(); !s.ok()) return s;
+  return std::make_unique<SjfPlugin>();
+}
+
+void SjfPlugin::OnSessionOpen(scheduler::Session& s) { s.AddJobOrderFn(kName, &JobOrder); }
+
+int SjfPlugin::JobOrder(const scheduler::Job& l, const scheduler::Job& r) {
+  // An unknown walltime (0) sorts as the longest.
+  auto key = [](const scheduler::Job& j) {
+    const int64_t w = j.spec().walltime_ms;
+    return w > 0 ? w : std::numeric_limits<int64_t>::max();
+  };
+  const int64_t a = key(l), b = key(r);
+  if (a == b) return 0;
+  return a < b ? -1 : 1;
+}
+
+}  // namespace ringmaster::plugins

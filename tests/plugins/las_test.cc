@@ -1,0 +1,144 @@
+#include "plugins/las.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/builders.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::Eviction;
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Make(const std::string& thresholds) {
+  return plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"thresholds", {thresholds, 4, 17}}}));
+}
+
+TEST(LasPlugin, ThresholdsAreGpuSecondsStrictlyIncreasing) {
+  auto p = Make("3600, 36000");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const auto& las = static_cast<const plugins::LasPlugin&>(**p);
+  EXPECT_EQ(las.thresholds(), (std::vector<int64_t>{3'600'000'000, 36'000'000'000}));  // milli-GPU x ms
+  for (const std::string bad : {"3600, 3600", "36000, 3600", "0", "-5", "1h", "3600,", ""}) {
+    auto q = Make(bad);
+    ASSERT_FALSE(q.ok()) << "'" << bad << "' accepted";
+    EXPECT_NE(q.status().message().find("p.yaml:4:17: plugins[las].arguments.thresholds: "), std::string::npos)
+        << q.status().message();
+  }
+  auto def = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {}));
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(static_cast<const plugins::LasPlugin&>(**def).thresholds(), (std::vector<int64_t>{3'600'000'000}));
+}
+
+TEST(LasPlugin, DemotedAsAttainedServiceCrossesEachThreshold) {
+  // Thresholds 100 and 1000 GPU-s; a 4-GPU job crosses them after 25 s and
+  // 250 s of running.
+  auto p = Make("100, 1000");
+  ASSERT_TRUE(p.ok());
+  const auto& las = static_cast<const plugins::LasPlugin&>(**p);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("a").GpusPerTask(4).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(4).Priority(1).Build());
+  h.clock().Set(0);  // both start at 0 (Submit moves the harness clock on)
+  h.Cycle();
+  const scheduler::Job& a = h.job("a");
+  EXPECT_EQ(las.Level(a, 0), 0);
+  EXPECT_EQ(las.Level(a, 24'999), 0);   // 99.996 GPU-s
+  EXPECT_EQ(las.Level(a, 25'000), 1);   // 100 GPU-s: crossed
+  EXPECT_EQ(las.Level(a, 249'999), 1);
+  EXPECT_EQ(las.Level(a, 250'000), 2);  // 1000 GPU-s
+  EXPECT_EQ(las.Level(a, 1'000'000'000), 2) << "the last level has no end";
+  // Rank: a higher priority outranks any level; inside a priority the lower
+  // level ranks higher.
+  EXPECT_GT(las.Rank(h.job("b"), 1'000'000), las.Rank(a, 0));
+  EXPECT_GT(las.Rank(a, 0), las.Rank(a, 25'000));
+  EXPECT_GT(las.Rank(a, 25'000), las.Rank(a, 250'000));
+}
+
+std::string LasPolicy(const std::string& thresholds) {
+  return R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+tiers:
+- plugins:
+  - name: las
+    arguments: {thresholds: ")" + thresholds + R"("}
+  - name: gang
+- plugins:
+  - name: predicates
+)";
+}
+
+TEST(LasPlugin, LeastAttainedServiceStartsFirstFifoInsideALevel) {
+  // One 8-GPU node. While `blocker` runs, `old` (ran 60 s on 8 GPUs before
+  // losing its node: 480 GPU-s, level 1 of threshold 100) and two fresh jobs
+  // wait. Fresh jobs go first in their submission order, then `old`.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(LasPolicy("100")));
+  h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("blocker").GpusPerTask(8).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("old") && h.Running("blocker"));
+  h.clock().Set(60'000);
+  ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+  h.Submit(JobBuilder("fresh1").GpusPerTask(8).Build());
+  h.clock().Set(61'000);
+  h.Submit(JobBuilder("fresh2").GpusPerTask(8).Build());
+  const std::vector<std::string> order = StartOrder(h, "blocker", {"old", "fresh1", "fresh2"});
+  EXPECT_EQ(order, (std::vector<std::string>{"fresh1", "fresh2", "old"}));
+}
+
+TEST(LasPlugin, AWaitingJobOfALowerLevelPreemptsOneThatCrossedAThreshold) {
+  // One 8-GPU node, threshold 3600 GPU-s. `long` runs 8 GPUs: it crosses
+  // the threshold after 450 s. `new` (8 GPUs) arrives at 100 s and waits
+  // (both level 0: first come first served); at 450 s it preempts `long`.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(LasPolicy("3600")));
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.clock().Set(0);  // starts at 0 (Submit moves the harness clock on)
+  h.Cycle();
+  h.clock().Set(100'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(d.evictions.empty()) << "same level: no preemption";
+  EXPECT_TRUE(h.Running("long"));
+  h.clock().Set(449'999);
+  d = h.Cycle();
+  EXPECT_TRUE(d.evictions.empty()) << "3599.99 GPU-s: still level 0";
+  h.clock().Set(450'000);
+  d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].kind, Eviction::Kind::kEvict);
+  EXPECT_EQ(d.evictions[0].preemptor, "new");
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "long");
+  EXPECT_TRUE(h.Running("new"));
+  EXPECT_FALSE(h.Running("long"));
+  // `long` keeps its service and waits at level 1 behind `new`, which does
+  // not reach the threshold before it ends: no preemption back.
+  h.clock().Set(600'000);
+  d = h.Cycle();
+  EXPECT_TRUE(d.evictions.empty());
+  EXPECT_DOUBLE_EQ(h.job("long").AttainedGpuSeconds(600'000), 3600.0);
+}
+
+TEST(LasPlugin, WithoutLasTheSameJobsNeverPreempt) {
+  // The control: equal priority under the priority plugin never preempts.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+)"));
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.Cycle();
+  h.clock().Set(100'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  h.Cycle();
+  h.clock().Set(450'000);
+  EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_TRUE(h.Running("long"));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
