@@ -4,8 +4,10 @@
 //     [--policy FILE] [--seed S] [--out DIR] [--check] [--quiet]; writes
 //     DIR/summary.json, jobs.csv and timeline.csv and prints a summary;
 //   * --protocol fgd: the FGD experiment protocol (simulator/fgd_protocol.h)
-//     on an openb node list and pod list; writes OUT/summary.json and
-//     OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+//     on an openb node list and pod list, placed through the engine;
+//     --driver direct is the FGD authors' loop as an engine configuration.
+//     Writes OUT/summary.json, OUT/curve.csv (arrived_pct,alloc_pct,
+//     frag_pct) and OUT/policy.yaml (the engine policy the run used).
 #include <sys/wait.h>
 #include <unistd.h>
 
