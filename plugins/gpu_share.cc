@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <iterator>
+#include <string>
+#include <string_view>
 
 #include "scheduler/gpu_view.h"
 
@@ -48,6 +51,22 @@ uint64_t HashOf(std::span<const topology::Quantity> v) {
   return h;
 }
 
+// The index of argument `key`'s value in `names` (the first is the
+// default), or an error listing them.
+absl::StatusOr<int> OneOf(const scheduler::PluginArgs& args, std::string_view key, std::string_view what,
+                          std::initializer_list<std::string_view> names) {
+  auto value = args.String(key, std::string(*names.begin()));
+  if (!value.ok()) return value.status();
+  int i = 0;
+  for (std::string_view n : names) {
+    if (*value == n) return i;
+    ++i;
+  }
+  std::string known;
+  for (std::string_view n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+  return args.Error(key, "unknown " + std::string(what) + " '" + *value + "' (" + known + ")");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const scheduler::PluginArgs& args) {
@@ -55,31 +74,17 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const 
   if (!name.ok()) return name.status();
   auto policy = topology::ParseSharePolicy(*name);
   if (!policy.ok()) return args.Error("policy", std::string(policy.status().message()));
-  auto score = args.String("score", "normalized");
+  auto score = OneOf(args, "score", "score", {"normalized", "exact", "authors"});
   if (!score.ok()) return score.status();
-  ScoreKind kind = ScoreKind::kNormalized;
-  if (*score == "exact") {
-    kind = ScoreKind::kExact;
-  } else if (*score == "authors") {
-    if (*policy != topology::SharePolicy::kFgd) {
-      return args.Error("score", "authors is FGD's integer score: only with policy fgd");
-    }
-    kind = ScoreKind::kAuthors;
-  } else if (*score != "normalized") {
-    return args.Error("score", "unknown score '" + *score + "' (normalized, exact, authors)");
+  const auto kind = static_cast<ScoreKind>(*score);
+  if (kind == ScoreKind::kAuthors && *policy != topology::SharePolicy::kFgd) {
+    return args.Error("score", "authors is FGD's integer score: only with policy fgd");
   }
-  auto ties = args.String("ties", "planner");
+  auto ties = OneOf(args, "ties", "tie rule", {"planner", "lowest", "random"});
   if (!ties.ok()) return ties.status();
-  Ties tie_rule = Ties::kPlanner;
-  if (*ties == "lowest") {
-    tie_rule = Ties::kLowest;
-  } else if (*ties == "random") {
-    tie_rule = Ties::kRandom;
-  } else if (*ties != "planner") {
-    return args.Error("ties", "unknown tie rule '" + *ties + "' (planner, lowest, random)");
-  }
+  const auto tie_rule = static_cast<Ties>(*ties);
   if (kind != ScoreKind::kNormalized && args.Has("weight")) {
-    return args.Error("weight", "scales the normalized score only (score is " + *score + ")");
+    return args.Error("weight", "scales the normalized score only (not with score exact or authors)");
   }
   auto weight = args.Int("weight", 100);
   if (!weight.ok()) return weight.status();

@@ -64,6 +64,7 @@ namespace ringmaster::plugins {
 class GpuSharePlugin : public scheduler::Plugin {
  public:
   static constexpr const char* kName = "gpu-share";
+  // In the order of their names in the arguments.
   enum class ScoreKind { kNormalized, kExact, kAuthors };
   enum class Ties { kPlanner, kLowest, kRandom };
   static constexpr int kTieBits = 20;
