@@ -6,12 +6,15 @@
 # peak RSS), OUT/table.md, and replaces the table between the fgd-table
 # markers in docs/BENCHMARKS.md.
 #
-# fgd, bestfit and fgd-bestfit run through ringmaster's engine (the default
-# driver: scheduler::Engine with the gpu-share plugin, default nodesToScore
-# and halfLife). `fgd-authors` is the fidelity replay of the authors'
-# scheduler (--driver direct --fgd-score authors --typical-pct 95: every node
-# scored, integer sigmoid node scores, the task classes covering 95 % of the
-# pods), a check of the measure, not ours.
+# Every run places through ringmaster's engine (scheduler::Engine with the
+# gpu-share plugin). fgd, bestfit and fgd-bestfit are ringmaster's scheduler
+# (the default configuration: default nodesToScore and halfLife, the
+# workload learned). `fgd-authors` is the fidelity replay of the authors'
+# scheduler as an engine configuration (--driver direct --fgd-score authors
+# --typical-pct 95: every node scored, lowest-index ties, integer sigmoid
+# node scores, the task classes covering 95 % of the pods given to
+# gpu-share), a check of the measure, not ours. Each run writes the engine
+# policy it used to its policy.yaml.
 #
 # Usage: bench/fgd_side_by_side.sh [RINGMASTER_BINARY] [OUT_DIR]
 #   env SEEDS="42 43" LISTS="default cpu050" POLICIES="fgd" JOBS=2 to narrow or parallelize;
@@ -33,8 +36,8 @@ run_one() {  # list policy seed
   local dir=$OUT/runs/$1/$2/$3 placement=$2 extra=()
   if [[ $2 == fgd-authors ]]; then placement=fgd; extra=(--driver direct --fgd-score authors --typical-pct 95); fi
   mkdir -p "$dir"
-  /usr/bin/time -f "%e %M" -o "$dir/time.txt" "$BIN" simulate --protocol fgd \
-    --nodes "$DATA/openb_node_list_gpu_node.csv" --trace "$DATA/openb_pod_list_$1.csv" \
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$BIN" simulate --protocol fgd \
+    --cluster "$DATA/openb_node_list_gpu_node.csv" --trace "$DATA/openb_pod_list_$1.csv" \
     --placement "$placement" --tune 1.3 --seed "$3" --out "$dir" "${extra[@]}" > /dev/null
 }
 export -f run_one
@@ -53,10 +56,10 @@ for l in sorted(os.listdir(f"{out}/runs")):
         for s in sorted(os.listdir(f"{out}/runs/{l}/{p}")):
             d = f"{out}/runs/{l}/{p}/{s}"
             j = json.load(open(f"{d}/summary.json"))
-            wall, rss = open(f"{d}/time.txt").read().split()[-2:]
+            wall, user, sys_s, rss = open(f"{d}/time.txt").read().split()[-4:]
             rows.append(dict(list=l, policy=p, seed=int(s), alloc=j["gpu_alloc_ratio"], frag=j["frag_pct"],
                              failed=j["failed_pods"], pods=j["pods"], sim_s=j["sim_wall_s"],
-                             wall_s=float(wall), rss_mb=int(rss) / 1024))
+                             wall_s=float(wall), cpu_s=float(user) + float(sys_s), rss_mb=int(rss) / 1024))
 with open(f"{out}/runs.csv", "w") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
     w.writeheader()
@@ -87,6 +90,7 @@ for l in lists:
     lines.append(f"| {l} | {pb:.2f} | {pf:.2f} | {ob:.2f} | {of:.2f} | {oo:.2f} | {of - pf:+.2f} | "
                  + (f"{oa:.2f} ({oa - pf:+.2f}) | {of - oa:+.2f}" if oa == oa else "— | —") + " |")
 sims = [r["sim_s"] for r in rows]; walls = [r["wall_s"] for r in rows]; rss = [r["rss_mb"] for r in rows]
+cpus = [r["cpu_s"] for r in rows]
 seeds = sorted({r["seed"] for r in rows})
 lines += ["",
           f"GPU allocation ratio (%) at 130 % arrived load, mean over seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds; "
@@ -99,11 +103,14 @@ lines += ["",
              f"{sum(abs(x) for x in fid) / len(fid):.2f}, {sum(x >= 0 for x in fid)} of {len(fid)} lists at or above it." if fid else ""),
           "",
           f"Per run ({len(rows)} runs, {ncpu} cores, {arch}): simulation time median {statistics.median(sims):.3f} s, "
-          f"max {max(sims):.3f} s; process wall time (with CSV loading) median {statistics.median(walls):.2f} s, "
+          f"max {max(sims):.3f} s; process CPU time (user + sys, with CSV loading) median {statistics.median(cpus):.2f} s, "
+          f"max {max(cpus):.2f} s; process wall time median {statistics.median(walls):.2f} s, "
           f"max {max(walls):.2f} s; peak RSS max {max(rss):.0f} MB."]
 for p in sorted({r["policy"] for r in rows}):
     ps = [r["sim_s"] for r in rows if r["policy"] == p]
-    lines.append(f"- {p}: simulation time median {statistics.median(ps):.3f} s, max {max(ps):.3f} s")
+    pc = [r["cpu_s"] for r in rows if r["policy"] == p]
+    lines.append(f"- {p}: simulation time median {statistics.median(ps):.3f} s, max {max(ps):.3f} s; "
+                 f"process CPU time median {statistics.median(pc):.2f} s, max {max(pc):.2f} s")
 table = "\n".join(lines) + "\n"
 open(f"{out}/table.md", "w").write(table)
 print(table)

@@ -25,7 +25,7 @@ for l in $LISTS; do
     d=$OUT/$l/$s
     mkdir -p "$d"
     /usr/bin/time -f "%e %U %S %M" -o "$d/time.txt" taskset -c "$CPU" "$BIN" simulate --protocol fgd \
-      --nodes "$DATA/openb_node_list_gpu_node.csv" --trace "$DATA/openb_pod_list_$l.csv" \
+      --cluster "$DATA/openb_node_list_gpu_node.csv" --trace "$DATA/openb_pod_list_$l.csv" \
       --placement "$PLACEMENT" --seed "$s" --out "$d" > /dev/null
     echo "$l $s $(python3 -c "import json;print(json.load(open('$d/summary.json'))['sim_wall_s'])") $(tail -1 "$d/time.txt")" >> "$OUT/runs.txt"
   done

@@ -4,8 +4,10 @@
 //     [--policy FILE] [--seed S] [--out DIR] [--check] [--quiet]; writes
 //     DIR/summary.json, jobs.csv and timeline.csv and prints a summary;
 //   * --protocol fgd: the FGD experiment protocol (simulator/fgd_protocol.h)
-//     on an openb node list and pod list; writes OUT/summary.json and
-//     OUT/curve.csv (arrived_pct,alloc_pct,frag_pct).
+//     on an openb node list and pod list, placed through the engine;
+//     --driver direct is the FGD authors' loop as an engine configuration.
+//     Writes OUT/summary.json, OUT/curve.csv (arrived_pct,alloc_pct,
+//     frag_pct) and OUT/policy.yaml (the engine policy the run used).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,9 +53,9 @@ struct SimulateFlags {
   uint64_t seed = 42;
   std::string out;
   std::string driver = "engine";
-  std::string ties = "lowest";
-  std::string fgd_score = "exact";
-  double typical_pct = 100;
+  std::string ties = "planner";
+  std::string fgd_score = "normalized";
+  double typical_pct = 0;
   int relearn_pct = 0;
   int half_life = 1;
   int nodes_to_score = scheduler::kDefaultNodesToScore;
@@ -82,7 +84,22 @@ std::string FgdNodeList(const SimulateFlags& f) {
   return file;
 }
 
-int RunFgd(const SimulateFlags& f) {
+// The protocol's options: --driver direct starts from the authors' loop
+// (simulator::AuthorsLoop), then --ties, --fgd-score and --typical-pct given
+// on the command line win.
+simulator::FgdOptions FgdOptionsOf(const CLI::App& sim, const SimulateFlags& f, topology::SharePolicy policy) {
+  simulator::FgdOptions o{policy, f.tune, f.seed};
+  if (f.driver == "direct") o = simulator::AuthorsLoop(o);
+  if (sim.count("--ties")) o.ties = f.ties;
+  if (sim.count("--fgd-score")) o.score = f.fgd_score;
+  if (sim.count("--typical-pct")) o.typical_pct = f.typical_pct;
+  if (sim.count("--relearn-pct")) o.relearn_pct = f.relearn_pct;
+  if (sim.count("--half-life")) o.half_life = f.half_life;
+  if (sim.count("--nodes-to-score")) o.nodes_to_score = f.nodes_to_score;
+  return o;
+}
+
+int RunFgd(const CLI::App& sim, const SimulateFlags& f) {
   auto policy = topology::ParseSharePolicy(f.placement);
   if (!policy.ok()) {
     std::cerr << "--placement: " << policy.status().message() << "\n";
@@ -104,16 +121,9 @@ int RunFgd(const SimulateFlags& f) {
     std::cerr << pods.status().message() << "\n";
     return 2;
   }
+  const simulator::FgdOptions options = FgdOptionsOf(sim, f, *policy);
   const auto start = std::chrono::steady_clock::now();
-  simulator::FgdOptions options{*policy, f.tune, f.seed};
-  options.random_ties = f.ties == "random";
-  options.authors_fgd_score = f.fgd_score == "authors";
-  options.typical_pct = f.typical_pct;
-  options.relearn_pct = f.relearn_pct;
-  options.half_life = f.half_life;
-  options.nodes_to_score = f.nodes_to_score;
-  auto r = f.driver == "engine" ? simulator::RunFgdProtocolOnEngine(*nodes, *pods, options)
-                                : simulator::RunFgdProtocol(*nodes, *pods, options);
+  auto r = simulator::RunFgdProtocol(*nodes, *pods, options);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!r.ok()) {
@@ -136,22 +146,26 @@ int RunFgd(const SimulateFlags& f) {
                              f.driver, topology::SharePolicyName(*policy))
           << "  \"nodes_file\": " << Quote(nodes_file) << ",\n  \"trace_file\": " << Quote(f.trace) << ",\n"
           << absl::StrFormat("  \"tune\": %.4g,\n  \"seed\": %d,\n", f.tune, f.seed)
-          << (f.driver == "engine"
-                  ? absl::StrFormat("  \"nodes_to_score\": %d,\n  \"half_life\": %d,\n  \"relearn_pct\": %d,\n",
-                                    f.nodes_to_score, f.half_life, f.relearn_pct)
-                  : absl::StrFormat("  \"ties\": \"%s\",\n  \"fgd_score\": \"%s\",\n  \"typical_pct\": %.4g,\n",
-                                    f.ties, f.fgd_score, f.typical_pct))
+          << absl::StrFormat("  \"nodes_to_score\": %d,\n  \"ties\": \"%s\",\n  \"fgd_score\": \"%s\",\n",
+                             options.nodes_to_score, options.ties, options.score)
+          << (options.typical_pct > 0
+                  ? absl::StrFormat("  \"typical_pct\": %.4g,\n", options.typical_pct)
+                  : absl::StrFormat("  \"half_life\": %d,\n  \"relearn_pct\": %d,\n", options.half_life,
+                                    options.relearn_pct))
           << absl::StrFormat("  \"nodes\": %d,\n  \"gpus\": %d,\n  \"pods\": %d,\n  \"failed_pods\": %d,\n",
                              r->nodes, r->capacity_milli / topology::kMilliPerGpu, r->pods, r->failed_pods)
           << absl::StrFormat("  \"gpu_alloc_ratio\": %.4f,\n  \"arrived_ratio\": %.4f,\n  \"frag_pct\": %.4f,\n",
                              r->gpu_alloc_ratio, r->arrived_ratio, r->frag_pct)
           << absl::StrFormat("  \"sim_wall_s\": %.4f\n}\n", wall);
+  // The engine policy the run used: `ringmaster policy check` reads it.
+  std::ofstream policy_file(f.out + "/policy.yaml");
+  policy_file << simulator::FgdPolicyYaml(*pods, options);
   std::ofstream curve(f.out + "/curve.csv");
   curve << "arrived_pct,alloc_pct,frag_pct\n";
   for (const auto& p : r->curve) {
     curve << absl::StrFormat("%.4f,%.4f,%.4f\n", p.arrived_pct, p.alloc_pct, p.frag_pct);
   }
-  if (!summary || !curve) {
+  if (!summary || !curve || !policy_file) {
     std::cerr << f.out << ": write failed\n";
     return 1;
   }
@@ -322,31 +336,33 @@ void AddFgdFlags(CLI::App& sim, SimulateFlags& f) {
   sim.add_option("--placement", f.placement, "fgd protocol: fgd, bestfit, dotprod, gpuclustering, gpupacking or random");
   sim.add_option("--tune", f.tune, "fgd protocol: arrivals stop at this multiple of GPU capacity (1.3)");
   sim.add_option("--driver", f.driver,
-                 "fgd protocol. engine: one cycle of ringmaster's scheduler::Engine with the gpu-share plugin "
-                 "per pod (default); direct: the FGD authors' loop, every node scored with the "
-                 "policy functions (a fidelity replay)")
+                 "fgd protocol, placement always through ringmaster's engine (one cycle per pod, gpu-share "
+                 "places). engine (default): ringmaster's scheduler; direct: the FGD authors' loop as an "
+                 "engine configuration (a fidelity replay): --nodes-to-score 0, --ties lowest, "
+                 "--fgd-score exact, --typical-pct 100 unless given")
       ->check(CLI::IsMember({"direct", "engine"}));
   sim.add_option("--ties", f.ties,
-                 "direct driver: lowest (lowest node index; default) or random (seeded draw among "
-                 "the equal best nodes, as upstream Kubernetes)")
-      ->check(CLI::IsMember({"random", "lowest"}));
+                 "fgd protocol, gpu-share's ties: planner (the earlier candidate in best-fit order; engine "
+                 "default), lowest (lowest node index; direct default) or random (seeded draw among the equal "
+                 "best nodes, as upstream Kubernetes)")
+      ->check(CLI::IsMember({"planner", "random", "lowest"}));
   sim.add_option("--fgd-score", f.fgd_score,
-                 "direct driver, placement fgd: authors (integer sigmoid score 0..100 as the "
-                 "authors' plugin) or exact (the exact fragmentation gradient; default)")
-      ->check(CLI::IsMember({"authors", "exact"}));
+                 "fgd protocol, gpu-share's score: normalized (engine default), exact (the policy's score; "
+                 "direct default) or authors (placement fgd: the FGD authors' integer sigmoid score 0..100)")
+      ->check(CLI::IsMember({"normalized", "authors", "exact"}));
   sim.add_option("--typical-pct", f.typical_pct,
-                 "FGD's workload: the most popular task classes covering this % of the pod list "
-                 "(100: all, default; the FGD authors' runs: 95)")
+                 "fgd protocol: gpu-share is given FGD's workload, the most popular task classes covering "
+                 "this % of the pod list (the FGD authors' runs: 95; direct default 100); absent: learned")
       ->check(CLI::Range(1.0, 100.0));
   sim.add_option("--relearn-pct", f.relearn_pct,
-                 "engine driver: gpu-share rebuilds its workload model once the pods seen since "
+                 "fgd protocol, learned workload: gpu-share rebuilds its model once the pods seen since "
                  "reach this % of those it was built from (0: on every pod; default)")
       ->check(CLI::Range(0, 100));
   sim.add_option("--half-life", f.half_life,
-                 "engine driver: gpu-share's halfLife, in pods (1, default; 0: never forget)")
+                 "fgd protocol, learned workload: gpu-share's halfLife, in pods (1, default; 0: never forget)")
       ->check(CLI::Range(0, 1000000));
   sim.add_option("--nodes-to-score", f.nodes_to_score,
-                 "engine driver: the policy's nodesToScore (16, default; 0: every feasible node)")
+                 "fgd protocol: the policy's nodesToScore (16, default; 0: every feasible node; direct: 0)")
       ->check(CLI::Range(0, 1000000));
 }
 
@@ -369,10 +385,16 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
     }
   }
   if (!fgd) return 0;
-  for (const char* opt : engine ? std::vector<const char*>{"--ties", "--fgd-score", "--typical-pct"}
-                                : std::vector<const char*>{"--relearn-pct", "--half-life", "--nodes-to-score"}) {
-    if (sim.count(opt) > 0) {
-      std::cerr << opt << ": applies to --driver " << (engine ? "direct" : "engine") << " only\n";
+  // --driver direct sets nodesToScore; a given workload is not learned.
+  if (!engine && sim.count("--nodes-to-score") > 0) {
+    std::cerr << "--nodes-to-score: --driver direct scores every node (nodesToScore 0)\n";
+    return 2;
+  }
+  const bool given_workload = !engine || sim.count("--typical-pct") > 0;
+  for (const char* opt : {"--relearn-pct", "--half-life"}) {
+    if (given_workload && sim.count(opt) > 0) {
+      std::cerr << opt << ": applies to a learned workload only (not with "
+                << (engine ? "--typical-pct" : "--driver direct") << ", which gives gpu-share the workload)\n";
       return 2;
     }
   }
@@ -424,7 +446,7 @@ void RegisterSimulateCommand(CLI::App& app) {
       ExitCode() = bad;
       return;
     }
-    ExitCode() = fgd ? RunFgd(*f) : RunReplay(*f);
+    ExitCode() = fgd ? RunFgd(*sim, *f) : RunReplay(*f);
   });
 }
 

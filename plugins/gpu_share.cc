@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <iterator>
+#include <string>
+#include <string_view>
+
+#include "scheduler/gpu_view.h"
 
 namespace ringmaster::plugins {
 namespace {
@@ -34,6 +39,34 @@ double Normalize(topology::SharePolicy p, double score) {
   return std::clamp(v, 0.0, 1.0);
 }
 
+// score: exact, in steps of 2^-28 within +-2^14.
+constexpr double kExactSteps = 0x1.0p28;
+constexpr double kExactLimit = 0x1.0p14;
+constexpr int64_t kMaxWeight = 1'000'000;
+
+// FNV-style hash of the sorted hosted shares (GpuClustering's input).
+uint64_t HashOf(std::span<const topology::Quantity> v) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (topology::Quantity q : v) h = (h ^ static_cast<uint64_t>(q)) * 0x100000001b3ULL;
+  return h;
+}
+
+// The index of argument `key`'s value in `names` (the first is the
+// default), or an error listing them.
+absl::StatusOr<int> OneOf(const scheduler::PluginArgs& args, std::string_view key, std::string_view what,
+                          std::initializer_list<std::string_view> names) {
+  auto value = args.String(key, std::string(*names.begin()));
+  if (!value.ok()) return value.status();
+  int i = 0;
+  for (std::string_view n : names) {
+    if (*value == n) return i;
+    ++i;
+  }
+  std::string known;
+  for (std::string_view n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+  return args.Error(key, "unknown " + std::string(what) + " '" + *value + "' (" + known + ")");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const scheduler::PluginArgs& args) {
@@ -41,19 +74,51 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const 
   if (!name.ok()) return name.status();
   auto policy = topology::ParseSharePolicy(*name);
   if (!policy.ok()) return args.Error("policy", std::string(policy.status().message()));
+  auto score = OneOf(args, "score", "score", {"normalized", "exact", "authors"});
+  if (!score.ok()) return score.status();
+  const auto kind = static_cast<ScoreKind>(*score);
+  if (kind == ScoreKind::kAuthors && *policy != topology::SharePolicy::kFgd) {
+    return args.Error("score", "authors is FGD's integer score: only with policy fgd");
+  }
+  auto ties = OneOf(args, "ties", "tie rule", {"planner", "lowest", "random"});
+  if (!ties.ok()) return ties.status();
+  const auto tie_rule = static_cast<Ties>(*ties);
+  if (kind != ScoreKind::kNormalized && args.Has("weight")) {
+    return args.Error("weight", "scales the normalized score only (not with score exact or authors)");
+  }
   auto weight = args.Int("weight", 100);
   if (!weight.ok()) return weight.status();
-  if (*weight < 0) return args.Error("weight", "must be >= 0");
+  if (*weight < 0 || *weight > kMaxWeight) return args.Error("weight", "must be in [0, 1000000]");
   auto seed = args.Int("seed", 42);
   if (!seed.ok()) return seed.status();
+  auto workload = args.String("workload", "");
+  if (!workload.ok()) return workload.status();
+  const bool fixed = args.Has("workload");
+  for (const char* learning : {"halfLife", "relearnPct"}) {
+    if (fixed && args.Has(learning)) {
+      return args.Error(learning, "applies to a learned workload only (a workload is given)");
+    }
+  }
   auto half_life = args.Int("halfLife", 1);
   if (!half_life.ok()) return half_life.status();
   if (*half_life < 0) return args.Error("halfLife", "must be >= 0 (0: never forget)");
   auto relearn = args.Int("relearnPct", 0);
   if (!relearn.ok()) return relearn.status();
   if (*relearn < 0 || *relearn > 100) return args.Error("relearnPct", "must be in [0, 100]");
+  std::unique_ptr<topology::FragmentationModel> model;
+  if (fixed) {
+    auto classes = topology::ParseTaskClasses(*workload);
+    if (!classes.ok()) return args.Error("workload", std::string(classes.status().message()));
+    auto m = topology::FragmentationModel::Create(*std::move(classes));
+    if (!m.ok()) return args.Error("workload", std::string(m.status().message()));
+    model = std::make_unique<topology::FragmentationModel>(*std::move(m));
+  }
   if (auto s = args.Finish(); !s.ok()) return s;
   auto p = std::make_unique<GpuSharePlugin>(*policy, *weight, static_cast<uint64_t>(*seed));
+  p->score_kind_ = kind;
+  p->ties_ = tie_rule;
+  p->fixed_workload_ = fixed;
+  p->model_ = std::move(model);
   p->relearn_pct_ = static_cast<double>(*relearn);
   p->decay_ = *half_life == 0 ? 1.0 : std::pow(0.5, 1.0 / static_cast<double>(*half_life));
   return p;
@@ -66,7 +131,7 @@ void GpuSharePlugin::OnSessionOpen(scheduler::Session& s) {
                                         std::vector<int16_t>* gpus) {
     gpus->clear();
     if (t.job->gpu(t.index).count == 0) return true;
-    auto c = Choose(*state, t, n);
+    const auto& c = Judge(*state, t, n).choice;
     if (!c) return false;
     gpus->assign(c->gpus.begin(), c->gpus.end());
     return true;
@@ -79,6 +144,7 @@ void GpuSharePlugin::OnSessionOpen(scheduler::Session& s) {
 }
 
 void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<scheduler::JobId>& jobs) {
+  if (fixed_workload_) return;
   for (scheduler::JobId id : jobs) {
     if (!seen_.insert(id).second) continue;
     const scheduler::Job& job = state.job(id);
@@ -116,44 +182,84 @@ void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<sche
   model_ = std::make_unique<topology::FragmentationModel>(*std::move(m));
   modelled_ += unmodelled_;
   unmodelled_ = 0;
+  verdicts_for_.reset();  // verdicts of the old model
+  last_ = nullptr;
 }
 
-std::optional<topology::NodeChoice> GpuSharePlugin::Choose(const scheduler::State& state,
-                                                           const scheduler::TaskRef& task,
-                                                           scheduler::NodeId node) {
-  const topology::NodeSpec& spec = state.cluster().node(node);
-  const scheduler::NodeState& ns = state.node(node);
-  std::vector<topology::Quantity> free;
-  free.reserve(ns.gpu_used.size());
-  for (int16_t u : ns.gpu_used) free.push_back(topology::kMilliPerGpu - u);
-  std::vector<topology::Quantity> hosted;
-  if (policy_ == topology::SharePolicy::kGpuClustering) {
-    for (const auto& [job, i] : state.TasksOn(node)) {
-      const scheduler::GpuRequest& g = state.job(job).gpu(i);
-      if (g.count > 0) hosted.push_back(g.milli);
-    }
-    std::sort(hosted.begin(), hosted.end());
-    hosted.erase(std::unique(hosted.begin(), hosted.end()), hosted.end());
-  }
-  topology::NodeGpuState s;
-  s.gpus = spec.gpus;
-  s.gpu_free_milli = free;
-  s.cpu_capacity_milli = spec.allocatable.cpu_milli();
-  s.cpu_free_milli = spec.allocatable.cpu_milli() - ns.used.cpu_milli();
-  s.memory_free = spec.allocatable.memory() - ns.used.memory();
-  s.hosted_gpu_milli = hosted;
+const GpuSharePlugin::Verdict& GpuSharePlugin::Judge(const scheduler::State& state,
+                                                     const scheduler::TaskRef& task, scheduler::NodeId node) {
   const scheduler::GpuRequest& g = task.job->gpu(task.index);
   const topology::Resources& r = task.job->request(task.index);
-  topology::TaskClass t{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
-  t.gpu_models = task.job->spec().gpu_models;
-  return topology::ScoreNode(policy_, s, t, *model_, rng_);
+  const bool clustering = policy_ == topology::SharePolicy::kGpuClustering;
+  auto judge = [&](Verdict* v) {
+    const scheduler::NodeGpuView view(state, node, clustering);
+    topology::TaskClass t{r.cpu_milli(), r.memory(), g.count, g.count > 0 ? g.milli : 0, {}, 1.0};
+    t.gpu_models = task.job->spec().gpu_models;
+    v->choice = topology::ScoreNode(policy_, view.get(), t, *model_, rng_);
+    v->order = v->choice ? Order(v->choice->score) : NoFitOrder();
+  };
+  if (policy_ == topology::SharePolicy::kRandom) {  // a draw per call
+    judge(&drawn_);
+    return drawn_;
+  }
+  // The same task (and model) as the verdicts kept? Else start over.
+  const std::pair<scheduler::JobId, uint32_t> who{task.job->id(), task.index};
+  const scheduler::NodeState& ns = state.node(node);
+  if (verdicts_for_ != who) {
+    verdicts_.clear();
+    verdicts_for_ = who;
+    last_ = nullptr;
+  } else if (last_ != nullptr && node == last_node_ && ns.usage_hash == last_usage_) {
+    return *last_;
+  }
+  const topology::Resources& alloc = state.cluster().node(node).allocatable;
+  uint64_t usage = 0xcbf29ce484222325ULL;
+  auto mix = [&usage](uint64_t v) { usage = (usage ^ v) * 0x100000001b3ULL; };
+  mix(static_cast<uint64_t>(ns.used.cpu_milli()));
+  for (int16_t u : ns.gpu_used) mix(static_cast<uint64_t>(u));
+  uint64_t extra = r.memory() <= alloc.memory() - ns.used.memory() ? 1 : 0;
+  if (clustering) {
+    const scheduler::NodeGpuView view(state, node, true);
+    extra |= HashOf(view.get().hosted_gpu_milli) << 1;
+  }
+  auto [it, fresh] = verdicts_.try_emplace(StateKey{state.cluster().shape_hash(node), usage, extra});
+  if (fresh) judge(&it->second);
+  last_node_ = node;
+  last_usage_ = ns.usage_hash;
+  last_ = &it->second;
+  return it->second;
+}
+
+int64_t GpuSharePlugin::Order(double score) const {
+  switch (score_kind_) {
+    case ScoreKind::kNormalized:
+      return std::llround(Normalize(policy_, score) * 100.0 * static_cast<double>(weight_));
+    case ScoreKind::kExact:
+      return std::llround(std::clamp(score, -kExactLimit, kExactLimit) * kExactSteps);
+    case ScoreKind::kAuthors:
+      return static_cast<int64_t>(topology::AuthorsFgdScore(score));
+  }
+  return 0;
+}
+
+int64_t GpuSharePlugin::NoFitOrder() const {
+  // Below every verdict's order (the planner does not ask for those nodes).
+  return score_kind_ == ScoreKind::kExact ? Order(-kExactLimit) - 1 : 0;
 }
 
 int64_t GpuSharePlugin::Score(const scheduler::State& state, const scheduler::TaskRef& task,
                               scheduler::NodeId node) {
-  auto c = Choose(state, task, node);
-  if (!c) return 0;
-  return static_cast<int64_t>(std::llround(Normalize(policy_, c->score) * 100.0 * static_cast<double>(weight_)));
+  const int64_t order = Judge(state, task, node).order;
+  constexpr int64_t kTieRange = int64_t{1} << kTieBits;
+  switch (ties_) {
+    case Ties::kPlanner:
+      return order;
+    case Ties::kLowest:
+      return order * kTieRange + (kTieRange - 1 - std::min<int64_t>(node.value(), kTieRange - 1));
+    case Ties::kRandom:
+      return order * kTieRange + static_cast<int64_t>(tie_rng_() >> (64 - kTieBits));
+  }
+  return order;
 }
 
 }  // namespace ringmaster::plugins

@@ -50,8 +50,11 @@ Verdict PredicatesPlugin::Check(const scheduler::State& state, const scheduler::
   if (g.count > 0) {
     if (static_cast<int>(spec.gpus.size()) < g.count) return Verdict::Unresolvable("too few GPUs on node");
     if (!js.gpu_models.empty()) {
+      const std::string* allowed = nullptr;  // the last model found allowed
       for (const auto& d : spec.gpus) {
+        if (allowed != nullptr && *allowed == d.model) continue;  // most nodes have one model
         if (!js.AllowsModel(d.model)) return Verdict::Unresolvable("GPU model mismatch");
+        allowed = &d.model;
       }
     }
     if (g.whole()) {

@@ -90,12 +90,6 @@ Resources State::FutureIdle(NodeId n) const {
   return cluster_->node(n).allocatable - s.used + s.releasing - s.pipelined;
 }
 
-int64_t State::GpuFree(NodeId n, int d, bool future) const {
-  const NodeState& s = nodes_[n.value()];
-  if (!future) return topology::kMilliPerGpu - s.gpu_used[d];
-  return topology::kMilliPerGpu - s.gpu_used[d] + s.gpu_releasing[d] - s.gpu_pipelined[d];
-}
-
 void State::UpdateWaiting(const Job& job) {
   // The flag spares the set a lookup on every task move (most do not
   // change whether the job waits).

@@ -116,7 +116,11 @@ class State {
   int64_t releasing_tasks() const { return releasing_tasks_; }
   // Milli of GPU d on node n free now, or (future) once releasing tasks are
   // gone and pipelined tasks have taken their promise.
-  int64_t GpuFree(NodeId n, int d, bool future) const;
+  int64_t GpuFree(NodeId n, int d, bool future) const {
+    const NodeState& s = nodes_[n.value()];
+    if (!future) return topology::kMilliPerGpu - s.gpu_used[d];
+    return topology::kMilliPerGpu - s.gpu_used[d] + s.gpu_releasing[d] - s.gpu_pipelined[d];
+  }
 
   // Moves task (job, i) from Pending to `to` (Allocated or Pipelined) on
   // `node` using `gpus`. Preconditions: the task is Pending and it fits.

@@ -5,34 +5,57 @@
 #include "plugins/registry.h"
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
+#include "scheduler/gpu_view.h"
 #include "scheduler/policy.h"
 #include "simulator/fgd_protocol.h"
 
 namespace ringmaster::simulator {
+namespace {
 
-absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::NodeSpec>& nodes,
-                                                 const std::vector<OpenbPod>& pods,
-                                                 const FgdOptions& options) {
+// The task classes FGD measures against (and gpu-share's given workload).
+std::vector<topology::TaskClass> MeasuredClasses(const std::vector<OpenbPod>& pods, const FgdOptions& options) {
+  return options.typical_pct > 0 ? TypicalTaskClasses(pods, options.typical_pct) : TaskClassesOf(pods);
+}
+
+}  // namespace
+
+FgdOptions AuthorsLoop(FgdOptions options) {
+  options.nodes_to_score = 0;
+  options.ties = "lowest";
+  options.score = "exact";
+  options.typical_pct = 100;
+  return options;
+}
+
+std::string FgdPolicyYaml(const std::vector<OpenbPod>& pods, const FgdOptions& options) {
+  std::string args = absl::StrCat("      policy: ", std::string(topology::SharePolicyName(options.policy)),
+                                  "\n      seed: ", options.seed, "\n      score: ", options.score,
+                                  "\n      ties: ", options.ties, "\n");
+  if (options.typical_pct > 0) {
+    absl::StrAppend(&args, "      workload: \"", topology::FormatTaskClasses(MeasuredClasses(pods, options)),
+                    "\"\n");
+  } else {
+    absl::StrAppend(&args, "      halfLife: ", options.half_life, "\n      relearnPct: ", options.relearn_pct,
+                    "\n");
+  }
+  return absl::StrCat("actions: \"enqueue, allocate\"\nnodesToScore: ", options.nodes_to_score,
+                      "\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: predicates\n"
+                      "  - name: gpu-share\n    arguments:\n",
+                      args);
+}
+
+absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
+                                         const std::vector<OpenbPod>& pods, const FgdOptions& options) {
   if (nodes.empty()) return absl::InvalidArgumentError("FGD protocol: no nodes");
   if (pods.empty()) return absl::InvalidArgumentError("FGD protocol: no pods");
-  auto model = topology::FragmentationModel::Create(TaskClassesOf(pods));
+  auto model = topology::FragmentationModel::Create(MeasuredClasses(pods, options));
   if (!model.ok()) return model.status();
   auto cluster = topology::Cluster::Build({}, nodes);
   if (!cluster.ok()) return cluster.status();
 
-  const std::string policy_text = absl::StrCat(R"(actions: "enqueue, allocate"
-nodesToScore: )", options.nodes_to_score, R"(
-tiers:
-- plugins:
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: gpu-share
-    arguments: {policy: )", std::string(topology::SharePolicyName(options.policy)), ", seed: ", options.seed,
-                   ", relearnPct: ", options.relearn_pct, ", halfLife: ", options.half_life, "}\n");
   const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
   std::vector<queue::ConfigError> errors;
-  auto policy = scheduler::ParsePolicy(policy_text, "fgd-engine-policy", registry, &errors);
+  auto policy = scheduler::ParsePolicy(FgdPolicyYaml(pods, options), "fgd-protocol-policy", registry, &errors);
   if (!policy.ok()) return policy.status();
   scheduler::ManualClock clock;
   auto engine = scheduler::Engine::Create(*std::move(cluster), *policy, registry, clock);
@@ -47,17 +70,7 @@ tiers:
 
   // Expected fragmentation per node, from the engine's state.
   auto frag_of = [&](topology::NodeId n) {
-    const topology::NodeSpec& spec = c.node(n);
-    const scheduler::NodeState& ns = e.state().node(n);
-    std::vector<topology::Quantity> free;
-    for (int16_t u : ns.gpu_used) free.push_back(topology::kMilliPerGpu - u);
-    topology::NodeGpuState s;
-    s.gpus = spec.gpus;
-    s.gpu_free_milli = free;
-    s.cpu_capacity_milli = spec.allocatable.cpu_milli();
-    s.cpu_free_milli = spec.allocatable.cpu_milli() - ns.used.cpu_milli();
-    s.memory_free = spec.allocatable.memory() - ns.used.memory();
-    return model->NodeFragmentation(s);
+    return model->NodeFragmentation(scheduler::NodeGpuView(e.state(), n).get());
   };
   std::vector<double> frag(c.num_nodes());
   double total_frag = 0;

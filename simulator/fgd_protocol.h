@@ -11,20 +11,23 @@
 //      the pod list's task-size distribution) against the arrived GPU
 //      request, all in percent of GPU capacity.
 //
-// Placement uses the policies of topology/fragmentation.h (FGD, BestFit,
-// DotProd, GpuClustering, GpuPacking, Random): every node is scored and the
-// best wins, ties to the lowest node index. GPUs of an openb node are
-// interchangeable (the list has no link data). Nodes in the same state
-// (model, capacity, free CPU, free GPU shares) score alike, so each pod
-// scores one representative per distinct state; memory is checked per node.
-// Deterministic: the same inputs and seed give the same output.
-//
-// RunFgdProtocolOnEngine sends the pods through scheduler::Engine and the
-// gpu-share plugin: ringmaster itself, the measured driver. RunFgdProtocol
-// replays the FGD authors' scheduler loop instead (every node scored with the
-// policy functions of topology/fragmentation.h, their tie rule and score
-// options): a fidelity check of the measure against the published numbers,
-// not ringmaster's scheduler.
+// Placement goes through scheduler::Engine: every pod is a one-task job,
+// with its allowed GPU models, submitted with the policy "enqueue,
+// allocate" and the plugins gang, predicates and gpu-share (plugins/
+// gpu_share.h: the placement policies of topology/fragmentation.h, FGD,
+// BestFit, DotProd, GpuClustering, GpuPacking, Random); one cycle per pod;
+// a pod the cycle leaves pending is cancelled and counted as failed. GPUs of
+// an openb node are interchangeable (the list has no link data). The policy
+// (FgdPolicyYaml) is ringmaster's scheduler by default: the planner scores
+// the first nodesToScore feasible nodes in best-fit order and gpu-share
+// learns the workload from the pods submitted so far (it is not told the
+// pod list). AuthorsLoop() turns it into the FGD authors' scheduler loop, a
+// fidelity replay of the published measure: every node scored
+// (nodesToScore 0), ties to the lowest node index (gpu-share's ties), the
+// pod list's task classes as the workload; their runs also had the integer
+// FGD score (score "authors") and the classes covering 95 % of the pods
+// (typical_pct 95). Deterministic: the same inputs and seed give the same
+// output.
 #ifndef RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 #define RINGMASTER_SIMULATOR_FGD_PROTOCOL_H_
 
@@ -63,36 +66,39 @@ struct FgdOptions {
   topology::SharePolicy policy = topology::SharePolicy::kFgd;
   double tune = 1.3;  // arrived GPU request / capacity at which arrivals stop
   uint64_t seed = 42;
-  // Direct driver only. true: ties between the best-scored feasible nodes go
-  // to a seeded uniform draw (what upstream Kubernetes' selectHost does);
-  // false (default): the lowest node index. With authors_fgd_score and
-  // typical_pct 95, lowest-index ties reproduce the published FGD numbers far
-  // better than random ones (docs/BENCHMARKS.md, "Topology / FGD").
-  bool random_ties = false;
-  // Direct driver, policy kFgd only: score nodes as the authors' FGD plugin
-  // does, AuthorsFgdScore of the fragmentation drop (integer 0..100, so
-  // close gradients tie); false: the exact gradient.
-  bool authors_fgd_score = false;
-  // Direct driver only. FGD's workload: the most popular task classes of the pod list that
-  // together cover this share (%) of its pods (the authors' runs: 95, their
-  // "typical pods"); 100 = every class.
-  double typical_pct = 100;
-  // Engine driver only: gpu-share's relearnPct (how often the plugin
-  // rebuilds its model of the workload; 0 = on every new pod).
+  // gpu-share's `ties`: planner (the earlier candidate in best-fit order),
+  // lowest (node index) or random (seeded uniform draw, what upstream
+  // Kubernetes' selectHost does).
+  std::string ties = "planner";
+  // gpu-share's `score`: normalized, exact, or authors (fgd only: the FGD
+  // authors' integer score, AuthorsFgdScore of the fragmentation drop).
+  std::string score = "normalized";
+  // > 0: gpu-share's `workload` is given: the most popular task classes of
+  // the pod list that together cover this share (%) of its pods (the
+  // authors' runs: 95, their "typical pods"; 100 = every class), also the
+  // measure's; 0: gpu-share learns it (halfLife, relearnPct) and the measure
+  // uses every class.
+  double typical_pct = 0;
+  // gpu-share's relearnPct (how often the plugin rebuilds its model of a
+  // learned workload; 0 = on every new pod).
   int relearn_pct = 0;
-  // Engine driver only: gpu-share's halfLife (tasks; 0 = never forget).
+  // gpu-share's halfLife (tasks; 0 = never forget), for a learned workload.
   int half_life = 1;
-  // Engine driver only: the policy's nodesToScore (0 = every feasible node).
+  // The policy's nodesToScore (0 = every feasible node).
   int nodes_to_score = scheduler::kDefaultNodesToScore;
 };
+
+// The FGD authors' scheduler loop (the former `--driver direct`): every node
+// scored, ties to the lowest node index, the exact score, the workload given
+// as every task class of the pod list. Policy, tune and seed are kept.
+FgdOptions AuthorsLoop(FgdOptions options);
 
 // The pod list's task classes, popularity = pod count, most popular first,
 // cut after the classes covering `typical_pct` % of the pods.
 std::vector<topology::TaskClass> TypicalTaskClasses(const std::vector<OpenbPod>& pods, double typical_pct);
 
-// int64(sigmoid(drop / 1000) * 100): the FGD authors' node score for a drop
-// of `fragment_drop_milli` in the node's expected fragmentation.
-double AuthorsFgdScore(double fragment_drop_milli);
+// The engine policy (YAML) the protocol runs with these options.
+std::string FgdPolicyYaml(const std::vector<OpenbPod>& pods, const FgdOptions& options);
 
 struct FgdCurvePoint {
   double arrived_pct = 0;  // arrived GPU request / capacity
@@ -120,23 +126,10 @@ struct FgdResult {
 std::vector<uint32_t> SampleArrivals(const std::vector<OpenbPod>& pods, int64_t capacity_milli,
                                      const FgdOptions& options);
 
-// Runs the protocol. Fails on an empty cluster or pod list.
+// Runs the protocol through the engine with FgdPolicyYaml's policy. Fails
+// on an empty cluster or pod list, or bad options (the policy's error).
 absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& nodes,
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options);
-
-// Runs the same protocol through the engine (ringmaster's scheduler; the
-// default of `ringmaster simulate`): every pod is a one-task job, with its
-// allowed GPU models, submitted to scheduler::Engine with the policy
-// "enqueue, allocate", nodesToScore = options.nodes_to_score, and the
-// plugins gang, predicates and gpu-share (policy = options.policy, halfLife,
-// relearnPct); one cycle per pod; a pod the cycle leaves pending is
-// cancelled and counted as failed. The planner scores the first
-// nodesToScore feasible nodes in best-fit order and gpu-share learns the
-// workload from the pods submitted so far (it is not told the pod list), so
-// results differ from RunFgdProtocol's.
-absl::StatusOr<FgdResult> RunFgdProtocolOnEngine(const std::vector<topology::NodeSpec>& nodes,
-                                                 const std::vector<OpenbPod>& pods,
-                                                 const FgdOptions& options);
 
 }  // namespace ringmaster::simulator
 

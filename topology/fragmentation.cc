@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "topology/gpu_select.h"
 
 namespace ringmaster::topology {
@@ -270,6 +275,84 @@ std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node
       break;
   }
   return choice;
+}
+
+double AuthorsFgdScore(double fragment_drop_milli) {
+  return std::floor(100.0 / (1.0 + std::exp(-fragment_drop_milli / 1000.0)));
+}
+
+std::string FormatTaskClasses(const std::vector<TaskClass>& classes) {
+  std::vector<std::string> out;
+  out.reserve(classes.size());
+  for (const TaskClass& c : classes) {
+    std::string s = absl::StrCat("cpu=", c.cpu_milli);
+    if (c.num_gpu > 0) absl::StrAppend(&s, " gpus=", c.num_gpu, " milli=", c.gpu_milli);
+    if (!c.gpu_models.empty()) absl::StrAppend(&s, " models=", absl::StrJoin(c.gpu_models, "|"));
+    // %.17g reads back as the same double.
+    absl::StrAppend(&s, " weight=", absl::StrFormat("%.17g", c.popularity));
+    out.push_back(std::move(s));
+  }
+  return absl::StrJoin(out, "; ");
+}
+
+absl::StatusOr<std::vector<TaskClass>> ParseTaskClasses(std::string_view text_in) {
+  const absl::string_view text(text_in.data(), text_in.size());
+  std::vector<TaskClass> classes;
+  int index = 0;
+  for (absl::string_view item : absl::StrSplit(text, ';')) {
+    ++index;
+    item = absl::StripAsciiWhitespace(item);
+    auto bad = [&](absl::string_view what, absl::string_view msg) {
+      return absl::InvalidArgumentError(absl::StrCat("task class ", index, ": '", what, "': ", msg));
+    };
+    if (item.empty()) return bad(item, "empty (classes are separated by ';')");
+    TaskClass c;
+    c.popularity = 1;
+    bool has_milli = false;
+    std::map<std::string, int, std::less<>> seen;
+    for (absl::string_view kv : absl::StrSplit(item, ' ', absl::SkipWhitespace())) {
+      const size_t eq = kv.find('=');
+      if (eq == absl::string_view::npos) return bad(kv, "expected key=value");
+      const absl::string_view key = kv.substr(0, eq);
+      const absl::string_view value = kv.substr(eq + 1);
+      if (seen[std::string(key)]++ > 0) return bad(kv, "key given twice");
+      int64_t v = 0;
+      auto integer = [&](int64_t lo, int64_t hi) {
+        return absl::SimpleAtoi(value, &v) && v >= lo && v <= hi;
+      };
+      if (key == "cpu") {
+        if (!integer(0, int64_t{1} << 40)) return bad(kv, "cpu must be an integer >= 0 (milli-CPUs)");
+        c.cpu_milli = v;
+      } else if (key == "gpus") {
+        if (!integer(0, 1024)) return bad(kv, "gpus must be an integer in [0, 1024]");
+        c.num_gpu = static_cast<int>(v);
+      } else if (key == "milli") {
+        if (!integer(1, kMilliPerGpu)) return bad(kv, "milli must be an integer in [1, 1000]");
+        c.gpu_milli = v;
+        has_milli = true;
+      } else if (key == "models") {
+        for (absl::string_view m : absl::StrSplit(value, '|')) {
+          if (m.empty()) return bad(kv, "empty model name");
+          c.gpu_models.emplace_back(m);
+        }
+      } else if (key == "weight") {
+        double w = 0;
+        if (!absl::SimpleAtod(value, &w) || !(w > 0) || !std::isfinite(w)) return bad(kv, "weight must be a number > 0");
+        c.popularity = w;
+      } else {
+        return bad(kv, "unknown key (known: cpu, gpus, milli, models, weight)");
+      }
+    }
+    if (c.num_gpu == 0) {
+      if (has_milli) return bad(item, "milli needs gpus >= 1");
+      if (!c.gpu_models.empty()) return bad(item, "models needs gpus >= 1");
+    } else if (!has_milli) {
+      c.gpu_milli = kMilliPerGpu;
+    }
+    if (c.num_gpu > 1 && c.gpu_milli != kMilliPerGpu) return bad(item, "more than one GPU must be whole (milli=1000)");
+    classes.push_back(std::move(c));
+  }
+  return classes;
 }
 
 }  // namespace ringmaster::topology

@@ -24,9 +24,9 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "topology/cluster.h"
 #include "topology/resources.h"
@@ -81,9 +81,10 @@ class FragmentationModel {
   struct MemoKey {
     uint64_t hi = 0, lo = 0;
     bool operator==(const MemoKey&) const = default;
-  };
-  struct MemoHash {
-    size_t operator()(const MemoKey& k) const { return std::hash<uint64_t>()(k.hi * 0x9E3779B97F4A7C15ULL ^ k.lo); }
+    template <typename H>
+    friend H AbslHashValue(H h, const MemoKey& k) {
+      return H::combine(std::move(h), k.hi, k.lo);
+    }
   };
   // Packs the memo key; false when the node does not fit the packing (then
   // the result is computed without the memo).
@@ -92,8 +93,20 @@ class FragmentationModel {
 
   std::vector<TaskClass> classes_;
   mutable std::vector<std::string> models_;  // interned GPU models of the memo keys
-  mutable std::unordered_map<MemoKey, double, MemoHash> memo_;
+  mutable absl::flat_hash_map<MemoKey, double> memo_;
 };
+
+// A workload's task classes as one line of text (a policy argument):
+// classes separated by ';', each a space-separated list of key=value with
+// the keys cpu (milli, default 0), gpus (default 0), milli (per GPU, default
+// 1000; < 1000 only with gpus=1), models (allowed GPU models separated by
+// '|'; default any) and weight (popularity, default 1), e.g.
+//   "cpu=8000 gpus=1 milli=500 models=T4|P100 weight=12; cpu=4000 weight=3"
+// Format writes what Parse reads back into the same classes (weights
+// exactly), in the same order; memory is not part of it.
+std::string FormatTaskClasses(const std::vector<TaskClass>& classes);
+// InvalidArgument names the class (1-based) and the item.
+absl::StatusOr<std::vector<TaskClass>> ParseTaskClasses(std::string_view text);
 
 // Placement policies for GPU tasks, as named in the FGD paper.
 enum class SharePolicy { kFgd, kBestFit, kDotProd, kGpuClustering, kGpuPacking, kRandom, kFgdBestFit };
@@ -138,6 +151,11 @@ struct NodeChoice {
 std::optional<NodeChoice> ScoreNode(SharePolicy policy, const NodeGpuState& node,
                                     const TaskClass& task, const FragmentationModel& model,
                                     std::mt19937_64& rng);
+
+// The FGD authors' integer node score for FGD's verdict (the drop of the
+// node's expected fragmentation, in milli-GPUs: ScoreNode's FGD score):
+// int64(sigmoid(drop / 1000) x 100), in [0, 100], so close drops tie.
+double AuthorsFgdScore(double fragment_drop_milli);
 
 }  // namespace ringmaster::topology
 

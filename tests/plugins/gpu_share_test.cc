@@ -5,6 +5,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "tests/support/builders.h"
 
@@ -144,6 +146,98 @@ TEST(GpuSharePlugin, RelearnPctDefersRebuildingTheModel) {
   h.Cycle();
   EXPECT_DOUBLE_EQ(Learned(h)[1000], 0.4);
   EXPECT_DOUBLE_EQ(Learned(h)[500], 0.6);
+}
+
+// The FGD authors' loop as a gpu-share configuration. Three equal nodes of
+// two GPUs; FGD's workload is given as one class, 500m shares. A whole GPU
+// is pinned to node 2 first. Then a 500m share: on every node it leaves no
+// GPU with less than 500m free, so FGD's fragmentation grows by 0
+// everywhere and only the BestFit tie-break (1e-6 x BestFit) separates the
+// nodes, in favour of node 2, the fuller one. The authors' integer score
+// floor(100 x sigmoid(drop / 1000)) is 49 on all three (the drop is a
+// negative millionth), so it ties: their loop, every node scored with ties
+// to the lowest index, takes node 0. The planner's own tie rule takes the
+// earlier candidate in best-fit order, node 2 (one whole GPU free); the
+// exact score takes node 2 too.
+topology::NodeId FidelityShareLandsOn(const std::string& args) {
+  ClusterBuilder cb;
+  cb.NodesPerRack(3).Gpus(2);
+  cb.Label(2, "slot", "2");
+  EngineHarness h(cb.Build(), PolicyFromYaml(R"(actions: "enqueue, allocate"
+nodesToScore: 0
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: gpu-share
+    arguments: {policy: fgd, workload: "gpus=1 milli=500", )" + args + R"(}
+)"));
+  h.Submit(JobBuilder("whole").GpusPerTask(1).Selector("slot", "2").Build());
+  h.Cycle();
+  EXPECT_TRUE(h.Running("whole"));
+  h.Submit(JobBuilder("share").GpuShare(500).Build());
+  h.Cycle();
+  EXPECT_TRUE(h.Running("share")) << args;
+  return h.job("share").task(0).node;
+}
+
+TEST(GpuSharePlugin, AuthorsLoopIsAnEngineConfiguration) {
+  EXPECT_EQ(FidelityShareLandsOn("score: authors, ties: lowest"), topology::NodeId(0));
+  EXPECT_EQ(FidelityShareLandsOn("score: authors, ties: planner"), topology::NodeId(2));
+  EXPECT_EQ(FidelityShareLandsOn("score: exact, ties: lowest"), topology::NodeId(2));
+  // Random ties: a seeded draw among the three tied nodes, the same for the
+  // same seed, and not always the same node over seeds.
+  std::set<uint32_t> seen;
+  for (int seed = 1; seed <= 12; ++seed) {
+    const std::string args = "score: authors, ties: random, seed: " + std::to_string(seed);
+    const topology::NodeId n = FidelityShareLandsOn(args);
+    EXPECT_EQ(FidelityShareLandsOn(args), n);
+    seen.insert(n.value());
+  }
+  EXPECT_GE(seen.size(), 2u);
+}
+
+TEST(GpuSharePlugin, AGivenWorkloadIsNotLearned) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(2).Build(),
+                  PolicyFromYaml(R"(actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: predicates
+  - name: gpu-share
+    arguments: {workload: "cpu=1000 gpus=1 milli=250 weight=3; gpus=2 weight=1"}
+)"));
+  h.Submit(JobBuilder("s").GpuShare(500).Build());
+  h.Cycle();
+  EXPECT_TRUE(h.Running("s"));
+  auto learned = Learned(h);
+  EXPECT_EQ(learned.size(), 2u);
+  EXPECT_DOUBLE_EQ(learned[250], 0.75);
+  EXPECT_DOUBLE_EQ(learned[1000], 0.25);
+}
+
+TEST(GpuSharePlugin, RejectsBadFidelityArguments) {
+  auto err = [](std::map<std::string, scheduler::PluginArgs::Value> args) {
+    auto p = plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", std::move(args)));
+    return p.ok() ? std::string("ok") : std::string(p.status().message());
+  };
+  EXPECT_THAT(err({{"ties", {"sometimes", 7, 9}}}),
+              HasSubstr("p.yaml:7:9: plugins[gpu-share].arguments.ties: unknown tie rule 'sometimes' (planner, lowest, random)"));
+  EXPECT_THAT(err({{"score", {"integer", 3, 2}}}), HasSubstr("arguments.score: unknown score 'integer'"));
+  EXPECT_THAT(err({{"policy", {"bestfit", 2, 2}}, {"score", {"authors", 3, 2}}}),
+              HasSubstr("arguments.score: authors is FGD's integer score: only with policy fgd"));
+  EXPECT_THAT(err({{"score", {"exact", 2, 2}}, {"weight", {"5", 3, 2}}}),
+              HasSubstr("arguments.weight: scales the normalized score only"));
+  EXPECT_THAT(err({{"weight", {"2000000", 3, 2}}}), HasSubstr("arguments.weight: must be in [0, 1000000]"));
+  EXPECT_THAT(err({{"workload", {"gpus=1 milli=500; gpus=x", 4, 5}}}),
+              HasSubstr("p.yaml:4:5: plugins[gpu-share].arguments.workload: task class 2: 'gpus=x': gpus must be an integer"));
+  EXPECT_THAT(err({{"workload", {"", 4, 5}}}), HasSubstr("arguments.workload: task class 1"));
+  EXPECT_THAT(err({{"workload", {"gpus=1", 4, 5}}, {"halfLife", {"2", 5, 5}}}),
+              HasSubstr("p.yaml:5:5: plugins[gpu-share].arguments.halfLife: applies to a learned workload only"));
+  EXPECT_EQ(err({{"workload", {"gpus=1 milli=500 models=T4|A10 weight=2.5; cpu=8000", 4, 5}},
+                 {"score", {"authors", 1, 1}},
+                 {"ties", {"lowest", 1, 1}}}),
+            "ok");
 }
 
 TEST(GpuSharePlugin, RejectsBadArguments) {

@@ -137,35 +137,45 @@ TEST(FgdProtocol, SameSeedSameRunOtherSeedOtherArrivals) {
   EXPECT_TRUE(differs);
 }
 
-TEST(FgdProtocolOnEngine, PlacesThroughTheEngineWithinCapacity) {
+TEST(FgdProtocol, AuthorsLoopIsAnEnginePolicy) {
+  // The authors' loop is the same engine with other gpu-share arguments:
+  // every node scored, lowest-index ties, the exact score, the pod list's
+  // classes given as the workload (not learned).
+  const FgdOptions authors = AuthorsLoop({topology::SharePolicy::kFgd, 1.3, 5});
+  EXPECT_EQ(authors.nodes_to_score, 0);
+  EXPECT_EQ(authors.ties, "lowest");
+  EXPECT_EQ(authors.score, "exact");
+  EXPECT_EQ(authors.typical_pct, 100);
+  EXPECT_EQ(authors.seed, 5u);
+  const std::string yaml = FgdPolicyYaml(SmallWorkload(), authors);
+  EXPECT_THAT(yaml, HasSubstr("nodesToScore: 0\n"));
+  EXPECT_THAT(yaml, HasSubstr("      ties: lowest\n"));
+  // Four classes (the two 1000m pods differ in CPU), most popular first.
+  EXPECT_THAT(yaml, HasSubstr("      workload: \"cpu=1000 weight=1; cpu=2000 gpus=1 milli=300 weight=1; "));
+  EXPECT_THAT(yaml, ::testing::Not(HasSubstr("halfLife")));
+  const std::string learned = FgdPolicyYaml(SmallWorkload(), {topology::SharePolicy::kBestFit, 1.3, 5});
+  EXPECT_THAT(learned, HasSubstr("nodesToScore: 16\n"));
+  EXPECT_THAT(learned, HasSubstr("      policy: bestfit\n"));
+  EXPECT_THAT(learned, HasSubstr("      halfLife: 1\n      relearnPct: 0\n"));
+  EXPECT_THAT(learned, ::testing::Not(HasSubstr("workload")));
   for (auto policy : {topology::SharePolicy::kFgd, topology::SharePolicy::kBestFit}) {
-    auto r = RunFgdProtocolOnEngine(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
-    ASSERT_TRUE(r.ok()) << r.status();
-    auto direct = RunFgdProtocol(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
-    ASSERT_TRUE(direct.ok());
-    // Same arrivals as the direct driver (same sampling), placed by the engine.
-    EXPECT_EQ(r->pods, direct->pods);
-    EXPECT_EQ(r->arrived_milli, direct->arrived_milli);
-    EXPECT_LE(r->allocated_milli, r->capacity_milli);
-    EXPECT_GT(r->allocated_milli, 0);
-    EXPECT_GT(r->failed_pods, 0);
-    auto again = RunFgdProtocolOnEngine(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
-    ASSERT_TRUE(again.ok());
-    EXPECT_EQ(again->allocated_milli, r->allocated_milli);
-    EXPECT_EQ(again->failed_pods, r->failed_pods);
+    auto engine = RunFgdProtocol(SmallCluster(), SmallWorkload(), {policy, 1.3, 5});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    auto loop = RunFgdProtocol(SmallCluster(), SmallWorkload(), AuthorsLoop({policy, 1.3, 5}));
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    // Same arrivals (same sampling), placed by the two configurations.
+    EXPECT_EQ(loop->pods, engine->pods);
+    EXPECT_EQ(loop->arrived_milli, engine->arrived_milli);
+    EXPECT_LE(loop->allocated_milli, loop->capacity_milli);
+    EXPECT_GT(loop->allocated_milli, 0);
+    EXPECT_GT(loop->failed_pods, 0);
   }
-}
-
-TEST(FgdProtocol, AuthorsFgdScoreIsTheTruncatedSigmoidOfTheDrop) {
-  EXPECT_EQ(AuthorsFgdScore(0), 50);
-  EXPECT_EQ(AuthorsFgdScore(1000), 73);    // 100 / (1 + e^-1) = 73.1
-  EXPECT_EQ(AuthorsFgdScore(-1000), 26);   // 26.9
-  EXPECT_EQ(AuthorsFgdScore(-1e9), 0);
-  EXPECT_EQ(AuthorsFgdScore(1e9), 100);
-  // Integer steps: drops 10 milli apart near 0 tie, 100 apart do not.
-  EXPECT_EQ(AuthorsFgdScore(5), AuthorsFgdScore(15));
-  EXPECT_LT(AuthorsFgdScore(-50), AuthorsFgdScore(50));
-  for (double d = -3000; d < 3000; d += 7) EXPECT_LE(AuthorsFgdScore(d), AuthorsFgdScore(d + 7));
+  // Bad options are the policy's errors.
+  FgdOptions bad{topology::SharePolicy::kBestFit, 1.3, 5};
+  bad.score = "authors";
+  auto r = RunFgdProtocol(SmallCluster(), SmallWorkload(), bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("authors is FGD's integer score: only with policy fgd"));
 }
 
 TEST(FgdProtocol, TypicalTaskClassesKeepThePopularOnes) {
@@ -193,13 +203,13 @@ TEST(FgdProtocol, TypicalTaskClassesKeepThePopularOnes) {
 
 TEST(FgdProtocol, FidelityOptionsRepeatAndMatter) {
   // Random ties and the authors' integer FGD score: same seed, same run.
-  FgdOptions o{topology::SharePolicy::kFgd, 1.3, 11};
-  o.random_ties = true;
-  o.authors_fgd_score = true;
+  FgdOptions o = AuthorsLoop({topology::SharePolicy::kFgd, 1.3, 11});
+  o.ties = "random";
+  o.score = "authors";
   o.typical_pct = 95;
   auto a = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
   auto b = RunFgdProtocol(SmallCluster(), SmallWorkload(), o);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status();
   EXPECT_EQ(a->allocated_milli, b->allocated_milli);
   ASSERT_EQ(a->curve.size(), b->curve.size());
   for (size_t i = 0; i < a->curve.size(); ++i) EXPECT_EQ(a->curve[i].frag_pct, b->curve[i].frag_pct);
@@ -212,7 +222,7 @@ TEST(FgdProtocol, FidelityOptionsRepeatAndMatter) {
   ASSERT_TRUE(tied.ok());
   auto changes = [&](auto set) {
     for (uint64_t seed = 1; seed <= 30; ++seed) {
-      FgdOptions base{topology::SharePolicy::kFgd, 1.3, seed};
+      FgdOptions base = AuthorsLoop({topology::SharePolicy::kFgd, 1.3, seed});
       FgdOptions other = base;
       set(other);
       auto x = RunFgdProtocol(*tied, SmallWorkload(), base);
@@ -225,14 +235,13 @@ TEST(FgdProtocol, FidelityOptionsRepeatAndMatter) {
     }
     return false;
   };
-  EXPECT_TRUE(changes([](FgdOptions& o) { o.random_ties = true; }));
-  EXPECT_TRUE(changes([](FgdOptions& o) { o.authors_fgd_score = true; }));
+  EXPECT_TRUE(changes([](FgdOptions& o) { o.ties = "random"; }));
+  EXPECT_TRUE(changes([](FgdOptions& o) { o.score = "authors"; }));
 }
 
 TEST(FgdProtocol, RejectsEmptyInputs) {
   EXPECT_FALSE(RunFgdProtocol({}, SmallWorkload(), {}).ok());
   EXPECT_FALSE(RunFgdProtocol(SmallCluster(), {}, {}).ok());
-  EXPECT_FALSE(RunFgdProtocolOnEngine(SmallCluster(), {}, {}).ok());
   auto cpu_only = ParseOpenbPodList("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nc,1000,1,0,0\n", "c.csv");
   ASSERT_TRUE(cpu_only.ok());
   EXPECT_FALSE(RunFgdProtocol(SmallCluster(), *cpu_only, {}).ok());

@@ -209,3 +209,67 @@ TEST(Fragmentation, PolicyNames) {
 
 }  // namespace
 }  // namespace ringmaster::topology
+
+namespace ringmaster::topology {
+namespace {
+
+TEST(Fragmentation, AuthorsFgdScoreIsTheTruncatedSigmoidOfTheDrop) {
+  EXPECT_EQ(AuthorsFgdScore(0), 50);
+  EXPECT_EQ(AuthorsFgdScore(1000), 73);   // 100 / (1 + e^-1) = 73.1
+  EXPECT_EQ(AuthorsFgdScore(-1000), 26);  // 26.9
+  EXPECT_EQ(AuthorsFgdScore(-1e-6), 49);  // a negative millionth: 49.99...
+  EXPECT_EQ(AuthorsFgdScore(-1e9), 0);
+  EXPECT_EQ(AuthorsFgdScore(1e9), 100);
+  // Integer steps: drops 10 milli apart near 0 tie, 100 apart do not.
+  EXPECT_EQ(AuthorsFgdScore(5), AuthorsFgdScore(15));
+  EXPECT_LT(AuthorsFgdScore(-50), AuthorsFgdScore(50));
+  for (double d = -3000; d < 3000; d += 7) EXPECT_LE(AuthorsFgdScore(d), AuthorsFgdScore(d + 7));
+}
+
+TEST(Fragmentation, TaskClassesReadBackAsWritten) {
+  auto c = ParseTaskClasses(" cpu=8000 gpus=1 milli=500 models=T4|P100 weight=12 ;gpus=2;cpu=4000 weight=0.1");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 3u);
+  EXPECT_EQ((*c)[0].cpu_milli, 8000);
+  EXPECT_EQ((*c)[0].num_gpu, 1);
+  EXPECT_EQ((*c)[0].gpu_milli, 500);
+  EXPECT_EQ((*c)[0].gpu_models, (std::vector<std::string>{"T4", "P100"}));
+  EXPECT_EQ((*c)[0].popularity, 12);
+  EXPECT_EQ((*c)[1].gpu_milli, 1000);  // whole GPUs by default
+  EXPECT_EQ((*c)[1].popularity, 1);
+  EXPECT_EQ((*c)[2].num_gpu, 0);
+  EXPECT_EQ((*c)[2].gpu_milli, 0);
+  const std::string text = FormatTaskClasses(*c);
+  EXPECT_EQ(text, "cpu=8000 gpus=1 milli=500 models=T4|P100 weight=12; cpu=0 gpus=2 milli=1000 weight=1; "
+                  "cpu=4000 weight=0.10000000000000001");
+  auto again = ParseTaskClasses(text);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*again)[i].cpu_milli, (*c)[i].cpu_milli);
+    EXPECT_EQ((*again)[i].num_gpu, (*c)[i].num_gpu);
+    EXPECT_EQ((*again)[i].gpu_milli, (*c)[i].gpu_milli);
+    EXPECT_EQ((*again)[i].gpu_models, (*c)[i].gpu_models);
+    EXPECT_EQ((*again)[i].popularity, (*c)[i].popularity);  // exactly
+  }
+}
+
+TEST(Fragmentation, BadTaskClassesNameTheClassAndItem) {
+  auto err = [](const char* text) {
+    auto c = ParseTaskClasses(text);
+    return c.ok() ? std::string("ok") : std::string(c.status().message());
+  };
+  EXPECT_EQ(err("gpus=1; gpus=2 milli=500"), "task class 2: 'gpus=2 milli=500': more than one GPU must be whole (milli=1000)");
+  EXPECT_EQ(err("gpus=1 milli=0"), "task class 1: 'milli=0': milli must be an integer in [1, 1000]");
+  EXPECT_EQ(err("cpu=-1"), "task class 1: 'cpu=-1': cpu must be an integer >= 0 (milli-CPUs)");
+  EXPECT_EQ(err("gpus=1 weight=0"), "task class 1: 'weight=0': weight must be a number > 0");
+  EXPECT_EQ(err("gpus=1 colour=red"), "task class 1: 'colour=red': unknown key (known: cpu, gpus, milli, models, weight)");
+  EXPECT_EQ(err("gpus=1 gpus=2"), "task class 1: 'gpus=2': key given twice");
+  EXPECT_EQ(err("gpus"), "task class 1: 'gpus': expected key=value");
+  EXPECT_EQ(err("cpu=1 milli=500"), "task class 1: 'cpu=1 milli=500': milli needs gpus >= 1");
+  EXPECT_EQ(err("gpus=1 models=T4|"), "task class 1: 'models=T4|': empty model name");
+  EXPECT_EQ(err("gpus=1;;"), "task class 2: '': empty (classes are separated by ';')");
+}
+
+}  // namespace
+}  // namespace ringmaster::topology
