@@ -40,6 +40,7 @@ struct ServeFlags {
   bool no_bind = false;
   std::string api_server;
   std::string api_token_file;
+  std::string api_ca_file;
   std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
@@ -75,8 +76,15 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
         "give --api-server http://127.0.0.1:8001 (kubectl proxy) to bind pods, or --no-bind to record bindings only");
   }
   server::ApiServerOptions o;
-  o.url = f.api_server;
-  o.token_file = f.api_token_file;  // re-read per request (rotated service-account tokens)
+  if (f.api_server == "in-cluster") {
+    auto in_cluster = server::InClusterApiServer();
+    if (!in_cluster.ok()) return in_cluster.status();
+    o = *std::move(in_cluster);
+  } else {
+    o.url = f.api_server;
+  }
+  if (!f.api_token_file.empty()) o.token_file = f.api_token_file;  // re-read per request (rotated tokens)
+  if (!f.api_ca_file.empty()) o.ca_file = f.api_ca_file;
   return server::MakeApiServerBinder(std::move(o));
 }
 
@@ -182,8 +190,11 @@ void RegisterServeCommand(CLI::App& app) {
                   "rack,spine=topology.ringmaster.io/spine,zone=topology.kubernetes.io/zone)");
   cmd->add_flag("--no-bind", f->no_bind, "record bindings only; do not call the API server");
   cmd->add_option("--api-server", f->api_server,
-                  "bind pods through this API server: http://IP:PORT, e.g. kubectl proxy's http://127.0.0.1:8001");
+                  "bind pods through this API server: https://HOST:PORT, http://HOST:PORT (kubectl proxy), or in-cluster (the pod's service account)");
   cmd->add_option("--api-token-file", f->api_token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
+  cmd->add_option("--api-ca-file", f->api_ca_file,
+                  "https --api-server: PEM CA that signed the API server's certificate (default: the system's CAs)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
   AddLogLevelOption(*cmd, f->log_level);

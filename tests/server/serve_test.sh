@@ -19,6 +19,13 @@ rc=$?
 set -e
 [[ $rc == 2 ]] || { echo "serve without --no-bind: exit $rc, want 2"; exit 1; }
 
+# --api-server in-cluster outside a pod says what is missing.
+set +e
+msg=$(env -u KUBERNETES_SERVICE_HOST "$BIN" serve --api-server in-cluster --http 127.0.0.1:0 2>&1 >/dev/null)
+rc=$?
+set -e
+[[ $rc == 2 && $msg == *"KUBERNETES_SERVICE_HOST"* ]] || { echo "in-cluster outside a pod: exit $rc: $msg"; exit 1; }
+
 # A bad log level (flag or RINGMASTER_LOG) is refused at start, saying which.
 set +e
 msg=$("$BIN" serve --no-bind --http 127.0.0.1:0 --log-level chatty 2>&1 >/dev/null)
