@@ -168,7 +168,7 @@ def main():
     # ringmaster binds through kubectl proxy.
     api = flag_value(args, "--api-server")
     proxy = containers.get("kubectl-proxy")
-    if api is not None:
+    if api is not None and api != "in-cluster":
         if proxy is None:
             problem(where, "--api-server is given but there is no kubectl-proxy container")
         else:
