@@ -45,6 +45,39 @@ absl::StatusOr<scheduler::Policy> StartPolicy(const std::string& file, const Rec
   return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
 }
 
+// The admin API's credentials: TLS with the extender's certificate and key
+// (and client CA: mutual TLS) when given, else none.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(const TlsFiles& tls) {
+  if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto cert = ReadFile(tls.cert_file);
+  auto key = ReadFile(tls.key_file);
+  if (!cert.ok()) return absl::InvalidArgumentError(absl::StrCat("TLS: ", cert.status().message()));
+  if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat("TLS: ", key.status().message()));
+  grpc::SslServerCredentialsOptions so(tls.client_ca_file.empty()
+                                           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!tls.client_ca_file.empty()) {
+    auto ca = ReadFile(tls.client_ca_file);
+    if (!ca.ok()) return absl::InvalidArgumentError(absl::StrCat("TLS: ", ca.status().message()));
+    so.pem_root_certs = *ca;
+  }
+  so.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(so);
+}
+
+// The extender's gangs and learned nodes, kept in the journal.
+class JournalExtenderStore : public ExtenderStore {
+ public:
+  explicit JournalExtenderStore(Journal& journal) : journal_(journal) {}
+  void Put(const std::string& kind, const std::string& name, std::string value) override {
+    journal_.PutExtenderState(kind, name, std::move(value));
+  }
+  absl::Status Sync() override { return journal_.Flush(); }
+
+ private:
+  Journal& journal_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, const scheduler::PluginRegistry& registry) {
@@ -76,16 +109,25 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
                                              *d->events_, AdminOptions{o.admin_token});
   Daemon* self = d.get();
   o.extender.on_cycle = [self](const scheduler::Decisions& dec) { self->admin_->OnCycle(dec); };
+  if (d->journal_) {
+    d->extender_store_ = std::make_unique<JournalExtenderStore>(*d->journal_);
+    o.extender.store = d->extender_store_.get();
+  }
   d->extender_ = std::make_unique<Extender>(*d->engine_, d->clock_, o.extender, o.binder.get(), &d->engine_mu_);
   {
     absl::MutexLock lock(&d->engine_mu_);
     if (auto s = d->admin_->Recover(recovered); !s.ok()) return s;
   }
+  // The extender's gangs after the admin API's jobs (the extender locks itself).
+  std::vector<StoredRecord> stored;
+  for (ExtenderRecord& r : recovered.extender) stored.push_back({r.kind, r.name, std::move(r.value)});
+  if (auto s = d->extender_->Restore(stored); !s.ok()) return s;
   d->recovered_ = recovered.jobs.size();
   // The servers.
   Extender* ext = d->extender_.get();
   d->metrics_ = std::make_unique<ServeMetrics>(d->metrics_registry_);
   ServeMetrics* metrics = d->metrics_.get();
+  if (d->journal_) d->journal_->SetCommitObserver([metrics](double s) { metrics->journal_write_seconds().Observe(s); });
   ext->SetCycleObserver([metrics](double seconds, const scheduler::Decisions& dec, const scheduler::State& st) {
     metrics->ObserveCycle(seconds, dec, st);
   });
@@ -98,8 +140,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
     if (!addr.ok()) return absl::InvalidArgumentError(absl::StrCat("--grpc: ", addr.status().message()));
     d->grpc_host_ = addr->first;
     const std::string host = addr->first.find(':') != std::string::npos ? "[" + addr->first + "]" : addr->first;
+    auto creds = GrpcServerCredentials(o.http.tls);
+    if (!creds.ok()) return creds.status();
     grpc::ServerBuilder b;
-    b.AddListeningPort(absl::StrCat(host, ":", addr->second), grpc::InsecureServerCredentials(), &d->grpc_port_);
+    b.AddListeningPort(absl::StrCat(host, ":", addr->second), *creds, &d->grpc_port_);
     b.RegisterService(d->admin_.get());
     b.SetMaxReceiveMessageSize(4 << 20);
     d->grpc_ = b.BuildAndStart();

@@ -9,11 +9,13 @@
 // outside it (server/admin_service.h).
 //
 // Start:
-//  1. Opens the journal in --state DIR and reads it.
+//  1. Opens the journal in --state DIR and reads it (admin jobs, policy, and
+//     the extender's learned nodes and gangs).
 //  2. Picks the policy: the --policy file, else the last one set through
 //     UpdatePolicy (journaled), else the built-in default.
 //  3. Builds the engine, re-adopts the journal's jobs (running ones where
-//     they ran), then starts the HTTP and gRPC servers.
+//     they ran) and the extender's gangs (reservations and bound pods where
+//     they were), then starts the HTTP and gRPC servers.
 // Run: a cycle every period (wall clock) until SIGTERM or SIGINT; SIGHUP
 // re-reads the --policy file (an invalid one is rejected, the old stays).
 // Shutdown: stops the servers, then flushes the journal.
@@ -54,7 +56,7 @@ struct DaemonOptions {
   topology::Cluster cluster;
   std::string policy_file;  // empty: the journal's policy, else the built-in one
   std::string state_dir;    // empty: no journal (nothing survives a restart)
-  HttpServerOptions http;
+  HttpServerOptions http;  // its TLS files (http.tls) serve the admin API too
   std::string grpc_address = "127.0.0.1:7070";  // HOST:PORT (port 0: any free port); empty: no admin API
   std::string admin_token;  // mutations need it when set
   int period_ms = 1000;
@@ -100,6 +102,7 @@ class Daemon {
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<scheduler::Engine> engine_;
   std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<ExtenderStore> extender_store_;  // the journal's, for the extender
   std::unique_ptr<Extender> extender_;
   // GET /metrics: every engine cycle (observed through the extender, which
   // runs them all) and every HTTP request.

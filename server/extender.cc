@@ -47,7 +47,12 @@ void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result
     if (spec.ok()) {
       const std::string node_name = spec->name;
       added = engine_.AddNode(*std::move(spec)).status();
-      if (added.ok()) common::Log(common::LogLevel::info, "node learned", {{"node", node_name}});
+      if (added.ok()) {
+        common::Log(common::LogLevel::info, "node learned", {{"node", node_name}});
+        if (options_.store) {
+          options_.store->Put("node", node_name, obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        }
+      }
       if (!added.ok()) result.failed_and_unresolvable_nodes[node_name] = std::string(added.message());
     } else if (name && name->is_string()) {
       result.failed_and_unresolvable_nodes[name->get<std::string>()] = std::string(added.message());
@@ -55,7 +60,7 @@ void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result
   }
 }
 
-Extender::Gang& Extender::Admit(const PodInfo& pod) {
+Extender::Gang& Extender::Admit(const PodInfo& pod, const nlohmann::json& raw) {
   const std::string key = pod.Key();
   auto known = gang_of_pod_.find(key);
   if (known != gang_of_pod_.end()) {
@@ -65,6 +70,9 @@ Extender::Gang& Extender::Admit(const PodInfo& pod) {
         // The same name, a new pod (recreated): it takes the old one's place.
         m.uid = pod.uid;
         m.pod = pod;
+        m.raw = raw;
+        PutPod(m);
+        Touch(g.name);
       }
     }
     return g;
@@ -85,15 +93,17 @@ Extender::Gang& Extender::Admit(const PodInfo& pod) {
                                     std::string(kVolcanoMinMember), " or give the PodGroup's minMember");
     }
   }
-  g.members.push_back(Member{key, pod.uid, pod});
+  g.members.push_back(Member{key, pod.uid, pod, raw});
+  PutPod(g.members.back());
   gang_of_pod_[key] = name;
+  Touch(name);
   return g;
 }
 
-absl::Status Extender::Submit(Gang& gang) {
+scheduler::JobSpec Extender::GangSpec(Gang& gang, const std::string& job_name,
+                                      std::vector<std::pair<int, Member*>>* tasks) const {
   scheduler::JobSpec spec;
-  int& attempt = attempts_[gang.name];
-  spec.name = attempt == 0 ? gang.name : absl::StrCat(gang.name, "#", attempt);
+  spec.name = job_name;
   const PodInfo& first = gang.members.front().pod;
   if (!first.queue.empty()) spec.queue = first.queue;
   spec.priority = first.priority;
@@ -115,19 +125,27 @@ absl::Status Extender::Submit(Gang& gang) {
     role.gpu = {std::get<2>(shapes[r]), topology::kMilliPerGpu};
     spec.roles.push_back(std::move(role));
   }
-  std::vector<std::pair<size_t, Member*>> by_role;
+  tasks->clear();
   for (Member& m : gang.members) {
-    const size_t r = std::find(shapes.begin(), shapes.end(), ShapeOf(m.pod)) - shapes.begin();
+    const int r = static_cast<int>(std::find(shapes.begin(), shapes.end(), ShapeOf(m.pod)) - shapes.begin());
     ++spec.roles[r].replicas;
-    by_role.push_back({r, &m});
+    tasks->push_back({r, &m});
   }
-  std::stable_sort(by_role.begin(), by_role.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return spec;
+}
+
+absl::Status Extender::Submit(Gang& gang) {
+  int& attempt = attempts_[gang.name];
+  std::vector<std::pair<int, Member*>> tasks;
+  scheduler::JobSpec spec = GangSpec(gang, attempt == 0 ? gang.name : absl::StrCat(gang.name, "#", attempt), &tasks);
   auto id = engine_.SubmitJob(std::move(spec));
   if (!id.ok()) return id.status();
-  for (uint32_t t = 0; t < by_role.size(); ++t) by_role[t].second->task = t;
+  for (uint32_t t = 0; t < tasks.size(); ++t) tasks[t].second->task = t;
   gang.job = *id;
   ++attempt;
   gang_of_job_[*id] = gang.name;
+  Touch(gang.name);
   common::Log(common::LogLevel::info, "gang submitted",
               {{"gang", gang.name}, {"job", engine_.state().job(*id).name()}, {"pods", gang.members.size()},
                {"min_member", gang.min_member}});
@@ -146,8 +164,12 @@ void Extender::RunCycle() {
     common::Log(common::LogLevel::debug, "reserved", {{"gang", g->second}, {"task", b.task_name}, {"node", b.node_name}});
     Gang& gang = gangs_.at(g->second);
     for (Member& m : gang.members) {
-      if (m.task == b.task) m.node = b.node_name;
+      if (m.task == b.task) {
+        m.node = b.node_name;
+        m.gpus = b.gpus;
+      }
     }
+    Touch(gang.name);
     if (gang.deadline < 0) {
       gang.deadline = now + options_.reservation_timeout_ms;
       expiries_.insert({gang.deadline, gang.name});
@@ -159,14 +181,60 @@ void Extender::RunCycle() {
     common::Log(common::LogLevel::info, "evicted",
                 {{"gang", g->second}, {"task", e.task_name}, {"node", e.node_name},
                  {"kind", scheduler::EvictionKindName(e.kind)}, {"reason", e.reason}, {"preemptor", e.preemptor}});
+    Touch(g->second);
     for (Member& m : gangs_.at(g->second).members) {
-      if (m.task == e.task) {
-        m.node.clear();
-        m.bound = false;
+      if (m.task != e.task) continue;
+      if (m.bound) {
+        // Its pod runs on the node: it must go. One only reserved has no pod
+        // there yet; its bind now fails and kube-scheduler tries again.
+        PodEviction ev;
+        const size_t slash = m.key.find('/');
+        ev.pod_namespace = m.key.substr(0, slash);
+        ev.pod_name = m.key.substr(slash + 1);
+        ev.pod_uid = m.uid;
+        ev.node = e.node_name;
+        ev.reason = e.reason;
+        to_evict_.push_back({std::move(ev), e.deadline});
       }
+      m.node.clear();
+      m.gpus.clear();
+      m.bound = false;
     }
   }
   if (options_.on_cycle) options_.on_cycle(d);
+}
+
+void Extender::CarryOutEvictions() {
+  std::vector<std::pair<PodEviction, scheduler::Timestamp>> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(to_evict_);
+  }
+  if (batch.empty()) return;
+  std::vector<std::pair<PodEviction, scheduler::Timestamp>> retry;
+  std::vector<PodEviction> done;
+  for (auto& [ev, deadline] : batch) {
+    const std::string pod = absl::StrCat(ev.pod_namespace, "/", ev.pod_name);
+    // The grace period left until the deadline, rounded up (a retry asks
+    // for less than the first try).
+    if (deadline >= 0) ev.grace_period_seconds = std::max<int64_t>(0, (deadline - clock_.Now() + 999) / 1000);
+    const absl::Status s = binder_ ? binder_->Evict(ev) : absl::OkStatus();
+    if (s.ok()) {
+      common::Log(common::LogLevel::info, binder_ ? "pod evicted" : "pod eviction recorded",
+                  {{"pod", pod}, {"node", ev.node}, {"grace_s", ev.grace_period_seconds}, {"reason", ev.reason}});
+      done.push_back(std::move(ev));
+      continue;
+    }
+    // Past its deadline the engine counts the GPUs free anyway: retrying
+    // longer would only stop a pod that may have been placed again.
+    const bool again = s.code() == absl::StatusCode::kUnavailable && deadline >= 0 && clock_.Now() < deadline;
+    common::Log(common::LogLevel::err, again ? "eviction refused, trying again" : "eviction failed",
+                {{"pod", pod}, {"node", ev.node}, {"error", s.message()}});
+    if (again) retry.push_back({std::move(ev), deadline});
+  }
+  absl::MutexLock lock(&mu_);
+  for (PodEviction& ev : done) evicted_.push_back(std::move(ev));
+  for (auto& r : retry) to_evict_.push_back(std::move(r));
 }
 
 void Extender::Forget(const std::string& gang_name) {
@@ -174,7 +242,11 @@ void Extender::Forget(const std::string& gang_name) {
   if (it == gangs_.end()) return;
   Gang& g = it->second;
   if (g.deadline >= 0) expiries_.erase({g.deadline, g.name});
-  for (const Member& m : g.members) gang_of_pod_.erase(m.key);
+  for (const Member& m : g.members) {
+    gang_of_pod_.erase(m.key);
+    if (options_.store) options_.store->Put("pod", m.key, "");
+  }
+  Touch(gang_name);
   if (g.job.valid()) gang_of_job_.erase(g.job);
   gangs_.erase(it);
 }
@@ -212,11 +284,15 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   }
   ExtenderFilterResult learned;
   FilterVerdict v;
+  bool evict = false;
   {
     absl::MutexLock lock(&mu_);
     LearnNodes(args, learned);
-    v = FilterPod(*pod);
+    v = FilterPod(*pod, args.pod);
+    Persist();
+    evict = !to_evict_.empty();
   }
+  if (evict) CarryOutEvictions();  // the cycle a completed gang ran decided some
   // The answer is built outside the lock.
   ExtenderFilterResult r;
   const std::vector<std::string> names = args.CandidateNames();
@@ -241,8 +317,8 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   return r;
 }
 
-Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod) {
-  Gang& gang = Admit(pod);
+Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw) {
+  Gang& gang = Admit(pod, raw);
   if (!gang.unresolvable.empty()) return {"", gang.unresolvable, true};
   Member* me = FindMember(pod.Key());
   if (!gang.job.valid() && static_cast<int>(gang.members.size()) >= gang.min_member) {
@@ -302,8 +378,24 @@ ExtenderPreemptionResult Extender::Preempt(const ExtenderPreemptionArgs& args) {
 }
 
 ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
+  ExtenderBindingResult r;
+  {
+    absl::MutexLock lock(&mu_);
+    r = BindLocked(args);
+    Persist();
+  }
+  // A pod bound in Kubernetes must be known bound after a restart, or its
+  // reservation would expire and free GPUs it holds.
+  if (r.error.empty() && options_.store) {
+    if (absl::Status s = options_.store->Sync(); !s.ok()) {
+      common::Log(common::LogLevel::err, "journal", {{"pod", args.pod_name}, {"error", s.message()}});
+    }
+  }
+  return r;
+}
+
+ExtenderBindingResult Extender::BindLocked(const ExtenderBindingArgs& args) {
   const std::string key = absl::StrCat(args.pod_namespace.empty() ? "default" : args.pod_namespace, "/", args.pod_name);
-  absl::MutexLock lock(&mu_);
   Member* m = FindMember(key);
   if (m == nullptr || m->node.empty()) {
     return {absl::StrCat("pod ", key, " has no node reserved by ringmaster (did its filter pass through this extender?)")};
@@ -311,13 +403,17 @@ ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
   if (m->node != args.node) return {absl::StrCat("pod ", key, " is reserved on node ", m->node, ", not ", args.node)};
   if (m->bound) return {};  // a repeated bind: already done
   Gang& gang = gangs_.at(gang_of_pod_.at(key));
+  Touch(gang.name);
   const absl::Status sent = binder_ ? binder_->Bind(args) : absl::OkStatus();
   const TaskState state = engine_.state().job(gang.job).task(m->task).state;
   if (!sent.ok()) {
     common::Log(common::LogLevel::err, "bind failed",
                 {{"pod", key}, {"node", args.node}, {"gang", gang.name}, {"error", sent.message()}});
     if (state == TaskState::kBinding) (void)engine_.ConfirmBind(gang.job, m->task, false);
-    for (Member& o : gang.members) o.node.clear();  // the engine released the gang; it places it again
+    for (Member& o : gang.members) {  // the engine released the gang; it places it again
+      o.node.clear();
+      o.gpus.clear();
+    }
     if (gang.deadline >= 0) expiries_.erase({gang.deadline, gang.name});
     gang.deadline = -1;
     return {absl::StrCat("binding pod ", key, " to ", args.node, " failed: ", sent.message())};
@@ -335,9 +431,13 @@ ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
 }
 
 void Extender::Tick() {
-  absl::MutexLock lock(&mu_);
-  ExpireReservations();
-  RunCycle();
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireReservations();
+    RunCycle();
+    Persist();
+  }
+  CarryOutEvictions();
 }
 
 void Extender::SetCycleObserver(CycleObserver observe) {
@@ -352,7 +452,163 @@ void Extender::SetPodGroupMinMember(const std::string& ns, const std::string& gr
   if (auto it = gangs_.find(name); it != gangs_.end() && !it->second.job.valid()) {
     it->second.min_member = min_member;
     it->second.unresolvable.clear();
+    Touch(name);
+    Persist();
   }
+}
+
+void Extender::PutPod(const Member& m) {
+  if (options_.store) {
+    options_.store->Put("pod", m.key, m.raw.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+}
+
+void Extender::Touch(const std::string& gang_name) {
+  if (options_.store) dirty_.insert(gang_name);
+}
+
+// A gang's record: its own fields and its members' places (the Pod objects
+// are records of their own, written once).
+void Extender::Persist() {
+  if (!options_.store) return;
+  for (const std::string& name : dirty_) {
+    auto it = gangs_.find(name);
+    if (it == gangs_.end()) {
+      options_.store->Put("gang", name, "");
+      continue;
+    }
+    const Gang& g = it->second;
+    nlohmann::json members = nlohmann::json::array();
+    for (const Member& m : g.members) {
+      members.push_back({{"pod", m.key},
+                         {"task", m.task == kNoTask ? -1 : static_cast<int64_t>(m.task)},
+                         {"node", m.node},
+                         {"gpus", m.gpus},
+                         {"bound", m.bound}});
+    }
+    nlohmann::json state{{"min_member", g.min_member}, {"unresolvable", g.unresolvable},
+                         {"attempt", attempts_.count(name) ? attempts_.at(name) : 0},
+                         {"deadline", g.deadline}, {"members", std::move(members)}};
+    if (g.job.valid()) {
+      const scheduler::Job& job = engine_.state().job(g.job);
+      state["job"] = job.name();
+      state["created"] = job.created();
+      state["generation"] = job.generation();
+    }
+    options_.store->Put("gang", name, state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  dirty_.clear();
+}
+
+absl::Status Extender::Restore(const std::vector<StoredRecord>& records) {
+  absl::MutexLock lock(&mu_);
+  auto bad = [](const StoredRecord& r, absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("journal: extender ", r.kind, " '", r.name, "': ", why));
+  };
+  std::map<std::string, nlohmann::json> pods;
+  std::vector<std::pair<std::string, nlohmann::json>> gangs;
+  for (const StoredRecord& r : records) {
+    nlohmann::json j = nlohmann::json::parse(r.value, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return bad(r, "not JSON");
+    if (r.kind == "node") {
+      if (!options_.learn_nodes || engine_.state().cluster().FindNode(r.name).valid()) continue;
+      auto spec = ReadNode(j, options_.topology);
+      if (!spec.ok()) return bad(r, spec.status().message());
+      if (auto added = engine_.AddNode(*std::move(spec)); !added.ok()) return bad(r, added.status().message());
+    } else if (r.kind == "pod") {
+      pods[r.name] = std::move(j);
+    } else if (r.kind == "gang") {
+      gangs.push_back({r.name, std::move(j)});
+    } else {
+      return bad(r, "unknown kind");
+    }
+  }
+  for (const auto& [name, state] : gangs) {
+    try {
+      if (absl::Status s = RestoreGang(name, state, pods); !s.ok()) {
+        return absl::DataLossError(absl::StrCat("journal: extender gang '", name, "': ", s.message()));
+      }
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+      return absl::DataLossError(absl::StrCat("journal: extender gang '", name, "': ", e.what()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Extender::RestoreGang(const std::string& name, const nlohmann::json& state,
+                                   const std::map<std::string, nlohmann::json>& pods) {
+  Gang g;
+  g.name = name;
+  g.min_member = state.at("min_member").get<int>();
+  g.unresolvable = state.at("unresolvable").get<std::string>();
+  for (const nlohmann::json& mj : state.at("members")) {
+    const std::string key = mj.at("pod").get<std::string>();
+    auto raw = pods.find(key);
+    if (raw == pods.end()) return absl::DataLossError(absl::StrCat("pod ", key, " is missing"));
+    auto pod = ReadPod(raw->second);
+    if (!pod.ok()) return absl::DataLossError(absl::StrCat("pod ", key, ": ", pod.status().message()));
+    Member m{key, pod->uid, *pod, raw->second};
+    const int64_t task = mj.at("task").get<int64_t>();
+    m.task = task < 0 ? kNoTask : static_cast<uint32_t>(task);
+    m.node = mj.at("node").get<std::string>();
+    m.gpus = mj.at("gpus").get<std::vector<int16_t>>();
+    m.bound = mj.at("bound").get<bool>();
+    g.members.push_back(std::move(m));
+  }
+  if (g.members.empty()) return absl::DataLossError("no members");
+  attempts_[name] = state.at("attempt").get<int>();
+  if (state.contains("job")) {
+    std::vector<std::pair<int, Member*>> tasks;
+    scheduler::JobSpec spec = GangSpec(g, state.at("job").get<std::string>(), &tasks);
+    for (uint32_t t = 0; t < tasks.size(); ++t) {
+      if (tasks[t].second->task != t) return absl::DataLossError("its members' task numbers do not match");
+    }
+    std::vector<scheduler::Engine::RestoredTask> placed;
+    for (const auto& [role, m] : tasks) {
+      if (!m->node.empty()) placed.push_back({m->task, role, m->node, m->gpus});
+    }
+    auto id = engine_.RestoreJob(std::move(spec), state.at("created").get<int64_t>(), placed,
+                                 state.at("generation").get<int64_t>());
+    if (!id.ok()) {
+      // E.g. its queue left the policy: its pods form the gang anew (and
+      // get the reason) on their next filter.
+      common::Log(common::LogLevel::warn, "gang not restored", {{"gang", name}, {"error", id.status().message()}});
+      if (options_.store) {
+        for (const Member& m : g.members) options_.store->Put("pod", m.key, "");
+        options_.store->Put("gang", name, "");
+      }
+      return absl::OkStatus();
+    }
+    g.job = *id;
+    gang_of_job_[*id] = name;
+    // A placement that no longer holds (a node gone, say) is dropped: the
+    // engine places the gang again.
+    const scheduler::Job& job = engine_.state().job(*id);
+    for (Member& m : g.members) {
+      if (m.task == kNoTask || !scheduler::HoldsNode(job.task(m.task).state)) {
+        m.node.clear();
+        m.gpus.clear();
+        m.bound = false;
+      }
+    }
+    g.deadline = state.at("deadline").get<int64_t>();
+    const bool all_bound =
+        std::all_of(g.members.begin(), g.members.end(), [](const Member& m) { return m.bound || m.task == kNoTask; });
+    const bool any_node = std::any_of(g.members.begin(), g.members.end(), [](const Member& m) { return !m.node.empty(); });
+    if (all_bound || !any_node) g.deadline = -1;
+  }
+  for (const Member& m : g.members) {
+    gang_of_pod_[m.key] = name;
+    if (m.bound) bindings_.push_back({m.key, m.node});
+  }
+  if (g.deadline >= 0) expiries_.insert({g.deadline, name});
+  common::Log(common::LogLevel::info, "gang restored",
+              {{"gang", name}, {"pods", g.members.size()}, {"bound", std::count_if(g.members.begin(), g.members.end(),
+                                                                                 [](const Member& m) { return m.bound; })}});
+  gangs_[name] = std::move(g);
+  Touch(name);
+  Persist();
+  return absl::OkStatus();
 }
 
 Extender::Member* Extender::FindMember(const std::string& pod_key) {
@@ -378,6 +634,11 @@ std::optional<std::string> Extender::ReservedNode(const std::string& pod_key) co
 std::vector<std::pair<std::string, std::string>> Extender::bindings() const {
   absl::MutexLock lock(&mu_);
   return bindings_;
+}
+
+std::vector<PodEviction> Extender::evictions() const {
+  absl::MutexLock lock(&mu_);
+  return evicted_;
 }
 
 size_t Extender::gang_count() const {

@@ -27,6 +27,14 @@
 //  6. Bind checks the node against the reservation, hands it to the Binder
 //     (none: only recorded) and confirms it to the engine; a failed bind
 //     releases the whole gang, which the engine places again.
+//  7. An Eviction decision of the engine (preempt, reclaim, shrink, cancel)
+//     for a bound member is carried out on its pod: the Binder evicts it
+//     through the API server's Eviction subresource with the grace period
+//     left until the eviction's deadline (none: only recorded). Evictions
+//     are sent after the lock is released (Tick, Filter), so the HTTP calls
+//     never hold up the engine; one the API server refuses (a disruption
+//     budget: 429) is tried again on each Tick until its deadline. The
+//     engine counts the GPUs free at the deadline (the pod is not watched).
 //
 // Thread-safe: every call takes one mutex (the engine is not thread-safe):
 // the extender's own, or the one the daemon shares between the extender, its
@@ -52,6 +60,24 @@
 
 namespace ringmaster::server {
 
+// Where the extender keeps what it knows across a restart: the daemon's
+// journal (Journal::PutExtenderState). Records are (kind, name) -> text.
+class ExtenderStore {
+ public:
+  virtual ~ExtenderStore() = default;
+  // Queued, not waited for: the record is now `value`; empty removes it.
+  virtual void Put(const std::string& kind, const std::string& name, std::string value) = 0;
+  // Waits until everything Put so far is durable.
+  virtual absl::Status Sync() = 0;
+};
+
+// One record of an ExtenderStore, as read back after a restart.
+struct StoredRecord {
+  std::string kind;
+  std::string name;
+  std::string value;
+};
+
 struct ExtenderOptions {
   // A gang's reservations are released this long after it was placed unless
   // every member has bound by then.
@@ -66,14 +92,35 @@ struct ExtenderOptions {
   // the engine lock held (the daemon carries out and journals the decisions
   // for jobs that did not come from the extender). May be empty.
   std::function<void(const scheduler::Decisions&)> on_cycle;
+  // Keeps the Node objects learned and the gangs (pods, reservations,
+  // bindings) across a restart; must outlive the extender. Null: nothing
+  // survives. A bind is answered only once it is durable.
+  ExtenderStore* store = nullptr;
 };
 
-// Carries a binding to the API server (the Binding subresource). The
-// extender calls it under its lock; it should answer within seconds.
+// A pod the engine decided to stop (scheduler::Eviction), for the Binder.
+struct PodEviction {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;  // a precondition: a recreated pod of the same name is left alone
+  // Seconds the pod has to stop (the eviction's deadline, rounded up); -1:
+  // the pod's own terminationGracePeriodSeconds.
+  int64_t grace_period_seconds = -1;
+  std::string node;
+  std::string reason;  // the engine's, for logs
+  bool operator==(const PodEviction&) const = default;
+};
+
+// Carries bindings and evictions to the API server (the Binding and Eviction
+// subresources). The extender calls Bind under its lock and Evict outside
+// it, possibly from two threads at once; each should answer within seconds.
 class Binder {
  public:
   virtual ~Binder() = default;
   virtual absl::Status Bind(const ExtenderBindingArgs& binding) = 0;
+  // OK when the pod is evicted or already gone; Unavailable when the API
+  // server asks to try again later (a PodDisruptionBudget: 429).
+  virtual absl::Status Evict(const PodEviction& eviction) = 0;
 };
 
 class Extender {
@@ -96,8 +143,9 @@ class Extender {
   ExtenderBindingResult Bind(const ExtenderBindingArgs& args);
 
   // The daemon's periodic step: releases expired reservations, runs one
-  // engine cycle and records its binds as reservations.
-  void Tick();
+  // engine cycle, records its binds as reservations and carries out its
+  // evictions (and those refused before, until their deadline).
+  void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Called after every engine cycle the extender runs (Tick's, and those a
   // completed gang's filter runs at once) with the cycle's wall time in
@@ -108,6 +156,13 @@ class Extender {
       std::function<void(double seconds, const scheduler::Decisions& decisions, const scheduler::State& state)>;
   void SetCycleObserver(CycleObserver observe);
 
+  // After a restart, before serving: re-learns the stored Node objects and
+  // re-forms the stored gangs; a gang that was submitted is restored in the
+  // engine (Engine::RestoreJob) with its members' reservations and
+  // bindings, or waits again when they no longer fit. DataLoss naming the
+  // record when one does not read.
+  absl::Status Restore(const std::vector<StoredRecord>& records) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The PodGroup's minMember, for groups whose pods carry no min-member
   // annotation (scheduler-plugins keeps it only on the PodGroup object).
   void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member);
@@ -117,6 +172,9 @@ class Extender {
   std::optional<std::string> ReservedNode(const std::string& pod_key) const;
   // Bindings done so far, as (pod "namespace/name", node).
   std::vector<std::pair<std::string, std::string>> bindings() const;
+  // Evictions carried out so far (sent to the Binder and accepted, or only
+  // recorded without one), in order.
+  std::vector<PodEviction> evictions() const;
   size_t gang_count() const;
 
  private:
@@ -125,8 +183,10 @@ class Extender {
     std::string key;  // namespace/name
     std::string uid;
     PodInfo pod;
+    nlohmann::json raw;  // the Pod object read into `pod` (for the store)
     uint32_t task = kNoTask;
     std::string node;  // reserved node; empty when none
+    std::vector<int16_t> gpus;  // on `node`
     bool bound = false;
   };
   struct Gang {
@@ -145,12 +205,26 @@ class Extender {
     std::string reason;
     bool unresolvable = false;
   };
-  FilterVerdict FilterPod(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Gang& Admit(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Gang& Admit(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gang as one job named `job_name`; `tasks` gets its members in task
+  // order with their roles.
+  scheduler::JobSpec GangSpec(Gang& gang, const std::string& job_name,
+                              std::vector<std::pair<int, Member*>>* tasks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store: `Touch` marks a gang changed (or gone); `Persist` writes the
+  // marked ones.
+  void Touch(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutPod(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreGang(const std::string& name, const nlohmann::json& state,
+                           const std::map<std::string, nlohmann::json>& pods) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the pod's gang has no node for it yet.
   std::string WaitReason(const Gang& gang) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ExtenderBindingResult BindLocked(const ExtenderBindingArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the evictions RunCycle queued (step 7 above).
+  void CarryOutEvictions() ABSL_LOCKS_EXCLUDED(mu_);
   CycleObserver observe_ ABSL_GUARDED_BY(mu_);
   void ExpireReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,9 +244,13 @@ class Extender {
   std::map<std::string, int> pod_group_min_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<scheduler::Timestamp, std::string>> expiries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
+  // Evictions decided but not yet accepted, with their deadlines.
+  std::vector<std::pair<PodEviction, scheduler::Timestamp>> to_evict_ ABSL_GUARDED_BY(mu_);
+  std::vector<PodEviction> evicted_ ABSL_GUARDED_BY(mu_);
   // Times each gang was submitted: a gang formed again after its
   // reservations expired is submitted as "name#N".
   std::map<std::string, int> attempts_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::server

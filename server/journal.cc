@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -27,6 +28,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS tasks (
   job TEXT NOT NULL, task INTEGER NOT NULL, role INTEGER NOT NULL, node TEXT NOT NULL, gpus TEXT NOT NULL,
   PRIMARY KEY (job, task)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS extender_state (
+  kind TEXT NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (kind, name));
 )";
 
 std::string GpusText(const std::vector<int16_t>& gpus) { return absl::StrJoin(gpus, ","); }
@@ -159,6 +162,20 @@ class SqliteJournal : public Journal {
       if (rc != SQLITE_DONE) return Error("reading jobs");
     }
     {
+      Stmt q(db_, "SELECT kind, name, value FROM extender_state ORDER BY rowid");
+      if (!q.ok()) return Error("reading the extender's state");
+      int rc;
+      while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
+        ExtenderRecord e;
+        e.kind = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 0));
+        e.name = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 1));
+        e.value.assign(static_cast<const char*>(sqlite3_column_blob(q.get(), 2)),
+                       static_cast<size_t>(sqlite3_column_bytes(q.get(), 2)));
+        r.extender.push_back(std::move(e));
+      }
+      if (rc != SQLITE_DONE) return Error("reading the extender's state");
+    }
+    {
       Stmt q(db_, "SELECT value FROM meta WHERE key='policy'");
       if (!q.ok()) return Error("reading the policy");
       if (sqlite3_step(q.get()) == SQLITE_ROW) {
@@ -207,6 +224,20 @@ class SqliteJournal : public Journal {
     }, nullptr);
   }
 
+  void PutExtenderState(const std::string& kind, const std::string& name, std::string value) override {
+    Enqueue([kind, name, value = std::move(value)](SqliteJournal& j) {
+      const int rc = value.empty() ? j.Prepared(kDeleteExtender).Text(1, kind).Text(2, name).Run()
+                                   : j.Prepared(kPutExtender).Text(1, kind).Text(2, name).Blob(3, value).Run();
+      if (rc != SQLITE_DONE) return j.Error(absl::StrCat("recording the extender's ", kind, " '", name, "'"));
+      return absl::OkStatus();
+    }, nullptr);
+  }
+
+  void SetCommitObserver(std::function<void(double)> observe) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    observe_commit_ = std::move(observe);
+  }
+
   absl::Status Flush() override {
     absl::Status s = Submit([](SqliteJournal&) { return absl::OkStatus(); }).get();
     std::lock_guard<std::mutex> lock(mu_);
@@ -227,7 +258,17 @@ class SqliteJournal : public Journal {
     Op op;
     std::unique_ptr<std::promise<absl::Status>> done;  // null: nobody waits
   };
-  enum StmtId { kInsertJob, kSetPhase, kSetPolicy, kSetPlacement, kDeleteTasks, kInsertTask, kNumStmts };
+  enum StmtId {
+    kInsertJob,
+    kSetPhase,
+    kSetPolicy,
+    kSetPlacement,
+    kDeleteTasks,
+    kInsertTask,
+    kPutExtender,
+    kDeleteExtender,
+    kNumStmts
+  };
 
   Stmt& Prepared(StmtId id) {
     static constexpr const char* kSql[kNumStmts] = {
@@ -237,6 +278,10 @@ class SqliteJournal : public Journal {
         "UPDATE jobs SET phase=?, generation=? WHERE name=?",
         "DELETE FROM tasks WHERE job=?",
         "INSERT INTO tasks(job, task, role, node, gpus) VALUES(?,?,?,?,?)",
+        // An upsert keeps the row (and its rowid: its place in Load's order).
+        "INSERT INTO extender_state(kind, name, value) VALUES(?,?,?) "
+        "ON CONFLICT(kind, name) DO UPDATE SET value=excluded.value",
+        "DELETE FROM extender_state WHERE kind=? AND name=?",
     };
     if (stmts_.empty()) {
       for (const char* sql : kSql) stmts_.push_back(std::make_unique<Stmt>(db_, sql));
@@ -298,6 +343,7 @@ class SqliteJournal : public Journal {
       std::vector<absl::Status> results;
       results.reserve(batch.size());
       absl::Status commit;
+      const auto began = std::chrono::steady_clock::now();
       {
         std::lock_guard<std::mutex> db_lock(db_mu_);
         commit = Exec("BEGIN IMMEDIATE");
@@ -305,7 +351,9 @@ class SqliteJournal : public Journal {
         if (commit.ok()) commit = Exec("COMMIT");
         if (!commit.ok()) (void)Exec("ROLLBACK");
       }
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
       std::lock_guard<std::mutex> lock(mu_);
+      if (observe_commit_) observe_commit_(took.count());
       ++commits_;
       for (size_t i = 0; i < batch.size(); ++i) {
         const absl::Status s = commit.ok() ? results[i] : commit;
@@ -328,6 +376,7 @@ class SqliteJournal : public Journal {
   bool stop_ = false;
   int64_t commits_ = 0;
   absl::Status unwaited_error_;
+  std::function<void(double)> observe_commit_;  // under mu_
   std::thread writer_;
 };
 

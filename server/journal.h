@@ -8,7 +8,13 @@
 //           was accepted, its phase and membership generation;
 //   tasks   the tasks that hold a node (allocations): job, task index, role,
 //           node, GPU indices;
-//   meta    the schema version and the policy in force (set by UpdatePolicy).
+//   meta    the schema version and the policy in force (set by UpdatePolicy);
+//   extender_state
+//           what the Kubernetes extender knows (server/extender.h): one row
+//           per (kind, name) — the Node objects it learned and its gangs
+//           (members, reservations, bindings) — as opaque text, in order of
+//           first writing. Added within version 1 (CREATE IF NOT EXISTS):
+//           an older journal gets it empty.
 // Queues are the policy's, so they are journaled with it.
 //
 // Writes go through one writer thread in the order they were called. Durable
@@ -25,6 +31,7 @@
 #define RINGMASTER_SERVER_JOURNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -52,9 +59,17 @@ struct JournaledJob {
   std::vector<JournaledTask> tasks;  // tasks holding a node
 };
 
+struct ExtenderRecord {
+  std::string kind;   // "node", "gang"
+  std::string name;
+  std::string value;
+  bool operator==(const ExtenderRecord&) const = default;
+};
+
 struct Recovered {
   std::vector<JournaledJob> jobs;  // by seq
   std::string policy_yaml;         // empty: none was set through the API
+  std::vector<ExtenderRecord> extender;  // in order of first writing
 };
 
 class Journal {
@@ -78,6 +93,14 @@ class Journal {
   // Queued, not waited for: the job's phase, generation and tasks now.
   virtual void SetPlacement(const std::string& name, int phase, int64_t generation,
                             std::vector<JournaledTask> tasks) = 0;
+  // Queued, not waited for (Flush waits): the extender's record (kind,
+  // name) is now `value`; an empty value removes it. A record keeps its
+  // place in the order of Load when it is overwritten.
+  virtual void PutExtenderState(const std::string& kind, const std::string& name, std::string value) = 0;
+  // Called with each transaction's duration in seconds (BEGIN to COMMIT,
+  // the fsync included), on the writer thread (journal write latency in
+  // /metrics). May be set at any time.
+  virtual void SetCommitObserver(std::function<void(double seconds)> observe) = 0;
   // Waits until everything queued so far is committed; the first error of
   // an unwaited write since the last Flush, if any.
   virtual absl::Status Flush() = 0;

@@ -44,8 +44,41 @@ class ApiServerBinder : public Binder {
                         {"kind", "Binding"},
                         {"metadata", {{"name", b.pod_name}, {"namespace", ns}, {"uid", b.pod_uid}}},
                         {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", b.node}}}};
-    http::request<http::string_body> req{http::verb::post,
-                                         absl::StrCat("/api/v1/namespaces/", ns, "/pods/", b.pod_name, "/binding"), 11};
+    auto res = Post(absl::StrCat("/api/v1/namespaces/", ns, "/pods/", b.pod_name, "/binding"), body);
+    if (!res.ok()) return res.status();
+    const unsigned code = res->result_int();
+    if (code == 200 || code == 201) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("API server answered ", code, ": ", res->body().substr(0, 300)));
+  }
+
+  // policy/v1 Eviction (what `kubectl drain` posts): the API server checks
+  // PodDisruptionBudgets and deletes the pod with the grace period given.
+  absl::Status Evict(const PodEviction& e) override {
+    const std::string ns = e.pod_namespace.empty() ? "default" : e.pod_namespace;
+    nlohmann::json options = nlohmann::json::object();
+    if (e.grace_period_seconds >= 0) options["gracePeriodSeconds"] = e.grace_period_seconds;
+    if (!e.pod_uid.empty()) options["preconditions"] = {{"uid", e.pod_uid}};
+    nlohmann::json body{{"apiVersion", "policy/v1"},
+                        {"kind", "Eviction"},
+                        {"metadata", {{"name", e.pod_name}, {"namespace", ns}}},
+                        {"deleteOptions", options}};
+    auto res = Post(absl::StrCat("/api/v1/namespaces/", ns, "/pods/", e.pod_name, "/eviction"), body);
+    if (!res.ok()) return res.status();
+    const unsigned code = res->result_int();
+    if (code == 200 || code == 201) return absl::OkStatus();
+    if (code == 404) return absl::OkStatus();  // already gone
+    const std::string why = absl::StrCat("evicting pod ", ns, "/", e.pod_name, ": API server answered ", code, ": ",
+                                         res->body().substr(0, 300));
+    // 429: a disruption budget forbids it now; try again later.
+    if (code == 429) return absl::UnavailableError(why);
+    return absl::FailedPreconditionError(why);
+  }
+
+ private:
+  // One POST of `body` as JSON with the bearer token; the answer, or
+  // Unavailable when the API server could not be reached.
+  absl::StatusOr<http::response<http::string_body>> Post(const std::string& target, const nlohmann::json& body) {
+    http::request<http::string_body> req{http::verb::post, target, 11};
     req.set(http::field::host, host_);
     req.set(http::field::content_type, "application/json");
     std::string token = options_.token;
@@ -60,12 +93,9 @@ class ApiServerBinder : public Binder {
     http::response<http::string_body> res;
     beast::error_code ec = tls_ ? RoundTripTls(req, res) : RoundTripPlain(req, res);
     if (ec) return absl::UnavailableError(absl::StrCat("API server ", options_.url, ": ", ec.message()));
-    const unsigned code = res.result_int();
-    if (code == 200 || code == 201) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("API server answered ", code, ": ", res.body().substr(0, 300)));
+    return res;
   }
 
- private:
   // Connects the TCP stream under the request's deadline.
   void Connect(beast::tcp_stream& stream, beast::error_code& ec) {
     stream.expires_after(std::chrono::milliseconds(options_.timeout_ms));

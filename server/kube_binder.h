@@ -1,5 +1,8 @@
 // Binding pods through the Kubernetes API server: POST of a v1 Binding to
-// the pod's `binding` subresource (what kube-scheduler's DefaultBinder does).
+// the pod's `binding` subresource (what kube-scheduler's DefaultBinder does);
+// evicting them by a POST of a policy/v1 Eviction to the pod's `eviction`
+// subresource (what `kubectl drain` does: disruption budgets are honoured,
+// the grace period is the engine's).
 //
 // Two ways to reach the API server:
 //   - HTTPS, verifying the server's certificate against a CA file (or the

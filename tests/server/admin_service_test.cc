@@ -3,7 +3,11 @@
 // gRPC stub. Cycles are run by calling Tick() (no wall-clock waiting).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
@@ -194,6 +198,91 @@ TEST_F(AdminApiTest, AcknowledgedJobsComeBackAfterRestartRunningWhereTheyRan) {
   }
   EXPECT_EQ(Get("gone").phase(), "Aborted");
   EXPECT_EQ(Submit(JobBuilder("run").Build()).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+// One HTTP/1.1 request to the daemon's extender port over a plain socket;
+// the answer's body ("" when it failed).
+std::string Http(uint16_t port, const std::string& method, const std::string& target, const std::string& body) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return "";
+  }
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) got.append(buf, n);
+  ::close(fd);
+  const size_t head = got.find("\r\n\r\n");
+  return head == std::string::npos ? "" : got.substr(head + 4);
+}
+
+std::string GangPod(const std::string& name) {
+  return R"({"metadata":{"name":")" + name + R"(","namespace":"ml","uid":"u-)" + name +
+         R"(","annotations":{"scheduling.volcano.sh/group-name":"pair","scheduling.volcano.sh/group-min-member":"2"}},
+         "spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpu":"8"}}}]}})";
+}
+
+TEST_F(AdminApiTest, ExtenderReservationsAndBindingsSurviveARestartThroughTheJournal) {
+  Start();
+  admin::ListNodesResponse nodes;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListNodes(&ctx, admin::ListNodesRequest(), &nodes).ok());
+  }
+  std::string names;
+  for (const admin::Node& n : nodes.nodes()) names += (names.empty() ? "\"" : ",\"") + n.name() + "\"";
+  auto filter = [&](const std::string& pod) {
+    return Http(daemon_->http_port(), "POST", "/filter", R"({"Pod":)" + GangPod(pod) + R"(,"NodeNames":[)" + names + "]}");
+  };
+  auto passing = [](const std::string& answer) {
+    const std::string key = R"("NodeNames":[")";
+    const size_t at = answer.find(key);
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size();
+    return answer.substr(from, answer.find('"', from) - from);
+  };
+  ASSERT_EQ(passing(filter("a")), "") << filter("a");  // 1 of 2 seen
+  const std::string node_b = passing(filter("b"));
+  const std::string node_a = passing(filter("a"));
+  ASSERT_FALSE(node_b.empty());
+  ASSERT_FALSE(node_a.empty());
+  auto bind = [&](const std::string& pod, const std::string& node) {
+    return Http(daemon_->http_port(), "POST", "/bind",
+                R"({"PodName":")" + pod + R"(","PodNamespace":"ml","PodUID":"u-)" + pod + R"(","Node":")" + node + R"("})");
+  };
+  ASSERT_EQ(bind("b", node_b), R"({"Error":""})");
+  // Journal commits are observed in /metrics.
+  const std::string metrics = Http(daemon_->http_port(), "GET", "/metrics", "");
+  EXPECT_NE(metrics.find("ringmaster_journal_write_duration_seconds_count "), std::string::npos);
+  EXPECT_EQ(metrics.find("ringmaster_journal_write_duration_seconds_count 0\n"), std::string::npos) << metrics;
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+
+  Start();
+  // Both members are where they were: a passes its reserved node, b's bind
+  // is known done, and a's bind goes through.
+  EXPECT_EQ(passing(filter("a")), node_a);
+  EXPECT_EQ(passing(filter("b")), node_b);
+  EXPECT_EQ(bind("b", node_b), R"({"Error":""})");
+  EXPECT_EQ(bind("a", node_a), R"({"Error":""})");
+  // The engine holds the gang's GPUs again: both 8-GPU nodes are full.
+  admin::ListNodesResponse after;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->ListNodes(&ctx, admin::ListNodesRequest(), &after).ok());
+  ASSERT_EQ(after.nodes_size(), 2);
+  for (const admin::Node& n : after.nodes()) EXPECT_EQ(n.gpus_free(), 0) << n.name();
 }
 
 TEST_F(AdminApiTest, InvalidPolicyIsRejectedWithItsErrorsAndTheOldStays) {

@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
+#include "server/http_server.h"
+#include "server/kube_binder.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -51,7 +55,7 @@ class ExtenderTest : public ::testing::Test {
     if (!cluster) cluster = *topology::Cluster::Build(TierSpecs(labels), {});
     scheduler::EngineOptions opts;
     opts.auto_confirm_binds = false;
-    auto e = scheduler::Engine::Create(*std::move(cluster), scheduler::DefaultPolicy(), registry_, clock_, opts);
+    auto e = scheduler::Engine::Create(*std::move(cluster), policy_, registry_, clock_, opts);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
     ExtenderOptions o;
@@ -74,6 +78,7 @@ class ExtenderTest : public ::testing::Test {
   std::unique_ptr<scheduler::Engine> engine_;
   std::unique_ptr<Extender> extender_;
   Binder* binder_ = nullptr;
+  scheduler::Policy policy_ = scheduler::DefaultPolicy();
   bool cluster_file_ = false;
   std::vector<json> nodes_ = {Node("n1", 8), Node("n2", 8), Node("n3", 8, "r2")};
 };
@@ -206,6 +211,7 @@ class FailingBinder : public Binder {
     ++calls;
     return calls == 1 ? absl::UnavailableError("API server said no") : absl::OkStatus();
   }
+  absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
   int calls = 0;
 };
 
@@ -249,6 +255,251 @@ TEST_F(ExtenderTest, NodeCacheCapableUsesNamesAndTheClusterFile) {
   const ExtenderPreemptionResult pr = extender_->Preempt(pa);
   ASSERT_EQ(pr.node_name_to_meta_victims.size(), 1u);
   EXPECT_EQ(pr.node_name_to_meta_victims.begin()->first, (*r.node_names)[0]);
+}
+
+// Preemption with a 30 s grace period and no cooldown.
+scheduler::Policy PreemptPolicy(const scheduler::PluginRegistry& registry) {
+  std::vector<queue::ConfigError> errors;
+  auto p = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt, backfill"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 30, cooldown: 0}
+)",
+                                  "test", registry, &errors);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *p;
+}
+
+// A fake API server on 127.0.0.1 that takes every binding, records the
+// evictions posted to it and answers 429 (a disruption budget) to the first
+// `refuse` of them.
+class FakeApiServer {
+ public:
+  explicit FakeApiServer(int refuse) : refuse_(refuse) {
+    auto s = HttpServer::Start({}, [this](const HttpRequest& r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r.target.find("/eviction") == std::string::npos) return HttpResponse{201, "application/json", "{}"};  // binds
+      got_.push_back(r);
+      if (refuse_ > 0) {
+        --refuse_;
+        return HttpResponse{429, "application/json", R"({"reason":"TooManyRequests"})"};
+      }
+      return HttpResponse{201, "application/json", "{}"};
+    });
+    EXPECT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    auto b = MakeApiServerBinder({.url = "http://127.0.0.1:" + std::to_string(server_->port())});
+    EXPECT_TRUE(b.ok()) << b.status();
+    binder_ = *std::move(b);
+  }
+  Binder* binder() { return binder_.get(); }
+  std::vector<HttpRequest> got() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return got_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<HttpRequest> got_;
+  int refuse_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<Binder> binder_;
+};
+
+// Three 8-GPU pods of `low` bound on the three nodes; then a priority-10
+// 8-GPU pod arrives and the engine evicts the low gang for it.
+class ExtenderEvictionTest : public ExtenderTest {
+ protected:
+  void PlaceLowThenUrgent() {
+    policy_ = PreemptPolicy(registry_);
+    Make(DefaultTopologyLabels());
+    for (int i = 0; i < 3; ++i) extender_->Filter(FullArgs(Pod("low-" + std::to_string(i), "low", 3, 8)));
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = "low-" + std::to_string(i);
+      ASSERT_TRUE(extender_->ReservedNode("ml/" + name).has_value()) << name;
+      ASSERT_TRUE(extender_->Bind({name, "ml", "uid-" + name, *extender_->ReservedNode("ml/" + name)}).error.empty());
+    }
+    json urgent = Pod("urgent", "", 0, 8);
+    urgent["spec"]["priority"] = 10;
+    const ExtenderFilterResult r = extender_->Filter(FullArgs(urgent));
+    EXPECT_TRUE(Passing(r).empty());  // the victims have their grace period first
+  }
+};
+
+TEST_F(ExtenderEvictionTest, PreemptedPodsAreEvictedThroughTheApiServerWithTheGracePeriod) {
+  FakeApiServer api(0);
+  binder_ = api.binder();
+  PlaceLowThenUrgent();
+  const std::vector<HttpRequest> got = api.got();
+  ASSERT_FALSE(got.empty());
+  std::set<std::string> targets;
+  for (const HttpRequest& r : got) {
+    EXPECT_EQ(r.method, "POST");
+    targets.insert(r.target);
+    const json body = json::parse(r.body);
+    const std::string pod = body["metadata"]["name"];
+    EXPECT_EQ(body, json::parse(R"({"apiVersion":"policy/v1","kind":"Eviction",
+        "metadata":{"name":")" + pod + R"(","namespace":"ml"},
+        "deleteOptions":{"gracePeriodSeconds":30,"preconditions":{"uid":"uid-)" + pod + R"("}}})"));
+  }
+  EXPECT_EQ(targets.size(), got.size());  // each pod once
+  // Evicting one member breaks the gang: the engine stops all three.
+  EXPECT_EQ(targets, (std::set<std::string>{"/api/v1/namespaces/ml/pods/low-0/eviction",
+                                            "/api/v1/namespaces/ml/pods/low-1/eviction",
+                                            "/api/v1/namespaces/ml/pods/low-2/eviction"}));
+  EXPECT_EQ(extender_->evictions().size(), 3u);
+  EXPECT_FALSE(extender_->ReservedNode("ml/low-0").has_value());
+  // After the grace period the urgent pod gets a node; nothing is evicted twice.
+  clock_.Advance(30'000);
+  extender_->Tick();
+  EXPECT_TRUE(extender_->ReservedNode("ml/urgent").has_value());
+  EXPECT_EQ(api.got().size(), 3u);
+}
+
+TEST_F(ExtenderEvictionTest, ARefusedEvictionIsTriedAgainUntilItsDeadline) {
+  FakeApiServer api(1);  // a disruption budget refuses the first one
+  binder_ = api.binder();
+  PlaceLowThenUrgent();
+  ASSERT_EQ(api.got().size(), 3u);
+  EXPECT_EQ(extender_->evictions().size(), 2u);
+  clock_.Advance(1'000);
+  extender_->Tick();  // tried again, accepted
+  ASSERT_EQ(api.got().size(), 4u);
+  EXPECT_EQ(api.got()[3].target, api.got()[0].target);
+  EXPECT_EQ(extender_->evictions().size(), 3u);
+  // A grace period counts down: the retry asks for what is left.
+  EXPECT_EQ(json::parse(api.got()[3].body)["deleteOptions"]["gracePeriodSeconds"], 29);
+}
+
+TEST_F(ExtenderEvictionTest, WithoutABinderEvictionsAreOnlyRecorded) {
+  PlaceLowThenUrgent();
+  const std::vector<PodEviction> ev = extender_->evictions();
+  ASSERT_EQ(ev.size(), 3u);
+  std::set<std::string> pods;
+  for (const PodEviction& e : ev) {
+    pods.insert(e.pod_name);
+    EXPECT_EQ(e.pod_namespace, "ml");
+    EXPECT_EQ(e.pod_uid, "uid-" + e.pod_name);
+    EXPECT_EQ(e.grace_period_seconds, 30);
+    EXPECT_FALSE(e.node.empty());
+  }
+  EXPECT_EQ(pods, (std::set<std::string>{"low-0", "low-1", "low-2"}));
+}
+
+// An ExtenderStore in memory, in order of first writing (like the journal).
+class MemoryStore : public ExtenderStore {
+ public:
+  void Put(const std::string& kind, const std::string& name, std::string value) override {
+    auto it = std::find_if(records_.begin(), records_.end(),
+                           [&](const StoredRecord& r) { return r.kind == kind && r.name == name; });
+    if (value.empty()) {
+      if (it != records_.end()) records_.erase(it);
+    } else if (it != records_.end()) {
+      it->value = std::move(value);
+    } else {
+      records_.push_back({kind, name, std::move(value)});
+    }
+  }
+  absl::Status Sync() override {
+    ++syncs;
+    return absl::OkStatus();
+  }
+  size_t Count(const std::string& kind) const {
+    return std::count_if(records_.begin(), records_.end(), [&](const StoredRecord& r) { return r.kind == kind; });
+  }
+  const std::vector<StoredRecord>& records() const { return records_; }
+  int syncs = 0;
+
+ private:
+  std::vector<StoredRecord> records_;
+};
+
+// The extender (and its engine) built again from what the store kept, as
+// after a daemon restart: the nodes come from the store alone.
+class ExtenderRestartTest : public ExtenderTest {
+ protected:
+  void MakeStored() {
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    auto e = scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(DefaultTopologyLabels()), {}), policy_,
+                                       registry_, clock_, opts);
+    ASSERT_TRUE(e.ok()) << e.status();
+    extender_.reset();
+    engine_ = *std::move(e);
+    ExtenderOptions o;
+    o.reservation_timeout_ms = 30'000;
+    o.store = &store_;
+    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
+  }
+  void Restart() {
+    const std::vector<StoredRecord> kept = store_.records();
+    MakeStored();
+    ASSERT_TRUE(extender_->Restore(kept).ok());
+  }
+  ExtenderArgs Names(const json& pod) const {
+    ExtenderArgs a;
+    a.pod = pod;
+    a.node_names = std::vector<std::string>{"n1", "n2", "n3"};
+    return a;
+  }
+  MemoryStore store_;
+};
+
+TEST_F(ExtenderRestartTest, ReservationsAndBoundPodsSurviveARestart) {
+  MakeStored();
+  for (int i = 0; i < 3; ++i) extender_->Filter(FullArgs(Pod("w-" + std::to_string(i), "bert", 3, 4)));
+  extender_->Filter(FullArgs(Pod("x-0", "half", 2, 2)));  // a gang still forming
+  std::map<std::string, std::string> reserved;
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "ml/w-" + std::to_string(i);
+    ASSERT_TRUE(extender_->ReservedNode(key).has_value()) << key;
+    reserved[key] = *extender_->ReservedNode(key);
+  }
+  const int syncs = store_.syncs;
+  ASSERT_TRUE(extender_->Bind({"w-0", "ml", "uid-w-0", reserved["ml/w-0"]}).error.empty());
+  EXPECT_EQ(store_.syncs, syncs + 1);  // a bind is answered once durable
+  EXPECT_EQ(store_.Count("node"), 3u);
+  EXPECT_EQ(store_.Count("pod"), 4u);
+  EXPECT_EQ(store_.Count("gang"), 2u);
+
+  clock_.Advance(10'000);
+  Restart();
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 3u);  // learned again from the store
+  EXPECT_EQ(extender_->gang_count(), 2u);
+  for (const auto& [key, node] : reserved) EXPECT_EQ(extender_->ReservedNode(key), node) << key;
+  EXPECT_EQ(extender_->bindings(), (std::vector<std::pair<std::string, std::string>>{{"ml/w-0", reserved["ml/w-0"]}}));
+  // The engine holds the gang where it was: its GPUs are not given away.
+  const scheduler::JobId bert = engine_->FindJob("ml/bert");
+  ASSERT_TRUE(bert.valid());
+  const scheduler::Job& job = engine_->state().job(bert);
+  EXPECT_EQ(job.phase(), scheduler::JobPhase::kRunning);
+  EXPECT_EQ(job.allocated().gpu_milli(), 12'000);
+  // Names only (nodeCacheCapable true): the reserved node passes, a bind
+  // already done is a no-op, the others bind.
+  EXPECT_EQ(Passing(extender_->Filter(Names(Pod("w-1", "bert", 3, 4)))), std::vector<std::string>{reserved["ml/w-1"]});
+  EXPECT_TRUE(extender_->Bind({"w-0", "ml", "uid-w-0", reserved["ml/w-0"]}).error.empty());
+  EXPECT_TRUE(extender_->Bind({"w-1", "ml", "uid-w-1", reserved["ml/w-1"]}).error.empty());
+  // The forming gang remembers its first pod: the second completes it.
+  const ExtenderFilterResult r = extender_->Filter(Names(Pod("x-1", "half", 2, 2)));
+  EXPECT_EQ(Passing(r).size(), 1u) << ToJson(r);
+  // The reservation clock kept running across the restart: w-2 never
+  // bound, so 30 s after placement the gang is released.
+  clock_.Advance(20'000);
+  extender_->Tick();
+  EXPECT_FALSE(extender_->ReservedNode("ml/w-2").has_value());
+  EXPECT_EQ(engine_->state().job(bert).phase(), scheduler::JobPhase::kAborted);
+  EXPECT_EQ(store_.Count("pod"), 2u);  // bert's pods forgotten
+}
+
+TEST_F(ExtenderRestartTest, AStoredRecordThatDoesNotReadIsDataLossNamingIt) {
+  MakeStored();
+  const absl::Status s = extender_->Restore({{"gang", "ml/g", "{not json"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("extender gang 'ml/g'"), std::string_view::npos) << s;
+  const absl::Status missing = extender_->Restore(
+      {{"gang", "ml/h", R"({"min_member":1,"unresolvable":"","attempt":0,"deadline":-1,
+        "members":[{"pod":"ml/gone","task":-1,"node":"","gpus":[],"bound":false}]})"}});
+  EXPECT_NE(missing.message().find("pod ml/gone is missing"), std::string_view::npos) << missing;
 }
 
 TEST_F(ExtenderTest, AMalformedPodGetsAnError) {

@@ -121,5 +121,26 @@ TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
   EXPECT_NE(r.status().message().find("job 'a' task 0: bad gpus '0,x'"), std::string::npos) << r.status();
 }
 
+TEST_F(JournalTest, ExtenderStateKeepsItsOrderAcrossOverwritesAndDeletes) {
+  std::vector<double> commits;
+  {
+    auto j = *Journal::Open(dir_);
+    j->SetCommitObserver([&](double s) { commits.push_back(s); });
+    j->PutExtenderState("node", "n1", "{\"n\":1}");
+    j->PutExtenderState("gang", "ml/a", "first");
+    j->PutExtenderState("gang", "ml/b", std::string("bin\0ary", 7));
+    j->PutExtenderState("node", "n1", "{\"n\":2}");  // overwritten: keeps its place
+    j->PutExtenderState("gang", "ml/a", "");          // removed
+    j->PutExtenderState("gang", "ml/absent", "");     // removing nothing is fine
+    ASSERT_TRUE(j->Flush().ok());
+  }
+  ASSERT_FALSE(commits.empty());
+  for (double s : commits) EXPECT_GE(s, 0.0);
+  auto j = *Journal::Open(dir_);
+  const std::vector<ExtenderRecord> got = j->Load()->extender;
+  EXPECT_EQ(got, (std::vector<ExtenderRecord>{{"node", "n1", "{\"n\":2}"},
+                                              {"gang", "ml/b", std::string("bin\0ary", 7)}}));
+}
+
 }  // namespace
 }  // namespace ringmaster::server
