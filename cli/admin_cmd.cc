@@ -37,13 +37,34 @@ struct ClientFlags {
   std::string token_file;
   bool json = false;
   double timeout_s = 10;
+  std::string tls_ca;    // the daemon serves TLS: its certificate's CA
+  std::string tls_cert;  // mutual TLS: this client's certificate and key
+  std::string tls_key;
 };
+
+// A file's contents; false (with a message) when it cannot be read.
+bool ReadPem(const std::string& flag, const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  *out = text.str();
+  if (!in || out->empty()) {
+    std::cerr << flag << ": cannot read " << path << "\n";
+    return false;
+  }
+  return true;
+}
 
 void AddClientFlags(CLI::App& cmd, ClientFlags& f) {
   cmd.add_option("--server", f.server, "daemon's admin API HOST:PORT (env RINGMASTER_SERVER, else 127.0.0.1:7070)");
   cmd.add_option("--token-file", f.token_file, "bearer token for the daemon (else env RINGMASTER_TOKEN)");
   cmd.add_flag("--json", f.json, "print the API's answer as JSON");
   cmd.add_option("--timeout", f.timeout_s, "seconds to wait for the daemon (10)")->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--tls-ca", f.tls_ca, "the daemon serves TLS (serve --tls-cert): PEM CA that signed its certificate")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--tls-cert", f.tls_cert, "mutual TLS (serve --tls-client-ca): this client's PEM certificate")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--tls-key", f.tls_key, "mutual TLS: the PEM key of --tls-cert")->check(CLI::ExistingFile);
 }
 
 class Client {
@@ -72,7 +93,21 @@ class Client {
     out->server_ = server;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);  // a list of 100,000 jobs is tens of MiB
-    out->stub_ = admin::Admin::NewStub(grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (!f.tls_ca.empty() || !f.tls_cert.empty()) {
+      if (f.tls_cert.empty() != f.tls_key.empty()) {
+        std::cerr << "--tls-cert and --tls-key go together\n";
+        return false;
+      }
+      grpc::SslCredentialsOptions so;
+      if (!f.tls_ca.empty() && !ReadPem("--tls-ca", f.tls_ca, &so.pem_root_certs)) return false;
+      if (!f.tls_cert.empty() && (!ReadPem("--tls-cert", f.tls_cert, &so.pem_cert_chain) ||
+                                  !ReadPem("--tls-key", f.tls_key, &so.pem_private_key))) {
+        return false;
+      }
+      creds = grpc::SslCredentials(so);
+    }
+    out->stub_ = admin::Admin::NewStub(grpc::CreateCustomChannel(server, creds, args));
     return true;
   }
 

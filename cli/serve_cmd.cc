@@ -44,6 +44,7 @@ struct ServeFlags {
   std::string token_file;
   int threads = 2;
   int max_body_mib = 64;
+  server::TlsFiles tls;
   std::string log_level;
 };
 
@@ -96,6 +97,9 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   auto labels = f.topology_labels.empty() ? server::DefaultTopologyLabels()
                                           : server::ParseTopologyLabels(f.topology_labels);
   if (!labels.ok()) return labels.status();
+  if (f.tls.cert_file.empty() != f.tls.key_file.empty() || (!f.tls.client_ca_file.empty() && f.tls.cert_file.empty())) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together (and --tls-client-ca needs them)");
+  }
   auto address = server::ParseHostPort(f.http);
   if (!address.ok()) return address.status();
   auto cluster = ServeCluster(f, *labels);
@@ -114,6 +118,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.http.port = address->second;
   o.http.threads = f.threads;
   o.http.body_limit = uint64_t(f.max_body_mib) << 20;
+  o.http.tls = f.tls;
   o.extender.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
   o.extender.topology = *labels;
   o.extender.learn_nodes = !HasCluster(f.cluster);
@@ -149,7 +154,8 @@ int Run(const ServeFlags& f) {
     std::cout << "recovered " << d.recovered_jobs() << " jobs from " << f.state << " (started in " << ms.count()
               << " ms)" << std::endl;
   }
-  std::cout << "extender listening on " << http_host << ":" << d.http_port() << std::endl;
+  std::cout << "extender listening on " << http_host << ":" << d.http_port() << (f.tls.cert_file.empty() ? "" : " (TLS)")
+            << std::endl;
   common::Log(common::LogLevel::info, "serving",
               {{"http", absl::StrCat(http_host, ":", d.http_port())}, {"grpc_port", d.grpc_port()},
                {"period_ms", f.period_ms}, {"policy", f.policy}});
@@ -194,6 +200,13 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--api-token-file", f->api_token_file, "bearer token for --api-server")->check(CLI::ExistingFile);
   cmd->add_option("--api-ca-file", f->api_ca_file,
                   "https --api-server: PEM CA that signed the API server's certificate (default: the system's CAs)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-cert", f->tls.cert_file,
+                  "PEM certificate: the extender (https) and the admin API (gRPC) serve TLS; needs --tls-key")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", f->tls.key_file, "PEM private key of --tls-cert")->check(CLI::ExistingFile);
+  cmd->add_option("--tls-client-ca", f->tls.client_ca_file,
+                  "PEM CA: clients of both servers must present a certificate it signed (mutual TLS)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));

@@ -1,11 +1,14 @@
 // The HTTP server on Boost.Beast (see http_server.h): one io_context run by
 // a few threads, an acceptor, and a session per connection that reads a
-// request, calls the handler and writes the answer, until the peer closes.
+// request, calls the handler and writes the answer, until the peer closes;
+// over TLS when a certificate is given.
 #include "server/http_server.h"
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <optional>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "absl/strings/str_cat.h"
 
@@ -23,31 +27,67 @@ namespace {
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 
-// One connection: read a request, answer it, and again while keep-alive.
-class Session : public std::enable_shared_from_this<Session> {
+// One connection: (TLS: the handshake, then) read a request, answer it,
+// and again while keep-alive. Stream: beast::tcp_stream, or
+// beast::ssl_stream over one.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
  public:
-  Session(tcp::socket socket, const HttpHandler& handler, const HttpServerOptions& options)
-      : stream_(std::move(socket)), handler_(handler), options_(options) {}
+  Session(Stream stream, const HttpHandler& handler, const HttpServerOptions& options)
+      : stream_(std::move(stream)), handler_(handler), options_(options) {}
+
+  void Start() {
+    if constexpr (kTls) {
+      // The handshake is bounded like a request: a peer that stalls it (or
+      // speaks plain HTTP to it) is dropped.
+      Lowest().expires_after(std::chrono::milliseconds(options_.idle_timeout_ms));
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        if (ec) {
+          self->Lowest().socket().close(ec);
+          return;
+        }
+        self->Read();
+      });
+    } else {
+      Read();
+    }
+  }
 
   void Read() {
     parser_.emplace();
     parser_->body_limit(options_.body_limit);
-    stream_.expires_after(std::chrono::milliseconds(options_.idle_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    parser_->header_limit(options_.header_limit);
+    Lowest().expires_after(std::chrono::milliseconds(options_.idle_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, this->shared_from_this()));
   }
 
  private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
   void OnRead(beast::error_code ec, size_t) {
     if (ec == http::error::body_limit) {
-      Answer({413, "application/json",
-              absl::StrCat(R"({"Error":"request body too large: the limit is )", options_.body_limit, R"( bytes"})")},
-             11, false);
+      Refuse(413, absl::StrCat("request body too large: the limit is ", options_.body_limit, " bytes"));
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      Refuse(431, absl::StrCat("request header fields too large: the limit is ", options_.header_limit, " bytes"));
+      return;
+    }
+    // A request that does not parse (request line, header, chunk framing)
+    // gets 400 and the connection is closed: where the next request would
+    // start is unknown. The peer closing or going quiet gets no answer.
+    if (ec && ec != http::error::end_of_stream && ec != http::error::partial_message &&
+        &ec.category() == &http::make_error_code(http::error::bad_target).category()) {
+      Refuse(400, absl::StrCat("malformed HTTP request: ", ec.message()));
       return;
     }
     if (ec) {
-      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+      Lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
       return;
     }
     http::request<http::string_body> req = parser_->release();
@@ -61,6 +101,11 @@ class Session : public std::enable_shared_from_this<Session> {
     Answer(std::move(out), req.version(), req.keep_alive());
   }
 
+  // An error answer, then the connection closes.
+  void Refuse(int status, const std::string& why) {
+    Answer({status, "application/json", absl::StrCat(R"({"Error":")", why, R"("})")}, 11, false);
+  }
+
   void Answer(HttpResponse out, unsigned version, bool keep_alive) {
     res_ = {};
     res_.version(version);
@@ -71,22 +116,39 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.body() = std::move(out.body);
     res_.prepare_payload();
     http::async_write(stream_, res_,
-                      beast::bind_front_handler(&Session::OnWrite, shared_from_this(), !keep_alive));
+                      beast::bind_front_handler(&Session::OnWrite, this->shared_from_this(), !keep_alive));
   }
 
   void OnWrite(bool close, beast::error_code ec, size_t) {
     if (ec) return;
     if (close) {
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      if constexpr (kTls) {
+        Lowest().expires_after(std::chrono::seconds(1));
+        stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
+        return;
+      }
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+      // Read what the peer still sends (a refused request's rest) for a
+      // moment before closing: closing with unread data resets the
+      // connection, and the peer might lose the answer.
+      Lowest().expires_after(std::chrono::seconds(1));
+      Drain();
       return;
     }
     Read();
   }
 
-  beast::tcp_stream stream_;
+  void Drain() {
+    Lowest().async_read_some(net::buffer(drain_), [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      if (!ec) self->Drain();
+    });
+  }
+
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
+  std::array<char, 4096> drain_;
   const HttpHandler& handler_;
   const HttpServerOptions& options_;
 };
@@ -98,6 +160,7 @@ class BeastServer : public HttpServer {
   ~BeastServer() override { Stop(); }
 
   absl::Status Listen() {
+    if (absl::Status s = MakeTlsContext(); !s.ok()) return s;
     beast::error_code ec;
     const net::ip::address addr = net::ip::make_address(options_.address, ec);
     if (ec) return absl::InvalidArgumentError(absl::StrCat("address '", options_.address, "': ", ec.message()));
@@ -132,13 +195,44 @@ class BeastServer : public HttpServer {
  private:
   void Accept() {
     acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-      if (!ec) std::make_shared<Session>(std::move(socket), handler_, options_)->Read();
+      if (!ec && tls_) {
+        using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+        std::make_shared<Session<TlsStream>>(TlsStream(beast::tcp_stream(std::move(socket)), *tls_), handler_, options_)
+            ->Start();
+      } else if (!ec) {
+        std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), handler_, options_)->Start();
+      }
       if (acceptor_.is_open() && !stopped_) Accept();
     });
   }
 
+  // The server's TLS context from options_.tls; none when no certificate is
+  // given. Errors name the file.
+  absl::Status MakeTlsContext() {
+    const TlsFiles& t = options_.tls;
+    if (t.cert_file.empty() && t.key_file.empty() && t.client_ca_file.empty()) return absl::OkStatus();
+    if (t.cert_file.empty() || t.key_file.empty()) {
+      return absl::InvalidArgumentError("TLS needs both a certificate (--tls-cert) and its key (--tls-key)");
+    }
+    tls_ = std::make_unique<ssl::context>(ssl::context::tls_server);
+    tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                      ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    tls_->use_certificate_chain_file(t.cert_file, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("TLS certificate ", t.cert_file, ": ", ec.message()));
+    tls_->use_private_key_file(t.key_file, ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("TLS key ", t.key_file, ": ", ec.message()));
+    if (!t.client_ca_file.empty()) {
+      tls_->load_verify_file(t.client_ca_file, ec);
+      if (ec) return absl::InvalidArgumentError(absl::StrCat("TLS client CA ", t.client_ca_file, ": ", ec.message()));
+      tls_->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+    }
+    return absl::OkStatus();
+  }
+
   const HttpServerOptions options_;
   const HttpHandler handler_;
+  std::unique_ptr<ssl::context> tls_;  // null: plain HTTP
   // Declared before the acceptor and the sessions' sockets, destroyed after.
   net::io_context ioc_;
   tcp::acceptor acceptor_;

@@ -156,6 +156,50 @@ TEST_F(ExtenderHttpTest, BadRequestsGetAnErrorAnswer) {
   EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
 }
 
+TEST_F(ExtenderHttpTest, MalformedOrOversizedRequestsGet400Or431AndTheServerKeepsServing) {
+  const uint16_t port = server_->port();
+  // Request lines and headers that do not parse.
+  EXPECT_EQ(SendRaw(port, "GARBAGE\r\n\r\n"), 400);
+  EXPECT_EQ(SendRaw(port, "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n"), 400);
+  EXPECT_EQ(SendRaw(port, "GET /healthz HTTP/1.1\r\nHost x\r\n\r\n"), 400);          // no colon
+  EXPECT_EQ(SendRaw(port, "GET /healthz HTTP/1.1\r\nHo st: x\r\n\r\n"), 400);        // a space in the name
+  EXPECT_EQ(SendRaw(port, "GET /heal\x01thz HTTP/1.1\r\nHost: x\r\n\r\n"), 400);     // a control byte in the target
+  EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nContent-Length: 12abc\r\n\r\n"), 400);
+  EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx"), 400);
+  EXPECT_EQ(SendRaw(port, "POST /filter HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), 400);
+  const char junk[] = "\0\xff\xfe binary\r\n\r\n";
+  EXPECT_EQ(SendRaw(port, std::string(junk, sizeof(junk) - 1)), 400);
+  // Headers over the limit (16 KiB by default): one large, or many small.
+  EXPECT_EQ(SendRaw(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20 << 10, 'a') + "\r\n\r\n"),
+            431);
+  std::string many = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 2000; ++i) many += "X-" + std::to_string(i) + ": y\r\n";
+  EXPECT_EQ(SendRaw(port, many + "\r\n"), 431);
+  EXPECT_EQ(SendRaw(port, "GET /" + std::string(20 << 10, 'a') + " HTTP/1.1\r\n\r\n"), 431);  // a long target
+  // Just under the limit is fine.
+  EXPECT_EQ(SendRaw(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(15 << 10, 'a') + "\r\n\r\n"),
+            200);
+  EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
+}
+
+TEST(HttpServerTimeout, AClientThatStopsMidRequestIsDisconnectedNotWaitedFor) {
+  auto server = HttpServer::Start({.idle_timeout_ms = 200},
+                                  [](const HttpRequest&) { return HttpResponse{200, "text/plain", "ok"}; });
+  ASSERT_TRUE(server.ok());
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));  // the test's own bound
+  stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), (*server)->port()));
+  boost::asio::write(stream, boost::asio::buffer(std::string("POST /filter HTTP/1.1\r\nContent-Le")));
+  const auto start = std::chrono::steady_clock::now();
+  char c;
+  beast::error_code ec;
+  stream.read_some(boost::asio::buffer(&c, 1), ec);
+  EXPECT_TRUE(ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset) << ec.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));  // the server closed it, not our bound
+  (*server)->Stop();
+}
+
 TEST(ApiServerBinder, PostsABindingToThePodsSubresource) {
   // A fake API server on 127.0.0.1 that records what it got.
   std::mutex mu;

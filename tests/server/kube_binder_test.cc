@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/http_server.h"
 #include "server/kube_binder.h"
 
 namespace ringmaster::server {
@@ -29,8 +30,8 @@ using tcp = boost::asio::ip::tcp;
 
 void Write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
-// A CA, a server certificate it signs (SAN: IP 127.0.0.1 only), and a second
-// CA that signed nothing.
+// A CA, a server certificate it signs (SAN: IP 127.0.0.1 only), a client
+// certificate it signs, and a second CA that signed nothing.
 class Certs {
  public:
   Certs() : dir_(fs::temp_directory_path() / ("rm-tls-" + std::to_string(::getpid()))) {
@@ -43,7 +44,9 @@ class Certs {
         " && openssl req -x509 " + ec + " -keyout other.key -out other.crt -days 1 -subj /CN=other-ca" +
         " && openssl req " + ec + " -keyout srv.key -out srv.csr -subj /CN=kube-apiserver" +
         " && openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 1"
-        " -extfile san.ext";
+        " -extfile san.ext" +
+        " && openssl req " + ec + " -keyout client.key -out client.csr -subj /CN=admin-client" +
+        " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 1";
     ok_ = std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()) == 0;
   }
   ~Certs() { fs::remove_all(dir_); }
@@ -144,6 +147,79 @@ TEST(ApiServerBinderTls, VerifiesTheServerAgainstTheCaAndRereadsTheToken) {
   const absl::Status mismatch = (*by_name)->Bind(kPod);
   EXPECT_EQ(mismatch.code(), absl::StatusCode::kUnavailable) << mismatch;
   EXPECT_EQ(api.seen().size(), 2u);  // neither refused client sent its request
+}
+
+// GET / over TLS to 127.0.0.1:port verifying the server against `ca`, with
+// a client certificate when `cert` is given: the status, or -1 when the
+// handshake or the request failed.
+int GetOverTls(uint16_t port, const Certs& certs, const char* cert) {
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.load_verify_file(certs.path("ca.crt"));
+  if (cert) {
+    ctx.use_certificate_chain_file(certs.path("client.crt"));
+    ctx.use_private_key_file(certs.path("client.key"), ssl::context::pem);
+  }
+  boost::asio::io_context ioc;
+  beast::ssl_stream<beast::tcp_stream> stream(ioc, ctx);
+  stream.set_verify_mode(ssl::verify_peer);
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+  beast::error_code ec;
+  beast::get_lowest_layer(stream).connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+  if (!ec) stream.handshake(ssl::stream_base::client, ec);
+  http::request<http::string_body> req{http::verb::get, "/", 11};
+  req.set(http::field::host, "127.0.0.1");
+  if (!ec) http::write(stream, req, ec);
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  if (!ec) http::read(stream, buf, res, ec);
+  return ec ? -1 : static_cast<int>(res.result_int());
+}
+
+TEST(HttpServerTls, ServesHttpsWithTheCertificateAndRefusesPlainHttp) {
+  Certs certs;
+  ASSERT_TRUE(certs.ok()) << "openssl could not make the test certificates";
+  auto server = HttpServer::Start({.tls = {certs.path("srv.crt"), certs.path("srv.key"), ""}},
+                                  [](const HttpRequest&) { return HttpResponse{201, "application/json", "{}"}; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string port = std::to_string((*server)->port());
+  // The binder is an HTTPS client that verifies the server: it gets through.
+  auto https = MakeApiServerBinder({.url = "https://127.0.0.1:" + port, .ca_file = certs.path("ca.crt")});
+  ASSERT_TRUE(https.ok()) << https.status();
+  EXPECT_TRUE((*https)->Bind(kPod).ok());
+  EXPECT_EQ(GetOverTls((*server)->port(), certs, nullptr), 201);
+  // Plain HTTP to the TLS port gets no answer.
+  auto plain = MakeApiServerBinder({.url = "http://127.0.0.1:" + port, .timeout_ms = 2'000});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->Bind(kPod).ok());
+  // A client that trusts another CA refuses the server.
+  auto wrong = MakeApiServerBinder({.url = "https://127.0.0.1:" + port, .ca_file = certs.path("other.crt")});
+  EXPECT_EQ((*wrong)->Bind(kPod).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(GetOverTls((*server)->port(), certs, nullptr), 201);  // still serving
+  (*server)->Stop();
+}
+
+TEST(HttpServerTls, WithAClientCaOnlyClientsWithACertificateItSignedGetIn) {
+  Certs certs;
+  ASSERT_TRUE(certs.ok()) << "openssl could not make the test certificates";
+  auto server = HttpServer::Start({.tls = {certs.path("srv.crt"), certs.path("srv.key"), certs.path("ca.crt")}},
+                                  [](const HttpRequest&) { return HttpResponse{200, "text/plain", "ok"}; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(GetOverTls((*server)->port(), certs, "client"), 200);
+  EXPECT_EQ(GetOverTls((*server)->port(), certs, nullptr), -1);
+  (*server)->Stop();
+}
+
+TEST(HttpServerTls, MissingOrHalfGivenTlsFilesAreRefusedNamingThem) {
+  Certs certs;
+  ASSERT_TRUE(certs.ok()) << "openssl could not make the test certificates";
+  const absl::Status no_key = HttpServer::Start({.tls = {certs.path("srv.crt"), "", ""}}, nullptr).status();
+  EXPECT_NE(no_key.message().find("--tls-key"), std::string_view::npos) << no_key;
+  const absl::Status missing =
+      HttpServer::Start({.tls = {"/nonexistent/srv.crt", certs.path("srv.key"), ""}}, nullptr).status();
+  EXPECT_NE(missing.message().find("/nonexistent/srv.crt"), std::string_view::npos) << missing;
+  const absl::Status wrong_key =
+      HttpServer::Start({.tls = {certs.path("srv.crt"), certs.path("other.key"), ""}}, nullptr).status();
+  EXPECT_NE(wrong_key.message().find("TLS key"), std::string_view::npos) << wrong_key;
 }
 
 TEST(ApiServerBinderTls, RefusesBadUrlsAndCaFiles) {
