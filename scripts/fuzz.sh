@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(extender_wire extender policy job_file cluster_file nvidia_smi trace)
+TARGETS=(extender_wire extender policy job_file cluster_file nvidia_smi trace admin)
 BUILD=build/fuzz
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
