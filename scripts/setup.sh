@@ -14,6 +14,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libcli11-dev
   libsqlite3-dev
+  libsimdjson-dev
   libgloo-dev
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev

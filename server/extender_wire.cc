@@ -1,6 +1,8 @@
 // Reading and writing the extender v1 wire types (see extender_wire.h).
 #include "server/extender_wire.h"
 
+#include "server/extender_wire_fast.h"
+
 #include <cctype>
 #include <utility>
 
@@ -245,6 +247,11 @@ std::vector<std::string> ExtenderArgs::CandidateNames() const {
 }
 
 absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
+  if (std::optional<ExtenderArgs> fast = internal::ParseExtenderArgsFast(body)) return *std::move(fast);
+  return internal::ParseExtenderArgsDom(body);
+}
+
+absl::StatusOr<ExtenderArgs> internal::ParseExtenderArgsDom(std::string_view body) {
   auto j = ParseBody(body);
   if (!j.ok()) return j.status();
   if (auto s = WantObject(*j, "ExtenderArgs"); !s.ok()) return s;

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "server/extender_wire_fast.h"
 #include "server/kube_objects.h"
 
 namespace ringmaster::server {
@@ -106,6 +109,89 @@ TEST(ExtenderWire, MalformedJsonSaysWhere) {
       << typed.status();
   EXPECT_FALSE(ParseExtenderBindingArgs(R"({"PodName": 3})").ok());
   EXPECT_FALSE(ParseExtenderPreemptionArgs(R"({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": 5}]}}})").ok());
+}
+
+// The simdjson fast path answers only what it reads exactly as the nlohmann
+// reference does; everything else (errors included) goes to the reference.
+// Either way ParseExtenderArgs must equal the reference: same status, same
+// values.
+void ExpectSameAsReference(const std::string& body) {
+  SCOPED_TRACE(body.substr(0, 200));
+  const absl::StatusOr<ExtenderArgs> ref = internal::ParseExtenderArgsDom(body);
+  const absl::StatusOr<ExtenderArgs> got = ParseExtenderArgs(body);
+  ASSERT_EQ(got.status(), ref.status());
+  if (ref.ok()) {
+    EXPECT_TRUE(internal::SameArgs(*got, *ref));
+  }
+  // What the fast path does accept must be exactly the reference's answer.
+  if (std::optional<ExtenderArgs> fast = internal::ParseExtenderArgsFast(body)) {
+    ASSERT_TRUE(ref.ok()) << "fast path accepted what the reference refuses: " << ref.status();
+    EXPECT_TRUE(internal::SameArgs(*fast, *ref));
+  }
+}
+
+TEST(ExtenderWire, FastPathTakesTheCommonRequests) {
+  // The two request shapes kube-scheduler sends must not fall back.
+  for (const char* body : {kFilterFullNodes, kFilterNames}) {
+    const std::optional<ExtenderArgs> fast = internal::ParseExtenderArgsFast(body);
+    ASSERT_TRUE(fast.has_value()) << body;
+    const absl::StatusOr<ExtenderArgs> ref = internal::ParseExtenderArgsDom(body);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_TRUE(internal::SameArgs(*fast, *ref));
+  }
+  const std::optional<ExtenderArgs> names = internal::ParseExtenderArgsFast(kFilterNames);
+  EXPECT_EQ(*names->node_names, (std::vector<std::string>{"n1", "n2", "n3"}));
+  EXPECT_FALSE(names->nodes.has_value());
+}
+
+TEST(ExtenderWire, FastPathAgreesWithTheReference) {
+  std::vector<std::string> bodies = {
+      kFilterFullNodes, kFilterNames, "{}", "null", "[]", "", "{", R"({"Pod": 3})",
+      R"({"pod": {"metadata": {"name": "a"}}, "nodenames": ["x"]})",
+      R"({"POD": {"a": 1}, "Pod": {"b": 2}})",                 // the exact match wins
+      R"({"pod": {"a": 1}, "POD": {"b": 2}})",                 // two spellings, no exact one
+      R"({"Pod": {"a": 1}, "Pod": {"a": 2}})",                 // repeated key: the last
+      R"({"Pod": {"n": [0, -0, 1, -1, 18446744073709551615, -9223372036854775808, 1.5, 1e3, -2.5e-3]}})",
+      R"({"Pod": {"n": 18446744073709551616}})",               // past 64 bits
+      R"({"Pod": {"n": 1e400}})",
+      R"({"Pod": {"s": "\u00e9\ud83d\ude00 \" \\ \n \u0000"}, "NodeNames": []})",
+      R"({"Pod": {}, "NodeNames": [1]})",
+      R"({"Pod": {}, "NodeNames": {"a": "b"}})",
+      R"({"Pod": {}, "Nodes": {"items": null}})",
+      R"({"Pod": {}, "Nodes": {"items": [1]}})",
+      R"({"Pod": {}, "Nodes": {"ITEMS": [{"metadata": {"name": "n"}}], "metadata": {"x": [[[]]]}}})",
+      R"({"Pod": {}, "Nodes": []})",
+      R"({"Pod": {}, "Extra": 1})",
+      R"({"Pod": {"bad": "\xff"}})",
+      "{\"Pod\": {}} trailing",
+  };
+  // Nesting at the limit and one past it, inside Pod and inside NodeList.metadata.
+  for (int depth : {126, 127, 128}) {
+    bodies.push_back(R"({"Pod": )" + std::string(depth, '[') + std::string(depth, ']') + "}");
+    bodies.push_back(R"({"Nodes": {"metadata": )" + std::string(depth, '[') + std::string(depth, ']') + "}}");
+  }
+  for (const std::string& b : bodies) ExpectSameAsReference(b);
+
+  // Random damage to the real requests: every cut, swap and stray byte must
+  // still give the reference's answer.
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\",:0-9eE.\\ nultrfsaPodNme";
+  for (const std::string& base : {std::string(kFilterFullNodes), std::string(kFilterNames)}) {
+    for (int i = 0; i < 400; ++i) {
+      std::string b = base;
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = rng() % b.size();
+        switch (rng() % 3) {
+          case 0: b.erase(at, 1 + rng() % 4); break;
+          case 1: b.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+          default: b[at] = alphabet[rng() % alphabet.size()]; break;
+        }
+        if (b.empty()) b = "{";
+      }
+      ExpectSameAsReference(b);
+    }
+  }
 }
 
 TEST(ExtenderWire, FilterResultIsWrittenInPascalCaseWithNulls) {
