@@ -1,11 +1,13 @@
 // Fuzzes the extender's JSON wire types (server/extender_wire.h) and the Pod
 // and Node readers (server/kube_objects.h). The first byte picks the message;
 // the rest is its body. Properties: parsing never crashes or throws; what
-// parses writes back to JSON that parses again and writes the same text.
+// parses writes back to JSON that parses again and writes the same text; the
+// fast path of ExtenderArgs agrees with the reference.
 #include <string>
 
 #include "fuzz/fuzz_input.h"
 #include "server/extender_wire.h"
+#include "server/extender_wire_fast.h"
 #include "server/kube_objects.h"
 
 namespace ringmaster::fuzz {
@@ -23,6 +25,16 @@ void RoundTrip(std::string_view body, ParseFn parse) {
   if (!second.ok()) Fail("our own JSON does not parse", std::string(second.status().message()) + "\n" + written);
   const std::string again = ToJson(*second);
   if (again != written) Fail("writing is not stable", written + "\n" + again);
+}
+
+// The simdjson fast path accepts only what the nlohmann reference reads the
+// same way, and gives the same values.
+void FastAgrees(std::string_view body) {
+  std::optional<server::ExtenderArgs> fast = server::internal::ParseExtenderArgsFast(body);
+  if (!fast) return;
+  absl::StatusOr<server::ExtenderArgs> ref = server::internal::ParseExtenderArgsDom(body);
+  if (!ref.ok()) Fail("the fast path accepted what the reference refuses", std::string(ref.status().message()));
+  if (!server::internal::SameArgs(*fast, *ref)) Fail("the fast path and the reference disagree", std::string(body));
 }
 
 void ReadObjects(std::string_view body) {
@@ -44,7 +56,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body = ringmaster::fuzz::AsText(data + 1, size - 1);
   switch (data[0] % 8) {
-    case 0: RoundTrip<ExtenderArgs>(body, ParseExtenderArgs); break;
+    case 0:
+      ringmaster::fuzz::FastAgrees(body);
+      RoundTrip<ExtenderArgs>(body, ParseExtenderArgs);
+      break;
     case 1: RoundTrip<ExtenderBindingArgs>(body, ParseExtenderBindingArgs); break;
     case 2: RoundTrip<ExtenderPreemptionArgs>(body, ParseExtenderPreemptionArgs); break;
     case 3: RoundTrip<ExtenderFilterResult>(body, ParseExtenderFilterResult); break;
