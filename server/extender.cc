@@ -282,6 +282,7 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
     r.error = std::string(pod.status().message());
     return r;
   }
+  LookUpPodGroup(*pod);
   ExtenderFilterResult learned;
   FilterVerdict v;
   bool evict = false;
@@ -449,11 +450,37 @@ void Extender::SetPodGroupMinMember(const std::string& ns, const std::string& gr
   absl::MutexLock lock(&mu_);
   const std::string name = absl::StrCat(ns, "/", group);
   pod_group_min_[name] = min_member;
+  pod_group_miss_.erase(name);
   if (auto it = gangs_.find(name); it != gangs_.end() && !it->second.job.valid()) {
     it->second.min_member = min_member;
     it->second.unresolvable.clear();
     Touch(name);
     Persist();
+  }
+}
+
+void Extender::LookUpPodGroup(const PodInfo& pod) {
+  if (binder_ == nullptr || pod.group.empty() || pod.min_member > 0) return;
+  const std::string name = absl::StrCat(pod.ns, "/", pod.group);
+  {
+    absl::MutexLock lock(&mu_);
+    if (pod_group_min_.contains(name)) return;
+    if (auto g = gangs_.find(name); g != gangs_.end() && g->second.unresolvable.empty()) return;
+    if (auto miss = pod_group_miss_.find(name);
+        miss != pod_group_miss_.end() && clock_.Now() < miss->second + options_.pod_group_retry_ms) {
+      return;
+    }
+  }
+  const absl::StatusOr<int> min = binder_->PodGroupMinMember(pod.ns, pod.group);
+  if (min.ok()) {
+    common::Log(common::LogLevel::info, "pod group read", {{"gang", name}, {"min_member", std::to_string(*min)}});
+    SetPodGroupMinMember(pod.ns, pod.group, *min);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  pod_group_miss_[name] = clock_.Now();
+  if (!absl::IsUnimplemented(min.status())) {
+    common::Log(common::LogLevel::warn, "pod group not read", {{"gang", name}, {"error", min.status().message()}});
   }
 }
 

@@ -88,6 +88,9 @@ struct ExtenderOptions {
   // Add Node objects sent by kube-scheduler that the engine does not know.
   // Off when the cluster comes from a cluster file.
   bool learn_nodes = true;
+  // A PodGroup the binder could not find (or read) is asked for again only
+  // after this long; meanwhile its gang waits as unresolvable.
+  int64_t pod_group_retry_ms = 10'000;
   // Called with the Decisions of every engine cycle the extender runs, with
   // the engine lock held (the daemon carries out and journals the decisions
   // for jobs that did not come from the extender). May be empty.
@@ -121,6 +124,15 @@ class Binder {
   // OK when the pod is evicted or already gone; Unavailable when the API
   // server asks to try again later (a PodDisruptionBudget: 429).
   virtual absl::Status Evict(const PodEviction& eviction) = 0;
+  // The minMember of the PodGroup object `ns`/`group` (scheduler-plugins'
+  // scheduling.x-k8s.io or Volcano's scheduling.volcano.sh), read when a gang's
+  // pods do not carry the min-member annotation. NotFound when neither API
+  // group has it; Unimplemented when the binder cannot ask (the default).
+  virtual absl::StatusOr<int> PodGroupMinMember(const std::string& ns, const std::string& group) {
+    (void)ns;
+    (void)group;
+    return absl::UnimplementedError("no API server to read PodGroups from");
+  }
 };
 
 class Extender {
@@ -206,6 +218,10 @@ class Extender {
     bool unresolvable = false;
   };
   FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a grouped pod without the min-member annotation whose gang's min
+  // member is not known yet: reads the PodGroup through the binder (outside
+  // the lock: it is a request to the API server).
+  void LookUpPodGroup(const PodInfo& pod) ABSL_LOCKS_EXCLUDED(mu_);
   Gang& Admit(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang as one job named `job_name`; `tasks` gets its members in task
@@ -242,6 +258,8 @@ class Extender {
   std::map<std::string, std::string> gang_of_pod_ ABSL_GUARDED_BY(mu_);
   std::map<scheduler::JobId, std::string> gang_of_job_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> pod_group_min_ ABSL_GUARDED_BY(mu_);
+  // PodGroups looked up in vain, and when: not asked again for a while.
+  std::map<std::string, scheduler::Timestamp> pod_group_miss_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<scheduler::Timestamp, std::string>> expiries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
   // Evictions decided but not yet accepted, with their deadlines.

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "server/http_server.h"
 
@@ -74,13 +76,49 @@ class ApiServerBinder : public Binder {
     return absl::FailedPreconditionError(why);
   }
 
+  // GET of the PodGroup in scheduler-plugins' API group, then in Volcano's.
+  absl::StatusOr<int> PodGroupMinMember(const std::string& ns, const std::string& group) override {
+    std::vector<std::string> tried;
+    for (const char* api : {"scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1"}) {
+      const std::string target = absl::StrCat("/apis/", api, "/namespaces/", ns, "/podgroups/", group);
+      auto res = Send(http::verb::get, target, nullptr);
+      if (!res.ok()) return res.status();
+      const unsigned code = res->result_int();
+      if (code == 404) {
+        tried.push_back(api);
+        continue;
+      }
+      if (code != 200) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("reading PodGroup ", ns, "/", group, " (", api, "): API server answered ", code, ": ",
+                         res->body().substr(0, 300)));
+      }
+      const nlohmann::json pg = nlohmann::json::parse(res->body(), nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json* spec = pg.is_object() ? FindKey(pg, "spec") : nullptr;
+      const nlohmann::json* min = spec ? FindKey(*spec, "minMember") : nullptr;
+      if (min == nullptr || !min->is_number_integer() || min->get<int64_t>() < 1 || min->get<int64_t>() > 100000) {
+        return absl::FailedPreconditionError(absl::StrCat("PodGroup ", ns, "/", group, " (", api,
+                                                          "): spec.minMember is not a count in [1, 100000]"));
+      }
+      return static_cast<int>(min->get<int64_t>());
+    }
+    return absl::NotFoundError(
+        absl::StrCat("PodGroup ", ns, "/", group, " not found (", absl::StrJoin(tried, ", "), ")"));
+  }
+
  private:
-  // One POST of `body` as JSON with the bearer token; the answer, or
-  // Unavailable when the API server could not be reached.
   absl::StatusOr<http::response<http::string_body>> Post(const std::string& target, const nlohmann::json& body) {
-    http::request<http::string_body> req{http::verb::post, target, 11};
+    return Send(http::verb::post, target, &body);
+  }
+
+  // One request (with `body` as JSON when given) with the bearer token; the
+  // answer, or Unavailable when the API server could not be reached.
+  absl::StatusOr<http::response<http::string_body>> Send(http::verb verb, const std::string& target,
+                                                         const nlohmann::json* body) {
+    http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, host_);
-    req.set(http::field::content_type, "application/json");
+    if (body != nullptr) req.set(http::field::content_type, "application/json");
+    req.set(http::field::accept, "application/json");
     std::string token = options_.token;
     if (!options_.token_file.empty()) {
       auto t = ReadFile(options_.token_file, "token file");
@@ -88,7 +126,7 @@ class ApiServerBinder : public Binder {
       token = std::string(absl::StripAsciiWhitespace(*t));
     }
     if (!token.empty()) req.set(http::field::authorization, absl::StrCat("Bearer ", token));
-    req.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (body != nullptr) req.body() = body->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     req.prepare_payload();
     http::response<http::string_body> res;
     beast::error_code ec = tls_ ? RoundTripTls(req, res) : RoundTripPlain(req, res);

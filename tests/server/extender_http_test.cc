@@ -229,6 +229,43 @@ TEST(ApiServerBinder, PostsABindingToThePodsSubresource) {
   EXPECT_FALSE(MakeApiServerBinder({.url = "10.0.0.1:6443"}).ok());  // no scheme
 }
 
+TEST(ApiServerBinder, ReadsAPodGroupsMinMemberFromEitherApiGroup) {
+  // scheduler-plugins' PodGroup "bert", Volcano's "gpt", a broken "bad"; nothing else.
+  std::mutex mu;
+  std::vector<std::string> targets;
+  auto api = HttpServer::Start({}, [&](const HttpRequest& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    targets.push_back(r.method + " " + r.target);
+    if (r.target == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/bert") {
+      return HttpResponse{200, "application/json", R"({"kind":"PodGroup","spec":{"minMember":4}})"};
+    }
+    if (r.target == "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups/gpt") {
+      return HttpResponse{200, "application/json", R"({"kind":"PodGroup","spec":{"minMember":2,"queue":"q"}})"};
+    }
+    if (r.target == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/bad") {
+      return HttpResponse{200, "application/json", R"({"spec":{"minMember":"four"}})"};
+    }
+    return HttpResponse{404, "application/json", R"({"reason":"NotFound"})"};
+  });
+  ASSERT_TRUE(api.ok());
+  auto binder = MakeApiServerBinder({.url = "http://127.0.0.1:" + std::to_string((*api)->port()), .token = "t"});
+  ASSERT_TRUE(binder.ok()) << binder.status();
+  EXPECT_EQ(*(*binder)->PodGroupMinMember("ml", "bert"), 4);
+  EXPECT_EQ(*(*binder)->PodGroupMinMember("ml", "gpt"), 2);
+  const absl::StatusOr<int> missing = (*binder)->PodGroupMinMember("ml", "none");
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find("scheduling.volcano.sh/v1beta1"), std::string_view::npos);
+  const absl::StatusOr<int> bad = (*binder)->PodGroupMinMember("ml", "bad");
+  EXPECT_NE(bad.status().message().find("spec.minMember"), std::string_view::npos) << bad.status();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_GE(targets.size(), 2u);
+    EXPECT_EQ(targets[0], "GET /apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/bert");
+    EXPECT_EQ(targets[1], "GET /apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/gpt");
+  }
+  (*api)->Stop();
+}
+
 TEST(HttpServer, ParsesHostPortAndStopsTwice) {
   EXPECT_EQ(*ParseHostPort("127.0.0.1:8080"), (std::pair<std::string, uint16_t>{"127.0.0.1", 8080}));
   EXPECT_EQ(*ParseHostPort("[::1]:0"), (std::pair<std::string, uint16_t>{"::1", 0}));

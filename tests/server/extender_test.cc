@@ -215,6 +215,50 @@ class FailingBinder : public Binder {
   int calls = 0;
 };
 
+// Knows the PodGroups of `min`; counts the look-ups.
+class PodGroupBinder : public Binder {
+ public:
+  absl::Status Bind(const ExtenderBindingArgs&) override { return absl::OkStatus(); }
+  absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
+  absl::StatusOr<int> PodGroupMinMember(const std::string& ns, const std::string& group) override {
+    ++lookups;
+    auto it = min.find(ns + "/" + group);
+    if (it == min.end()) return absl::NotFoundError("PodGroup " + ns + "/" + group + " not found");
+    return it->second;
+  }
+  std::map<std::string, int> min;
+  int lookups = 0;
+};
+
+TEST_F(ExtenderTest, AGangWithoutTheAnnotationTakesItsMinMemberFromThePodGroup) {
+  PodGroupBinder binder;
+  binder.min["ml/bert"] = 2;
+  binder_ = &binder;
+  Make(DefaultTopologyLabels());
+  // No min-member annotation (min 0): the PodGroup says 2.
+  const ExtenderFilterResult first = extender_->Filter(FullArgs(Pod("w-0", "bert", 0, 4)));
+  ASSERT_EQ(first.failed_and_unresolvable_nodes.size(), 0u) << ToJson(first);
+  EXPECT_NE(first.failed_nodes.begin()->second.find("1 of 2 member pods seen"), std::string::npos) << ToJson(first);
+  const ExtenderFilterResult second = extender_->Filter(FullArgs(Pod("w-1", "bert", 0, 4)));
+  ASSERT_TRUE(second.nodes.has_value());
+  EXPECT_EQ(second.nodes->size(), 1u) << ToJson(second);
+  EXPECT_EQ(binder.lookups, 1);  // read once, then known
+
+  // A group with no PodGroup object waits as unresolvable and is not asked
+  // for again on every request.
+  const ExtenderFilterResult orphan = extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  ASSERT_FALSE(orphan.failed_and_unresolvable_nodes.empty()) << ToJson(orphan);
+  EXPECT_NE(orphan.failed_and_unresolvable_nodes.begin()->second.find("min member unknown"), std::string::npos);
+  extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  EXPECT_EQ(binder.lookups, 2);
+  // Created later: found on a retry once the retry time has passed.
+  binder.min["ml/orphan"] = 1;
+  clock_.Advance(10'001);
+  const ExtenderFilterResult found = extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  EXPECT_TRUE(found.failed_and_unresolvable_nodes.empty()) << ToJson(found);
+  EXPECT_EQ(binder.lookups, 3);
+}
+
 TEST_F(ExtenderTest, AFailedBindReleasesTheGangAndTheEnginePlacesItAgain) {
   FailingBinder binder;
   binder_ = &binder;
