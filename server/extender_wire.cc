@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::server {
 namespace {
@@ -150,30 +151,25 @@ absl::StatusOr<std::map<std::string, std::string>> StringMapAt(const json& obj, 
 
 // Victims (full pods) or MetaVictims (UIDs) of one node.
 absl::StatusOr<MetaVictims> ParseMetaVictims(const json& v, const std::string& path) {
-  if (auto s = WantObject(v, path); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(WantObject(v, path));
   MetaVictims out;
-  auto pdb = IntAt(v, "NumPDBViolations", path + ".NumPDBViolations");
-  if (!pdb.ok()) return pdb.status();
-  out.num_pdb_violations = *pdb;
+  RM_ASSIGN_OR_RETURN(out.num_pdb_violations, IntAt(v, "NumPDBViolations", path + ".NumPDBViolations"));
   const json* pods = FindKey(v, "Pods");
   if (pods == nullptr || pods->is_null()) return out;
   if (!pods->is_array()) return TypeError(path + ".Pods", "an array", *pods);
   for (size_t i = 0; i < pods->size(); ++i) {
     const std::string p = absl::StrCat(path, ".Pods[", i, "]");
     if (!(*pods)[i].is_object()) return TypeError(p, "a MetaPod object", (*pods)[i]);
-    auto uid = StringAt((*pods)[i], "UID", p + ".UID");
-    if (!uid.ok()) return uid.status();
-    out.pod_uids.push_back(*uid);
+    RM_ASSIGN_OR_RETURN(std::string uid, StringAt((*pods)[i], "UID", p + ".UID"));
+    out.pod_uids.push_back(std::move(uid));
   }
   return out;
 }
 
 absl::StatusOr<Victims> ParseVictims(const json& v, const std::string& path) {
-  if (auto s = WantObject(v, path); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(WantObject(v, path));
   Victims out;
-  auto pdb = IntAt(v, "NumPDBViolations", path + ".NumPDBViolations");
-  if (!pdb.ok()) return pdb.status();
-  out.num_pdb_violations = *pdb;
+  RM_ASSIGN_OR_RETURN(out.num_pdb_violations, IntAt(v, "NumPDBViolations", path + ".NumPDBViolations"));
   const json* pods = FindKey(v, "Pods");
   if (pods == nullptr || pods->is_null()) return out;
   if (!pods->is_array()) return TypeError(path + ".Pods", "an array", *pods);
@@ -191,9 +187,8 @@ absl::StatusOr<std::optional<std::map<std::string, V>>> VictimMapAt(const json& 
   if (!v->is_object()) return TypeError(key, "an object keyed by node name", *v);
   std::map<std::string, V> out;
   for (const auto& [node, e] : v->items()) {
-    auto parsed = parse(e, absl::StrCat(std::string(key), ".", node));
-    if (!parsed.ok()) return parsed.status();
-    out.emplace(node, *std::move(parsed));
+    RM_ASSIGN_OR_RETURN(V parsed, parse(e, absl::StrCat(std::string(key), ".", node)));
+    out.emplace(node, std::move(parsed));
   }
   return out;
 }
@@ -252,112 +247,77 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
 }
 
 absl::StatusOr<ExtenderArgs> internal::ParseExtenderArgsDom(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderArgs"); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderArgs"));
   ExtenderArgs a;
-  auto pod = ObjectAt(*j, "Pod", "Pod");
-  if (!pod.ok()) return pod.status();
-  a.pod = *std::move(pod);
-  auto nodes = NodeListAt(*j, "Nodes", "Nodes");
-  if (!nodes.ok()) return nodes.status();
-  a.nodes = *std::move(nodes);
-  auto names = StringListAt(*j, "NodeNames", "NodeNames");
-  if (!names.ok()) return names.status();
-  a.node_names = *std::move(names);
+  RM_ASSIGN_OR_RETURN(a.pod, ObjectAt(j, "Pod", "Pod"));
+  RM_ASSIGN_OR_RETURN(a.nodes, NodeListAt(j, "Nodes", "Nodes"));
+  RM_ASSIGN_OR_RETURN(a.node_names, StringListAt(j, "NodeNames", "NodeNames"));
   return a;
 }
 
 absl::StatusOr<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderBindingArgs"); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderBindingArgs"));
   ExtenderBindingArgs a;
   for (auto [key, field] : {std::pair{"PodName", &a.pod_name}, std::pair{"PodNamespace", &a.pod_namespace},
                             std::pair{"PodUID", &a.pod_uid}, std::pair{"Node", &a.node}}) {
-    auto v = StringAt(*j, key, key);
-    if (!v.ok()) return v.status();
-    *field = *std::move(v);
+    RM_ASSIGN_OR_RETURN(*field, StringAt(j, key, key));
   }
   return a;
 }
 
 absl::StatusOr<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderPreemptionArgs"); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderPreemptionArgs"));
   ExtenderPreemptionArgs a;
-  auto pod = ObjectAt(*j, "Pod", "Pod");
-  if (!pod.ok()) return pod.status();
-  a.pod = *std::move(pod);
-  auto full = VictimMapAt<Victims>(*j, "NodeNameToVictims", ParseVictims);
-  if (!full.ok()) return full.status();
-  a.node_name_to_victims = *std::move(full);
-  auto meta = VictimMapAt<MetaVictims>(*j, "NodeNameToMetaVictims", ParseMetaVictims);
-  if (!meta.ok()) return meta.status();
-  a.node_name_to_meta_victims = *std::move(meta);
+  RM_ASSIGN_OR_RETURN(a.pod, ObjectAt(j, "Pod", "Pod"));
+  RM_ASSIGN_OR_RETURN(a.node_name_to_victims, VictimMapAt<Victims>(j, "NodeNameToVictims", ParseVictims));
+  RM_ASSIGN_OR_RETURN(a.node_name_to_meta_victims, VictimMapAt<MetaVictims>(j, "NodeNameToMetaVictims", ParseMetaVictims));
   return a;
 }
 
 absl::StatusOr<ExtenderFilterResult> ParseExtenderFilterResult(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderFilterResult"); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderFilterResult"));
   ExtenderFilterResult r;
-  auto nodes = NodeListAt(*j, "Nodes", "Nodes");
-  if (!nodes.ok()) return nodes.status();
-  r.nodes = *std::move(nodes);
-  auto names = StringListAt(*j, "NodeNames", "NodeNames");
-  if (!names.ok()) return names.status();
-  r.node_names = *std::move(names);
-  auto failed = StringMapAt(*j, "FailedNodes", "FailedNodes");
-  if (!failed.ok()) return failed.status();
-  r.failed_nodes = *std::move(failed);
-  auto unresolvable = StringMapAt(*j, "FailedAndUnresolvableNodes", "FailedAndUnresolvableNodes");
-  if (!unresolvable.ok()) return unresolvable.status();
-  r.failed_and_unresolvable_nodes = *std::move(unresolvable);
-  auto error = StringAt(*j, "Error", "Error");
-  if (!error.ok()) return error.status();
-  r.error = *std::move(error);
+  RM_ASSIGN_OR_RETURN(r.nodes, NodeListAt(j, "Nodes", "Nodes"));
+  RM_ASSIGN_OR_RETURN(r.node_names, StringListAt(j, "NodeNames", "NodeNames"));
+  RM_ASSIGN_OR_RETURN(r.failed_nodes, StringMapAt(j, "FailedNodes", "FailedNodes"));
+  RM_ASSIGN_OR_RETURN(r.failed_and_unresolvable_nodes, StringMapAt(j, "FailedAndUnresolvableNodes", "FailedAndUnresolvableNodes"));
+  RM_ASSIGN_OR_RETURN(r.error, StringAt(j, "Error", "Error"));
   return r;
 }
 
 absl::StatusOr<HostPriorityList> ParseHostPriorityList(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
   HostPriorityList out;
-  if (j->is_null()) return out;
-  if (!j->is_array()) return TypeError("HostPriorityList", "an array", *j);
-  for (size_t i = 0; i < j->size(); ++i) {
+  if (j.is_null()) return out;
+  if (!j.is_array()) return TypeError("HostPriorityList", "an array", j);
+  for (size_t i = 0; i < j.size(); ++i) {
     const std::string path = absl::StrCat("HostPriorityList[", i, "]");
-    const json& e = (*j)[i];
-    if (auto s = WantObject(e, path); !s.ok()) return s;
-    auto host = StringAt(e, "Host", path + ".Host");
-    if (!host.ok()) return host.status();
-    auto score = IntAt(e, "Score", path + ".Score");
-    if (!score.ok()) return score.status();
-    out.push_back({*std::move(host), *score});
+    const json& e = j[i];
+    RM_RETURN_IF_ERROR(WantObject(e, path));
+    RM_ASSIGN_OR_RETURN(std::string host, StringAt(e, "Host", path + ".Host"));
+    RM_ASSIGN_OR_RETURN(int64_t score, IntAt(e, "Score", path + ".Score"));
+    out.push_back({std::move(host), score});
   }
   return out;
 }
 
 absl::StatusOr<ExtenderBindingResult> ParseExtenderBindingResult(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderBindingResult"); !s.ok()) return s;
-  auto error = StringAt(*j, "Error", "Error");
-  if (!error.ok()) return error.status();
-  return ExtenderBindingResult{*std::move(error)};
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderBindingResult"));
+  RM_ASSIGN_OR_RETURN(std::string error, StringAt(j, "Error", "Error"));
+  return ExtenderBindingResult{std::move(error)};
 }
 
 absl::StatusOr<ExtenderPreemptionResult> ParseExtenderPreemptionResult(std::string_view body) {
-  auto j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  if (auto s = WantObject(*j, "ExtenderPreemptionResult"); !s.ok()) return s;
-  auto meta = VictimMapAt<MetaVictims>(*j, "NodeNameToMetaVictims", ParseMetaVictims);
-  if (!meta.ok()) return meta.status();
+  RM_ASSIGN_OR_RETURN(json j, ParseBody(body));
+  RM_RETURN_IF_ERROR(WantObject(j, "ExtenderPreemptionResult"));
+  RM_ASSIGN_OR_RETURN(auto meta, VictimMapAt<MetaVictims>(j, "NodeNameToMetaVictims", ParseMetaVictims));
   ExtenderPreemptionResult r;
-  if (*meta) r.node_name_to_meta_victims = **std::move(meta);
+  if (meta) r.node_name_to_meta_victims = *std::move(meta);
   return r;
 }
 

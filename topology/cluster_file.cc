@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::topology {
 namespace {
@@ -87,16 +88,6 @@ class Reader {
   std::string filename_;
 };
 
-#define RM_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);              \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = std::move(*lhs##_or)
-
-#define RM_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    if (auto s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
-
 // Intra-node layout: which GPUs share an NVLink island, PCIe switch, socket.
 struct LinkProfile {
   // group id per GPU index; empty = not given.
@@ -114,7 +105,7 @@ absl::StatusOr<std::vector<std::vector<int>>> ReadGroups(const Reader& r, const 
     if (!node[i].IsSequence()) return r.Error(node[i], f, "must be a list of GPU indices");
     std::vector<int> g;
     for (size_t j = 0; j < node[i].size(); ++j) {
-      RM_ASSIGN_OR_RETURN(v, r.Int(node[i][j], absl::StrCat(f, "[", j, "]"), 0));
+      RM_ASSIGN_OR_RETURN(auto v, r.Int(node[i][j], absl::StrCat(f, "[", j, "]"), 0));
       g.push_back(static_cast<int>(v));
     }
     groups.push_back(std::move(g));
@@ -130,15 +121,15 @@ absl::StatusOr<LinkProfile> ReadLinkProfile(const Reader& r, const YAML::Node& n
   LinkProfile p;
   p.node = node;
   if (node["nvlink_islands"]) {
-    RM_ASSIGN_OR_RETURN(g, ReadGroups(r, node["nvlink_islands"], field + ".nvlink_islands"));
+    RM_ASSIGN_OR_RETURN(auto g, ReadGroups(r, node["nvlink_islands"], field + ".nvlink_islands"));
     p.islands = std::move(g);
   }
   if (node["pcie_switches"]) {
-    RM_ASSIGN_OR_RETURN(g, ReadGroups(r, node["pcie_switches"], field + ".pcie_switches"));
+    RM_ASSIGN_OR_RETURN(auto g, ReadGroups(r, node["pcie_switches"], field + ".pcie_switches"));
     p.switches = std::move(g);
   }
   if (node["numa"]) {
-    RM_ASSIGN_OR_RETURN(g, ReadGroups(r, node["numa"], field + ".numa"));
+    RM_ASSIGN_OR_RETURN(auto g, ReadGroups(r, node["numa"], field + ".numa"));
     p.numa = std::move(g);
   }
   const std::pair<const char*, double IntraNodeLinks::*> bws[] = {
@@ -148,7 +139,7 @@ absl::StatusOr<LinkProfile> ReadLinkProfile(const Reader& r, const YAML::Node& n
       {"cross_socket_gbps", &IntraNodeLinks::cross_socket_gbps}};
   for (const auto& [key, member] : bws) {
     if (!node[key]) continue;
-    RM_ASSIGN_OR_RETURN(v, r.Double(node[key], absl::StrCat(field, ".", key)));
+    RM_ASSIGN_OR_RETURN(auto v, r.Double(node[key], absl::StrCat(field, ".", key)));
     p.gbps.*member = v;
   }
   return p;
@@ -242,13 +233,13 @@ class ClusterFileParser {
       RM_RETURN_IF_ERROR(r_.CheckKeys(node[i], f, {"name", "bandwidth_gbps"}));
       TierSpec t;
       if (!node[i]["name"]) return r_.Error(node[i], f + ".name", "missing");
-      RM_ASSIGN_OR_RETURN(name, r_.String(node[i]["name"], f + ".name"));
+      RM_ASSIGN_OR_RETURN(auto name, r_.String(node[i]["name"], f + ".name"));
       for (const TierSpec& other : tiers_) {
         if (other.name == name) return r_.Error(node[i]["name"], f + ".name", "duplicate tier name");
       }
       t.name = name;
       if (!node[i]["bandwidth_gbps"]) return r_.Error(node[i], f + ".bandwidth_gbps", "missing");
-      RM_ASSIGN_OR_RETURN(bw, r_.Double(node[i]["bandwidth_gbps"], f + ".bandwidth_gbps"));
+      RM_ASSIGN_OR_RETURN(auto bw, r_.Double(node[i]["bandwidth_gbps"], f + ".bandwidth_gbps"));
       t.bandwidth_gbps = bw;
       tiers_.push_back(t);
     }
@@ -259,7 +250,7 @@ class ClusterFileParser {
     if (!node.IsMap()) return r_.Error(node, "link_profiles", "must be a map of name to links");
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string name = it->first.Scalar();
-      RM_ASSIGN_OR_RETURN(p, ReadLinkProfile(r_, it->second, "link_profiles." + name));
+      RM_ASSIGN_OR_RETURN(auto p, ReadLinkProfile(r_, it->second, "link_profiles." + name));
       profiles_[name] = std::move(p);
     }
     return absl::OkStatus();
@@ -282,7 +273,7 @@ class ClusterFileParser {
     }
     RM_RETURN_IF_ERROR(r_.CheckKeys(node, f, {"fill", "in", "prefix"}));
     if (node["prefix"]) {
-      RM_ASSIGN_OR_RETURN(p, r_.String(node["prefix"], f + ".prefix"));
+      RM_ASSIGN_OR_RETURN(auto p, r_.String(node["prefix"], f + ".prefix"));
       g.prefix = p;
     }
     std::vector<int64_t> fill(tiers_.size(), 0);
@@ -292,7 +283,7 @@ class ClusterFileParser {
         const std::string key = it->first.Scalar();
         const int t = TierIndex(key);
         if (t < 0) return r_.Error(it->first, f + ".fill." + key, "no tier has this name");
-        RM_ASSIGN_OR_RETURN(v, r_.Int(it->second, f + ".fill." + key, 1));
+        RM_ASSIGN_OR_RETURN(auto v, r_.Int(it->second, f + ".fill." + key, 1));
         fill[t] = v;
       }
     }
@@ -305,7 +296,7 @@ class ClusterFileParser {
         if (fill[t] > 0) {
           return r_.Error(it->first, f + ".in." + key, "tier is also in `fill`; give one of the two");
         }
-        RM_ASSIGN_OR_RETURN(v, r_.String(it->second, f + ".in." + key));
+        RM_ASSIGN_OR_RETURN(auto v, r_.String(it->second, f + ".in." + key));
         g.in[t] = v;
       }
     }
@@ -336,14 +327,14 @@ class ClusterFileParser {
                                      "cpu", "memory", "labels", "taints", "links", "network"}));
     Group g;
     if (!node["name"]) return r_.Error(node, f + ".name", "missing (a name or name pattern)");
-    RM_ASSIGN_OR_RETURN(pattern, r_.String(node["name"], f + ".name"));
+    RM_ASSIGN_OR_RETURN(auto pattern, r_.String(node["name"], f + ".name"));
     int64_t count = -1, start = 0;
     if (node["count"]) {
-      RM_ASSIGN_OR_RETURN(c, r_.Int(node["count"], f + ".count", 1, kMaxNodesPerGroup));
+      RM_ASSIGN_OR_RETURN(auto c, r_.Int(node["count"], f + ".count", 1, kMaxNodesPerGroup));
       count = c;
     }
     if (node["start"]) {
-      RM_ASSIGN_OR_RETURN(s, r_.Int(node["start"], f + ".start", 0));
+      RM_ASSIGN_OR_RETURN(auto s, r_.Int(node["start"], f + ".start", 0));
       start = s;
     }
     auto names = ExpandNamePattern(pattern, static_cast<int>(count), static_cast<int>(start));
@@ -353,7 +344,7 @@ class ClusterFileParser {
 
     int64_t gpus = 0;
     if (node["gpus"]) {
-      RM_ASSIGN_OR_RETURN(v, r_.Int(node["gpus"], f + ".gpus", 0));
+      RM_ASSIGN_OR_RETURN(auto v, r_.Int(node["gpus"], f + ".gpus", 0));
       if (v > 1024) return r_.Error(node["gpus"], f + ".gpus", "more than 1024 GPUs on one node");
       gpus = v;
     }
@@ -366,18 +357,18 @@ class ClusterFileParser {
     }
     std::string model;
     if (node["gpu_model"]) {
-      RM_ASSIGN_OR_RETURN(m, r_.String(node["gpu_model"], f + ".gpu_model"));
+      RM_ASSIGN_OR_RETURN(auto m, r_.String(node["gpu_model"], f + ".gpu_model"));
       model = m;
     }
     Quantity gpu_memory = 0;
     if (node["gpu_memory"]) {
-      RM_ASSIGN_OR_RETURN(m, r_.Amount(node["gpu_memory"], f + ".gpu_memory", false));
+      RM_ASSIGN_OR_RETURN(auto m, r_.Amount(node["gpu_memory"], f + ".gpu_memory", false));
       gpu_memory = m;
     }
     if (!node["cpu"]) return r_.Error(node, f + ".cpu", "missing (cores, e.g. 64 or 500m)");
-    RM_ASSIGN_OR_RETURN(cpu, r_.Amount(node["cpu"], f + ".cpu", true));
+    RM_ASSIGN_OR_RETURN(auto cpu, r_.Amount(node["cpu"], f + ".cpu", true));
     if (!node["memory"]) return r_.Error(node, f + ".memory", "missing (bytes, e.g. 512Gi)");
-    RM_ASSIGN_OR_RETURN(mem, r_.Amount(node["memory"], f + ".memory", false));
+    RM_ASSIGN_OR_RETURN(auto mem, r_.Amount(node["memory"], f + ".memory", false));
     g.base.allocatable = Resources(cpu, mem, 0);
 
     if (const YAML::Node labels = node["labels"]) {
@@ -396,7 +387,7 @@ class ClusterFileParser {
         RM_RETURN_IF_ERROR(r_.CheckKeys(taints[i], tf, {"key", "value", "effect"}));
         Taint t;
         if (!taints[i]["key"]) return r_.Error(taints[i], tf + ".key", "missing");
-        RM_ASSIGN_OR_RETURN(key, r_.String(taints[i]["key"], tf + ".key"));
+        RM_ASSIGN_OR_RETURN(auto key, r_.String(taints[i]["key"], tf + ".key"));
         t.key = key;
         if (taints[i]["value"]) t.value = taints[i]["value"].Scalar();
         const std::string effect = taints[i]["effect"] ? taints[i]["effect"].Scalar() : "NoSchedule";
@@ -423,17 +414,17 @@ class ClusterFileParser {
         }
         links = it->second;
       } else {
-        RM_ASSIGN_OR_RETURN(p, ReadLinkProfile(r_, ln, f + ".links"));
+        RM_ASSIGN_OR_RETURN(auto p, ReadLinkProfile(r_, ln, f + ".links"));
         links = std::move(p);
       }
     }
     const YAML::Node where = node["links"] ? node["links"] : node;
     const int n = static_cast<int>(gpus);
-    RM_ASSIGN_OR_RETURN(island, AssignGroups(r_, where, f + ".links.nvlink_islands", links.islands, n,
+    RM_ASSIGN_OR_RETURN(auto island, AssignGroups(r_, where, f + ".links.nvlink_islands", links.islands, n,
                                              /*partial=*/!links.islands.empty()));
-    RM_ASSIGN_OR_RETURN(sw, AssignGroups(r_, where, f + ".links.pcie_switches", links.switches, n,
+    RM_ASSIGN_OR_RETURN(auto sw, AssignGroups(r_, where, f + ".links.pcie_switches", links.switches, n,
                                          /*partial=*/false));
-    RM_ASSIGN_OR_RETURN(numa, AssignGroups(r_, where, f + ".links.numa", links.numa, n,
+    RM_ASSIGN_OR_RETURN(auto numa, AssignGroups(r_, where, f + ".links.numa", links.numa, n,
                                            /*partial=*/false));
     for (int i = 0; i < n; ++i) {
       g.base.gpus.push_back(Gpu{i, model, gpu_memory, island[i], sw[i], numa[i]});
