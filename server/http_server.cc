@@ -1,20 +1,23 @@
-// The HTTP server on Boost.Beast (see http_server.h): one io_context run by
-// a few threads, an acceptor, and a session per connection that reads a
-// request, calls the handler and writes the answer, until the peer closes;
-// over TLS when a certificate is given.
+// The HTTP server on Boost.Beast (see http_server.h): one io_context per
+// thread (each run by its thread alone, so asio takes no locks and wakes no
+// other thread for a connection's work), an acceptor that hands each new
+// connection to the next context in turn, and a session per connection that
+// reads a request, calls the handler and writes the answer, until the peer
+// closes; over TLS when a certificate is given.
 #include "server/http_server.h"
 
 #include <array>
 #include <atomic>
 #include <charconv>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -156,7 +159,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 class BeastServer : public HttpServer {
  public:
   BeastServer(HttpServerOptions options, HttpHandler handler)
-      : options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc_) {}
+      : options_(std::move(options)), handler_(std::move(handler)) {
+    for (int i = 0; i < std::max(1, options_.threads); ++i) {
+      iocs_.push_back(std::make_unique<net::io_context>(1));  // run by one thread
+      work_.push_back(net::make_work_guard(*iocs_.back()));
+    }
+    acceptor_.emplace(*iocs_.front());
+  }
   ~BeastServer() override { Stop(); }
 
   absl::Status Listen() {
@@ -165,17 +174,17 @@ class BeastServer : public HttpServer {
     const net::ip::address addr = net::ip::make_address(options_.address, ec);
     if (ec) return absl::InvalidArgumentError(absl::StrCat("address '", options_.address, "': ", ec.message()));
     const tcp::endpoint ep(addr, options_.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    acceptor_->open(ep.protocol(), ec);
+    if (!ec) acceptor_->set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_->bind(ep, ec);
+    if (!ec) acceptor_->listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
       return absl::UnavailableError(
           absl::StrCat("listen on ", options_.address, ":", options_.port, ": ", ec.message()));
     }
-    port_ = acceptor_.local_endpoint().port();
+    port_ = acceptor_->local_endpoint().port();
     Accept();
-    for (int i = 0; i < std::max(1, options_.threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (auto& ioc : iocs_) threads_.emplace_back([ctx = ioc.get()] { ctx->run(); });
     return absl::OkStatus();
   }
 
@@ -183,18 +192,20 @@ class BeastServer : public HttpServer {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
-    net::post(ioc_, [this] {
+    net::post(*iocs_.front(), [this] {
       beast::error_code ec;
-      acceptor_.close(ec);
+      acceptor_->close(ec);
     });
-    ioc_.stop();
+    for (auto& ioc : iocs_) ioc->stop();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
   }
 
  private:
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    // The new connection lives on the next context, round robin.
+    net::io_context& home = *iocs_[next_++ % iocs_.size()];
+    acceptor_->async_accept(home, [this](beast::error_code ec, tcp::socket socket) {
       if (!ec && tls_) {
         using TlsStream = beast::ssl_stream<beast::tcp_stream>;
         std::make_shared<Session<TlsStream>>(TlsStream(beast::tcp_stream(std::move(socket)), *tls_), handler_, options_)
@@ -202,7 +213,7 @@ class BeastServer : public HttpServer {
       } else if (!ec) {
         std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), handler_, options_)->Start();
       }
-      if (acceptor_.is_open() && !stopped_) Accept();
+      if (acceptor_->is_open() && !stopped_) Accept();
     });
   }
 
@@ -234,8 +245,10 @@ class BeastServer : public HttpServer {
   const HttpHandler handler_;
   std::unique_ptr<ssl::context> tls_;  // null: plain HTTP
   // Declared before the acceptor and the sessions' sockets, destroyed after.
-  net::io_context ioc_;
-  tcp::acceptor acceptor_;
+  std::vector<std::unique_ptr<net::io_context>> iocs_;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work_;  // run() waits for connections
+  std::optional<tcp::acceptor> acceptor_;  // on the first context
+  size_t next_ = 0;                        // only the acceptor's handler (one thread) touches it
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
   uint16_t port_ = 0;
