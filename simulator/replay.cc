@@ -33,6 +33,7 @@ struct JobRun {
   double work_total = 0;        // task-ms at the traced size and an ideal placement
   double work_done = 0;
   double checkpoint_step = 0;   // work between checkpoints; 0: none
+  int64_t reform_pause_ms = 0;  // no progress for this long after a resize
   bool running = false;
   int size = 0;                 // tasks running now
   double speed = 0;             // work per ms
@@ -209,6 +210,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
     JobRun& r = runs_[i];
     r.traced_tasks = t.tasks;
     r.comm_fraction = t.comm_fraction >= 0 ? t.comm_fraction : o_.comm_fraction;
+    r.reform_pause_ms = Ms(t.reform_pause_s >= 0 ? t.reform_pause_s : o_.reform_pause_s);
     r.work_total = static_cast<double>(Ms(t.duration_s)) * t.tasks;
     r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * t.tasks;
   }
@@ -545,7 +547,7 @@ void Driver::Resize(size_t j, const scheduler::Job& job, int64_t now) {
   if (r.size == before && r.nodes == nodes_before) return;  // already accounted (a failure seen twice)
   if (r.size < before) ++result_.jobs[j].shrinks;
   if (r.size > before) ++result_.jobs[j].grows;
-  r.paused_until_ms = std::max(r.paused_until_ms, now + Ms(o_.reform_pause_s));
+  r.paused_until_ms = std::max(r.paused_until_ms, now + r.reform_pause_ms);
   ScheduleCompletion(j, now);
 }
 
