@@ -47,6 +47,7 @@ class LasPlugin : public scheduler::Plugin {
       : thresholds_(std::move(thresholds_milli_ms)), starve_limit_(starve_limit) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  bool UsesTime() const override { return true; }
 
   // 0 .. thresholds().size(): the job's level at `now` (promoting it first
   // when it has starved: see above).

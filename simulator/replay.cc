@@ -410,7 +410,10 @@ void Driver::Cycle(int64_t now) {
   allocated_now_ = AllocatedGpus();
   const bool more_to_come = !d.empty() || !completions_.empty() || !releases_.empty() ||
                             next_arrival_ < trace_.size() || now - last_change_ms_ < Ms(o_.settle_s);
-  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come) {
+  // No wake-up when only an event can change a decision (a policy that does
+  // not read the clock): such a cycle would decide nothing.
+  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come &&
+      engine_->NextWakeup() != scheduler::Engine::kNever) {
     AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
   }
   if (!o_.check) return;

@@ -192,6 +192,40 @@ scheduler::Policy ElasticPolicy() {
   return *std::move(p);
 }
 
+scheduler::Policy PolicyOf(const std::string& yaml) {
+  std::vector<queue::ConfigError> errors;
+  auto p = scheduler::ParsePolicy(yaml, "p.yaml", plugins::BuiltinRegistry(), &errors);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+TEST(Replay, APolicyThatDoesNotReadTheClockRunsNoWakeUpCyclesAndDecidesTheSame) {
+  // FIFO gang scheduling reads no clock (Engine::NextWakeup: never), so the
+  // replay runs cycles only after events. The same order with las in front
+  // (a threshold no job reaches: every job at level 0, the same ties) reads
+  // the clock, so the replay adds a wake-up cycle every 60 s while jobs
+  // wait. Every job starts and ends at the same time in both.
+  const auto trace = RandomTrace(7, 150);
+  const std::string tail = "- plugins:\n  - name: predicates\n";
+  const auto fifo = Replay(Uniform(4, 8, 2), PolicyOf("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n" + tail),
+                           trace, "t.csv", ReplayOptions{});
+  const auto timed = Replay(Uniform(4, 8, 2),
+                            PolicyOf("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: las\n"
+                                     "    arguments: {thresholds: \"1e11\"}\n  - name: gang\n" + tail),
+                            trace, "t.csv", ReplayOptions{});
+  ASSERT_TRUE(fifo.ok() && timed.ok());
+  ASSERT_EQ(fifo->jobs.size(), timed->jobs.size());
+  int64_t waited = 0;
+  for (size_t i = 0; i < fifo->jobs.size(); ++i) {
+    EXPECT_EQ(fifo->jobs[i].start_ms, timed->jobs[i].start_ms) << fifo->jobs[i].id;
+    EXPECT_EQ(fifo->jobs[i].end_ms, timed->jobs[i].end_ms) << fifo->jobs[i].id;
+    waited += fifo->jobs[i].start_ms - fifo->jobs[i].submit_ms;
+  }
+  EXPECT_GT(waited, 0) << "the cluster must be contended for wake-ups to matter";
+  EXPECT_LT(fifo->cycles, timed->cycles) << "no wake-up cycles without a clock";
+  EXPECT_EQ(fifo->timeline.size(), timed->timeline.size());
+}
+
 TEST(Replay, AnElasticJobThatGrowsFinishesWhenItsRemainingWorkSays) {
   // 1 node x 8 GPUs. e wants 2 tasks (elastic 1..4), 100 s at 2 tasks:
   // 200 task-s of work. It starts at 0 on 2 GPUs; 6 GPUs stay idle, so at
