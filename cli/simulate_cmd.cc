@@ -44,6 +44,8 @@ struct SimulateFlags {
   bool quiet = false;
   double cycle_period_s = 1;
   double comm_fraction = 0.1;
+  double reform_pause_s = simulator::ReplayOptions{}.reform_pause_s;
+  double restart_cost_s = simulator::ReplayOptions{}.restart_cost_s;
   double mtbf_s = 0;
   double mttr_s = 3600;
   ClusterFlags cluster;
@@ -284,6 +286,8 @@ int RunReplay(const SimulateFlags& f) {
   o.check = f.check;
   o.cycle_period_s = f.cycle_period_s;
   o.comm_fraction = f.comm_fraction;
+  o.reform_pause_s = f.reform_pause_s;
+  o.restart_cost_s = f.restart_cost_s;
   o.node_mtbf_s = f.mtbf_s;
   o.node_mttr_s = f.mttr_s;
   std::optional<ProgressBar> bar;
@@ -374,7 +378,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
   const std::vector<const char*> fgd_only = {"--placement", "--tune", "--driver", "--ties", "--fgd-score",
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
   const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
-                                                "--comm-fraction", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
+                                                "--comm-fraction", "--reform-pause", "--restart-cost", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
                                                 "--racks-per-spine", "--from", "--until", "--max-jobs", "--one-queue",
                                                 "--walltime-oracle", "--checkpoint-interval"};
   for (const char* opt : fgd ? replay_only : fgd_only) {
@@ -421,6 +425,13 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--comm-fraction", f->comm_fraction,
                   "share of a job's step spent in all-reduce, when the trace gives none (0.1)")
       ->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--reform-pause", f->reform_pause_s,
+                  "seconds without progress after a job's resize (shrink, grow, a lost node) while its "
+                  "gang re-forms, for jobs whose trace gives no reform_pause_s (5)")
+      ->check(CLI::Range(0.0, 1e9));
+  sim->add_option("--restart-cost", f->restart_cost_s,
+                  "seconds added to a stopped job's remaining time when it starts again (30)")
+      ->check(CLI::Range(0.0, 1e9));
   sim->add_option("--mtbf", f->mtbf_s, "failure injection: each node's mean time between failures, s (0: none)")
       ->check(CLI::Range(0.0, 1e12));
   sim->add_option("--mttr", f->mttr_s, "failure injection: mean time to repair a failed node, s (3600)")

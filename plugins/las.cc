@@ -13,6 +13,11 @@ namespace ringmaster::plugins {
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const scheduler::PluginArgs& args) {
   auto text = args.String("thresholds", kDefaultThresholds);
   if (!text.ok()) return text.status();
+  auto starve = args.Double("starveLimit", 0);
+  if (!starve.ok()) return starve.status();
+  if (!(*starve >= 0 && *starve <= 1e9)) {
+    return args.Error("starveLimit", "must be a multiple in [0, 1e9] (0: no promotion)");
+  }
   if (auto s = args.Finish(); !s.ok()) return s;
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(*text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -31,7 +36,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (static_cast<int>(cuts.size()) > kMaxThresholds) {
     return args.Error("thresholds", absl::StrCat("at most ", kMaxThresholds, " thresholds"));
   }
-  return std::make_unique<LasPlugin>(std::move(cuts));
+  return std::make_unique<LasPlugin>(std::move(cuts), *starve);
 }
 
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
@@ -44,13 +49,28 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return Rank(j, now); });
 }
 
-int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) const {
-  const int64_t attained = job.AttainedMilliMs(now);
+int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) {
+  int64_t attained = job.AttainedMilliMs(now);
+  auto it = promoted_at_.find(job.id());
+  if (it != promoted_at_.end()) attained -= it->second;
   // The number of thresholds at or below what it attained.
-  return static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) - thresholds_.begin());
+  auto level = [&] {
+    return static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) - thresholds_.begin());
+  };
+  if (starve_limit_ <= 0 || level() == 0 || job.phase() == scheduler::JobPhase::kRunning) return level();
+  // Starved? It ran (started .. last_stopped) and has waited since. The
+  // answer is the same for every call at `now` (a waiting job attains
+  // nothing), so orders built from it stay consistent.
+  const scheduler::Timestamp started = job.started(), stopped = job.last_stopped();
+  if (started < 0 || stopped < started || now <= stopped) return level();
+  const double ran = static_cast<double>(stopped - started);
+  if (static_cast<double>(now - stopped) < starve_limit_ * ran) return level();
+  promoted_at_[job.id()] = job.AttainedMilliMs(now);
+  ++promotions_;
+  return 0;
 }
 
-int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) const {
+int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
   // kMaxThresholds + 1 levels fit below one step of priority.
   return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
 }

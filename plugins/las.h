@@ -4,7 +4,12 @@
 // K thresholds t1 < t2 < ... < tK (GPU-seconds, the `thresholds` argument)
 // cut it into K+1 levels: level 0 below t1, level i in [ti, ti+1), level K
 // from tK on. A job starts at level 0 and is demoted as it crosses each
-// threshold; it is never promoted.
+// threshold. Starvation (Tiresias' STARVELIMIT, the `starveLimit`
+// argument, a multiple; 0, the default, turns it off): a job that has run,
+// was stopped below the top level and has waited at least starveLimit times
+// the length of its last run is promoted to level 0; from then on its level
+// counts only the service it attains after the promotion (it is demoted
+// again as that crosses the thresholds, and may be promoted again).
 //   - Job order: a higher job priority (JobSpec::priority) first, then the
 //     lower level; inside a level the session's tie-break, first come first
 //     served.
@@ -14,11 +19,13 @@
 //     rules (victim cost, cooldown, eviction cap, docs/PREEMPTION.md).
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
-//   may preempt it.
+//   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
+//   back to level 0 once it has waited 40 min.
 #ifndef RINGMASTER_PLUGINS_LAS_H_
 #define RINGMASTER_PLUGINS_LAS_H_
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "scheduler/session.h"
@@ -34,20 +41,32 @@ class LasPlugin : public scheduler::Plugin {
   static constexpr int kMaxThresholds = 32;
   // `thresholds`: a comma-separated list of GPU-seconds, strictly increasing
   // and > 0 (a YAML string, e.g. "3600, 36000").
+  // `starveLimit`: a number >= 0 (0: no promotion).
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
-  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms) : thresholds_(std::move(thresholds_milli_ms)) {}
+  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms, double starve_limit = 0)
+      : thresholds_(std::move(thresholds_milli_ms)), starve_limit_(starve_limit) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  bool UsesTime() const override { return true; }
 
-  // 0 .. thresholds().size(): the job's level at `now`.
-  int Level(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // 0 .. thresholds().size(): the job's level at `now` (promoting it first
+  // when it has starved: see above).
+  int Level(const scheduler::Job& job, scheduler::Timestamp now);
   // Higher goes first and may preempt lower: priority, then the level.
-  int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now) const;
+  int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now);
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
+  double starve_limit() const { return starve_limit_; }
+  // Promotions so far (all jobs).
+  int64_t promotions() const { return promotions_; }
 
  private:
   std::vector<int64_t> thresholds_;
+  double starve_limit_ = 0;
+  // Promoted jobs: the attained service at their last promotion, which their
+  // level no longer counts.
+  std::map<scheduler::JobId, int64_t> promoted_at_;
+  int64_t promotions_ = 0;
 };
 
 }  // namespace ringmaster::plugins

@@ -258,6 +258,15 @@ Timestamp Engine::NextDeadline() const {
   return -1;
 }
 
+Timestamp Engine::NextWakeup() const {
+  bool uses_time = false;
+  for (const auto& a : actions_) uses_time |= a->UsesTime();
+  for (const auto& p : plugins_) uses_time |= p->UsesTime();
+  if (uses_time) return clock_.Now();
+  const Timestamp deadline = NextDeadline();
+  return deadline >= 0 ? deadline : kNever;
+}
+
 void Engine::ExpireReleases() {
   const Timestamp now = clock_.Now();
   while (!releasing_.empty() && std::get<0>(*releasing_.begin()) <= now) {

@@ -5,6 +5,7 @@
 #ifndef RINGMASTER_SCHEDULER_ENGINE_H_
 #define RINGMASTER_SCHEDULER_ENGINE_H_
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -67,6 +68,14 @@ class Engine {
   // The earliest release deadline still pending (a virtual-clock driver runs
   // a cycle then); -1 when none.
   Timestamp NextDeadline() const;
+  // When a cycle with nothing new (no submission, finish, release, node
+  // change or policy change) could next decide something: now when the
+  // policy reads the clock (an action or plugin UsesTime: cooldowns,
+  // growIdle, attained service; a driver then wakes at its own period), else
+  // the earliest release deadline, else kNever: only an event can change a
+  // decision, and a virtual-clock driver may skip its wake-up cycles.
+  static constexpr Timestamp kNever = std::numeric_limits<Timestamp>::max();
+  Timestamp NextWakeup() const;
   // When the job may start, from what the engine knows: now if it runs; for
   // a gang held for releasing victims, their deadline; for a waiting gang,
   // the time at which enough running tasks with a walltime will have ended

@@ -148,6 +148,7 @@ void Job::NoteState(TaskState from, TaskState to, uint32_t i, Timestamp now) {
     attained_at_ = std::max(attained_at_, now);
   }
   if (held && !holds) allocated_ -= request(i);
+  if (held && !holds && from != TaskState::kAllocated) last_stopped_ = std::max(last_stopped_, now);
   if (!held && holds) allocated_ += request(i);
 }
 

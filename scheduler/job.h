@@ -194,6 +194,10 @@ class Job {
   // it attained) and costs O(1): State settles it whenever the held GPUs
   // change, on the engine's clock.
   int64_t AttainedMilliMs(Timestamp now) const;
+  // When a started task (Binding, Bound, Running or Releasing) last let go
+  // of its node: for a job that runs no more, when it stopped; -1 never.
+  // (A placement tried and undone inside a cycle does not count.)
+  Timestamp last_stopped() const { return last_stopped_; }
   double AttainedGpuSeconds(Timestamp now) const { return static_cast<double>(AttainedMilliMs(now)) / 1e6; }
 
   // Only State changes task state and placement (it keeps every counter in
@@ -226,6 +230,7 @@ class Job {
   bool nominated_ = false;
   int64_t attained_milli_ms_ = 0;  // up to attained_at_
   Timestamp attained_at_ = 0;
+  Timestamp last_stopped_ = -1;
 };
 
 }  // namespace ringmaster::scheduler

@@ -150,6 +150,10 @@ class Plugin {
   // Registers this plugin's callbacks for one cycle. Must be cheap.
   virtual void OnSessionOpen(Session& session) = 0;
   virtual void OnSessionClose(Session& /*session*/) {}
+  // Whether its callbacks read the session's clock, so that a cycle with
+  // nothing new may decide differently later (las: attained service grows
+  // while jobs run). A plugin that reads Session::now must say so.
+  virtual bool UsesTime() const { return false; }
 };
 
 using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;

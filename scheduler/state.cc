@@ -274,12 +274,31 @@ absl::Status State::CheckInvariants() const {
   std::vector<std::vector<int>> gpu(nodes_.size());
   for (size_t n = 0; n < nodes_.size(); ++n) gpu[n].assign(nodes_[n].gpu_used.size(), 0);
   std::vector<Resources> qalloc(queues_.size());
-  for (const auto& jp : jobs_) {
-    const Job& j = *jp;
-    const bool should_wait = active_.count(j.id()) && j.Count(TaskState::kPending) > 0;
+  // Finished jobs (not active) are checked through counts: no flag of theirs
+  // is set (the flag counts equal the sets' sizes, and every active job's
+  // flags are checked below), and one still holding a node or counted in a
+  // queue would break the node and queue recounts, which add up active jobs
+  // only. So the check costs O(active jobs + nodes), not O(every job ever
+  // submitted).
+  size_t active_flags = 0, waiting_flags = 0;
+  for (uint8_t f : flags_) {
+    active_flags += (f & kActive) != 0;
+    waiting_flags += (f & kWaiting) != 0;
+  }
+  if (active_flags != active_.size() || waiting_flags != waiting_.size()) {
+    return absl::InternalError(absl::StrCat("7: ", active_flags, " jobs flagged active and ", waiting_flags,
+                                            " waiting, but the sets hold ", active_.size(), " and ",
+                                            waiting_.size()));
+  }
+  for (JobId id : waiting_) {
+    if (!active_.count(id)) return absl::InternalError(absl::StrCat("7: job ", job(id).name(), " waits, not active"));
+  }
+  for (JobId id : active_) {
+    const Job& j = job(id);
+    const bool should_wait = j.Count(TaskState::kPending) > 0;
     if (should_wait != (waiting_.count(j.id()) > 0) ||
         should_wait != ((flags_[j.id().value()] & kWaiting) != 0) ||
-        (active_.count(j.id()) > 0) != ((flags_[j.id().value()] & kActive) != 0)) {
+        (flags_[j.id().value()] & kActive) == 0) {
       return absl::InternalError(absl::StrCat("7: job ", j.name(), " waiting set is off"));
     }
     Resources jalloc;

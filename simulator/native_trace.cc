@@ -12,7 +12,7 @@ namespace {
 struct NativeColumns {
   int job_id, submit, duration, queue, priority, tasks, gpus_per_task, min_tasks, max_tasks;
   int cpu_milli, memory_mib, gpu_milli, topology_mode, highest_tier, walltime, checkpoint;
-  int gpu_model, comm_fraction;
+  int gpu_model, comm_fraction, reform_pause;
 };
 
 absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
@@ -38,6 +38,7 @@ absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
   c.checkpoint = t.Column("checkpoint_interval_s");
   c.gpu_model = t.Column("gpu_model");
   c.comm_fraction = t.Column("comm_fraction");
+  c.reform_pause = t.Column("reform_pause_s");
   return c;
 }
 
@@ -104,13 +105,17 @@ absl::Status ReadTimes(const TraceTable& t, const TableRow& r, const NativeColum
         {c.duration, "duration_s", 0.0, true, &j.duration_s},
         {c.walltime, "walltime_s", 0.0, false, &j.walltime_s},
         {c.checkpoint, "checkpoint_interval_s", 0.0, false, &j.checkpoint_interval_s},
-        {c.comm_fraction, "comm_fraction", -1.0, false, &j.comm_fraction}}) {
+        {c.comm_fraction, "comm_fraction", -1.0, false, &j.comm_fraction},
+        {c.reform_pause, "reform_pause_s", -1.0, false, &j.reform_pause_s}}) {
     auto v = t.Double(r, col, name, def, required);
     if (!v.ok()) return v.status();
     *out = *v;
   }
   if (c.comm_fraction >= 0 && j.comm_fraction != -1.0 && (j.comm_fraction < 0 || j.comm_fraction > 1)) {
     return t.Error(r.line, "comm_fraction", "must be in [0, 1]");
+  }
+  if (c.reform_pause >= 0 && j.reform_pause_s != -1.0 && !(j.reform_pause_s >= 0 && j.reform_pause_s <= 1e9)) {
+    return t.Error(r.line, "reform_pause_s", "must be in [0, 1e9] seconds");
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,7 @@ struct JobRun {
   double work_total = 0;        // task-ms at the traced size and an ideal placement
   double work_done = 0;
   double checkpoint_step = 0;   // work between checkpoints; 0: none
+  int64_t reform_pause_ms = 0;  // no progress for this long after a resize
   bool running = false;
   int size = 0;                 // tasks running now
   double speed = 0;             // work per ms
@@ -209,6 +210,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
     JobRun& r = runs_[i];
     r.traced_tasks = t.tasks;
     r.comm_fraction = t.comm_fraction >= 0 ? t.comm_fraction : o_.comm_fraction;
+    r.reform_pause_ms = Ms(t.reform_pause_s >= 0 ? t.reform_pause_s : o_.reform_pause_s);
     r.work_total = static_cast<double>(Ms(t.duration_s)) * t.tasks;
     r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * t.tasks;
   }
@@ -408,7 +410,10 @@ void Driver::Cycle(int64_t now) {
   allocated_now_ = AllocatedGpus();
   const bool more_to_come = !d.empty() || !completions_.empty() || !releases_.empty() ||
                             next_arrival_ < trace_.size() || now - last_change_ms_ < Ms(o_.settle_s);
-  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come) {
+  // No wake-up when only an event can change a decision (a policy that does
+  // not read the clock): such a cycle would decide nothing.
+  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come &&
+      engine_->NextWakeup() != scheduler::Engine::kNever) {
     AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
   }
   if (!o_.check) return;
@@ -545,7 +550,7 @@ void Driver::Resize(size_t j, const scheduler::Job& job, int64_t now) {
   if (r.size == before && r.nodes == nodes_before) return;  // already accounted (a failure seen twice)
   if (r.size < before) ++result_.jobs[j].shrinks;
   if (r.size > before) ++result_.jobs[j].grows;
-  r.paused_until_ms = std::max(r.paused_until_ms, now + Ms(o_.reform_pause_s));
+  r.paused_until_ms = std::max(r.paused_until_ms, now + r.reform_pause_ms);
   ScheduleCompletion(j, now);
 }
 

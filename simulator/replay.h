@@ -67,7 +67,9 @@ struct ReplayOptions {
   // While a job waits or an elastic job runs below its maximum, a cycle also
   // runs this long after the last one (so time-based decisions, such as
   // growth after growIdle or a victim's cooldown ending, are taken), as long
-  // as anything is still to happen. 0: only after changes.
+  // as anything is still to happen, and as long as the policy reads the clock
+  // (Engine::NextWakeup; FIFO or SJF gang scheduling does not, and needs
+  // none). 0: only after changes.
   double wake_period_s = 60;
   // Failure injection: each node fails after an exponential time of mean
   // node_mtbf_s (0: never) and comes back after one of mean node_mttr_s,

@@ -62,6 +62,7 @@ absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
   if (j.walltime_s < 0) return bad("walltime_s", "must be >= 0");
   if (j.checkpoint_interval_s < 0) return bad("checkpoint_interval_s", "must be >= 0");
   if (j.comm_fraction > 1) return bad("comm_fraction", "must be in [0, 1]");
+  if (j.reform_pause_s > 1e9) return bad("reform_pause_s", "must be in [0, 1e9]");
   return absl::OkStatus();
 }
 

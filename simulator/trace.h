@@ -46,6 +46,7 @@ struct TraceJob {
   double checkpoint_interval_s = 0;  // 0: no checkpoints (an eviction loses all progress)
   std::vector<std::string> gpu_models;  // allowed models; empty: any
   double comm_fraction = -1;            // < 0: the replay's default
+  double reform_pause_s = -1;           // no progress after a resize; < 0: the replay's default
   int line = 0;                         // where the job's row is in its file (0: none)
   // The engine's job as given (a jobs file: roles, tolerations, node
   // selector...); the fields above then describe its size and timing only.

@@ -21,6 +21,10 @@ class Action {
   virtual ~Action() = default;
   virtual std::string_view name() const = 0;
   virtual void Execute(Session& session) = 0;
+  // Whether a cycle with nothing new (no arrival, finish, release or node
+  // change) may decide differently only because time went on: cooldowns,
+  // growIdle. Engine::NextWakeup reads it; true unless the action says not.
+  virtual bool UsesTime() const { return true; }
 };
 
 // The names MakeAction knows, in the order a policy usually lists them.

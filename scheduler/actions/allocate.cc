@@ -123,6 +123,7 @@ void DropIfOvertaken(Session& s, const std::vector<std::deque<Job*>>& by_queue) 
 class AllocateAction : public Action {
  public:
   std::string_view name() const override { return "allocate"; }
+  bool UsesTime() const override { return false; }  // the job order may (Plugin::UsesTime)
 
   void Execute(Session& s) override {
     State& st = s.mutable_state();

@@ -18,6 +18,9 @@ namespace {
 class BackfillAction : public Action {
  public:
   std::string_view name() const override { return "backfill"; }
+  // A job that does not end before the reservation could start now will
+  // not later either (now + walltime only grows).
+  bool UsesTime() const override { return false; }
 
   void Execute(Session& s) override {
     State& st = s.mutable_state();

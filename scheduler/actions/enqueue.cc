@@ -17,6 +17,7 @@ namespace {
 class EnqueueAction : public Action {
  public:
   std::string_view name() const override { return "enqueue"; }
+  bool UsesTime() const override { return false; }
   void Execute(Session& s) override {
     std::vector<Job*> pending;
     for (JobId id : s.jobs()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -102,11 +103,15 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   std::vector<int16_t> best_gpus;
   std::vector<int16_t> cand_gpus;
   int feasible = 0;
-  std::vector<uint64_t> scored;  // StateHash of the nodes scored so far
+  // StateHash of the nodes scored so far: a window of nodesToScore keeps a
+  // few (a linear search), scoring every node a set (O(1) per node).
+  std::vector<uint64_t> scored;
+  absl::flat_hash_set<uint64_t> scored_all;
 
   const GpuRequest& share = job.gpu(i);
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
+  const bool every = limit == std::numeric_limits<int>::max();
   const bool defer_gpus = !s_.has_gpu_select() && share_milli == 0;
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
@@ -122,11 +127,16 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       return true;
     }
     // A node in the same state as one already scored would score the same
-    // and lose the tie: it does not take a place in the window.
+    // and lose the tie (the walk meets nodes of one state in id order, so
+    // the one scored is also the lowest index): it does not take a place in
+    // the window, and when every node is scored it is not scored again.
     uint64_t state = 0;
     if (window) {
       state = StateHash(st, n);
       if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
+    } else if (every) {
+      state = StateHash(st, n);
+      if (scored_all.contains(state)) return true;
     }
     Verdict v = s_.Predicate(ref, n);
     if (!v.ok()) {
@@ -146,6 +156,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     }
     ++feasible;
     if (window) scored.push_back(state);
+    if (every) scored_all.insert(state);
     const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;
     if (!best.valid() || score > best_score) {
       best = n;

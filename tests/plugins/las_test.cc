@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Make(const std::string& thres
 TEST(LasPlugin, ThresholdsAreGpuSecondsStrictlyIncreasing) {
   auto p = Make("3600, 36000");
   ASSERT_TRUE(p.ok()) << p.status();
-  const auto& las = static_cast<const plugins::LasPlugin&>(**p);
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
   EXPECT_EQ(las.thresholds(), (std::vector<int64_t>{3'600'000'000, 36'000'000'000}));  // milli-GPU x ms
   for (const std::string bad : {"3600, 3600", "36000, 3600", "0", "-5", "1h", "3600,", ""}) {
     auto q = Make(bad);
@@ -34,7 +34,7 @@ TEST(LasPlugin, DemotedAsAttainedServiceCrossesEachThreshold) {
   // 250 s of running.
   auto p = Make("100, 1000");
   ASSERT_TRUE(p.ok());
-  const auto& las = static_cast<const plugins::LasPlugin&>(**p);
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   h.Submit(JobBuilder("a").GpusPerTask(4).Build());
   h.Submit(JobBuilder("b").GpusPerTask(4).Priority(1).Build());
@@ -54,7 +54,7 @@ TEST(LasPlugin, DemotedAsAttainedServiceCrossesEachThreshold) {
   EXPECT_GT(las.Rank(a, 25'000), las.Rank(a, 250'000));
 }
 
-std::string LasPolicy(const std::string& thresholds) {
+std::string LasPolicy(const std::string& thresholds, const std::string& more = "") {
   return R"(actions: "enqueue, allocate, preempt"
 configurations:
 - name: preempt
@@ -62,7 +62,7 @@ configurations:
 tiers:
 - plugins:
   - name: las
-    arguments: {thresholds: ")" + thresholds + R"("}
+    arguments: {thresholds: ")" + thresholds + "\"" + more + R"(}
   - name: gang
 - plugins:
   - name: predicates
@@ -138,6 +138,65 @@ tiers:
   h.clock().Set(450'000);
   EXPECT_TRUE(h.Cycle().evictions.empty());
   EXPECT_TRUE(h.Running("long"));
+}
+
+TEST(LasPlugin, StarveLimitIsAMultipleAtLeastZero) {
+  auto make = [](const std::string& v) {
+    return plugins::LasPlugin::Create(
+        scheduler::PluginArgs("las", "p.yaml", {{"thresholds", {"100", 4, 17}}, {"starveLimit", {v, 5, 18}}}));
+  };
+  auto p = make("2.5");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(static_cast<const plugins::LasPlugin&>(**p).starve_limit(), 2.5);
+  for (const std::string bad : {"-1", "x", "1e10"}) {
+    auto q = make(bad);
+    ASSERT_FALSE(q.ok()) << "'" << bad << "' accepted";
+    EXPECT_NE(q.status().message().find("p.yaml:5:18: plugins[las].arguments.starveLimit"), std::string::npos)
+        << q.status().message();
+  }
+  auto def = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {}));
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(static_cast<const plugins::LasPlugin&>(**def).starve_limit(), 0) << "off unless asked for";
+}
+
+// One 8-GPU node, threshold 1 GPU-s (1/8 s on 8 GPUs: a job that has run a
+// cycle is at level 1), a cycle every second. `long` runs from 0; a fresh
+// 8-GPU job arrives every 20 s and never ends, and each one (level 0)
+// preempts the job running. `long` is preempted at 20 s after a 20 s run.
+// Without promotion it waits behind the stream for good; with starveLimit L
+// it is promoted to level 0 once it has waited L x 20 s, and then preempts
+// the job running (level 1) at once. Returns when `long` first runs again
+// (-1: never, up to 200 s).
+int64_t StarvedJobRestart(const std::string& more) {
+  const scheduler::Policy policy = PolicyFromYaml(LasPolicy("1", more));
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), policy);
+  h.clock().Set(0);
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  int64_t restarted = -1;
+  int next = 1;
+  for (int64_t t = 0; t <= 200'000; t += 1000) {
+    h.clock().Set(t);
+    if (t > 0 && t % 20'000 == 0) h.Submit(JobBuilder("fresh" + std::to_string(next++)).GpusPerTask(8).Build());
+    h.Cycle();
+    if (t == 0) {
+      EXPECT_TRUE(h.Running("long"));
+    }
+    if (t == 20'000) {
+      EXPECT_FALSE(h.Running("long")) << "preempted by fresh1";
+    }
+    if (t > 20'000 && restarted < 0 && h.Running("long")) restarted = t;
+  }
+  return restarted;
+}
+
+TEST(LasPlugin, AStarvedJobIsPromotedToTheTopLevelAfterStarveLimitTimesItsLastRun) {
+  EXPECT_EQ(StarvedJobRestart(""), -1) << "without starveLimit the stream of fresh jobs starves `long`";
+  EXPECT_EQ(StarvedJobRestart(", starveLimit: 0"), -1) << "0 is off";
+  // Stopped at 20.001 s (the cycle after the arrival) after 20.001 s: the
+  // first cycle at or after 20.001 + L x 20.001 s.
+  EXPECT_EQ(StarvedJobRestart(", starveLimit: 2"), 61'000) << "waited 2 x its 20 s run";
+  EXPECT_EQ(StarvedJobRestart(", starveLimit: 3"), 81'000) << "waited 3 x its 20 s run";
+  EXPECT_EQ(StarvedJobRestart(", starveLimit: 1.5"), 51'000) << "waited 1.5 x its 20 s run";
 }
 
 }  // namespace

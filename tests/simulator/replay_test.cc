@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/registry.h"
@@ -191,6 +192,40 @@ scheduler::Policy ElasticPolicy() {
   return *std::move(p);
 }
 
+scheduler::Policy PolicyOf(const std::string& yaml) {
+  std::vector<queue::ConfigError> errors;
+  auto p = scheduler::ParsePolicy(yaml, "p.yaml", plugins::BuiltinRegistry(), &errors);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+TEST(Replay, APolicyThatDoesNotReadTheClockRunsNoWakeUpCyclesAndDecidesTheSame) {
+  // FIFO gang scheduling reads no clock (Engine::NextWakeup: never), so the
+  // replay runs cycles only after events. The same order with las in front
+  // (a threshold no job reaches: every job at level 0, the same ties) reads
+  // the clock, so the replay adds a wake-up cycle every 60 s while jobs
+  // wait. Every job starts and ends at the same time in both.
+  const auto trace = RandomTrace(7, 150);
+  const std::string tail = "- plugins:\n  - name: predicates\n";
+  const auto fifo = Replay(Uniform(4, 8, 2), PolicyOf("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n" + tail),
+                           trace, "t.csv", ReplayOptions{});
+  const auto timed = Replay(Uniform(4, 8, 2),
+                            PolicyOf("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: las\n"
+                                     "    arguments: {thresholds: \"1e11\"}\n  - name: gang\n" + tail),
+                            trace, "t.csv", ReplayOptions{});
+  ASSERT_TRUE(fifo.ok() && timed.ok());
+  ASSERT_EQ(fifo->jobs.size(), timed->jobs.size());
+  int64_t waited = 0;
+  for (size_t i = 0; i < fifo->jobs.size(); ++i) {
+    EXPECT_EQ(fifo->jobs[i].start_ms, timed->jobs[i].start_ms) << fifo->jobs[i].id;
+    EXPECT_EQ(fifo->jobs[i].end_ms, timed->jobs[i].end_ms) << fifo->jobs[i].id;
+    waited += fifo->jobs[i].start_ms - fifo->jobs[i].submit_ms;
+  }
+  EXPECT_GT(waited, 0) << "the cluster must be contended for wake-ups to matter";
+  EXPECT_LT(fifo->cycles, timed->cycles) << "no wake-up cycles without a clock";
+  EXPECT_EQ(fifo->timeline.size(), timed->timeline.size());
+}
+
 TEST(Replay, AnElasticJobThatGrowsFinishesWhenItsRemainingWorkSays) {
   // 1 node x 8 GPUs. e wants 2 tasks (elastic 1..4), 100 s at 2 tasks:
   // 200 task-s of work. It starts at 0 on 2 GPUs; 6 GPUs stay idle, so at
@@ -243,6 +278,48 @@ TEST(Replay, AnElasticJobThatShrinksAndGrowsFinishesWhenItsRemainingWorkSays) {
   EXPECT_EQ(e.shrinks, 1);
   EXPECT_EQ(e.evictions, 0);  // a shrink is not an eviction
   EXPECT_EQ(e.end_ms, 82'500);
+}
+
+// The same shrink-and-grow scenario with other re-form pauses P, given to
+// the replay (simulate --reform-pause) or per job (the trace's
+// reform_pause_s column, which wins): e does 20 task-s by t = 10, pauses P,
+// runs 4 tasks to 30 (4 (20 - P)), pauses P, runs 2 tasks to 60
+// (2 (30 - P)), pauses P and finishes the 200 - 20 - 4 (20 - P) - 2 (30 - P)
+// = 40 + 6 P task-s left on 4 tasks: it ends at 60 + P + (40 + 6 P) / 4 =
+// 70 + 2.5 P.
+TEST(Replay, TheReformPauseIsConfigurableAndEachPauseCostsExactlyItsLength) {
+  for (const double pause : {0.0, 2.0, 8.0, 12.5}) {
+    for (const bool in_trace : {false, true}) {
+      const std::string column = in_trace ? ",reform_pause_s" : "";
+      const std::string value = in_trace ? absl::StrCat(",", pause) : "";
+      const auto trace = Native(absl::StrCat("job_id,submit_time_s,duration_s,tasks,min_tasks,max_tasks,priority",
+                                             column, "\ne,0,100,2,1,4,0", value, "\nh,30,20,2,2,2,10", value,
+                                             "\n"));
+      ReplayOptions o;
+      o.wake_period_s = 1;
+      o.check = true;
+      o.reform_pause_s = in_trace ? 5 : pause;  // the trace's column wins over the replay's
+      auto r = Replay(Uniform(1, 4, 1), ElasticPolicy(), trace, "t.csv", o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_FALSE(r->violation.has_value());
+      const JobOutcome& e = r->jobs[0];
+      ASSERT_TRUE(e.completed) << pause;
+      EXPECT_EQ(e.shrinks, 1) << pause;
+      EXPECT_EQ(e.grows, 2) << pause;
+      EXPECT_EQ(e.end_ms, std::llround((70 + 2.5 * pause) * 1000)) << "pause " << pause << (in_trace ? " (trace)" : "");
+      EXPECT_EQ(r->jobs[1].end_ms, 50'000);
+    }
+  }
+}
+
+TEST(Replay, ABadReformPauseInTheTraceNamesItsLine) {
+  auto r = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,reform_pause_s\na,0,10,1\nb,0,10,-2\n", "t.csv");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("t.csv:3: reform_pause_s"));
+  auto ok = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,reform_pause_s\na,0,10,1.5\nb,0,10,\n", "t.csv");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].reform_pause_s, 1.5);
+  EXPECT_LT((*ok)[1].reform_pause_s, 0);  // empty: the replay's default
 }
 
 }  // namespace
