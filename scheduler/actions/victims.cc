@@ -19,6 +19,15 @@ int64_t WholeGpusOf(const Job& job, uint32_t i) {
   return g.whole() ? g.count : 0;
 }
 
+// Tasks of `need` that fit in `room`.
+template <typename Room, typename Need>
+int64_t Fits(const Room& r, const Need& n) {
+  int64_t k = r.gpus / n.gpus;
+  if (n.cpu > 0) k = std::min<int64_t>(k, r.cpu / n.cpu);
+  if (n.mem > 0) k = std::min<int64_t>(k, r.mem / n.mem);
+  return std::max<int64_t>(k, 0);
+}
+
 // A member that counts toward its gang and can be stopped: bound or running
 // (a task placed in this very cycle has no process to stop yet).
 bool Stoppable(TaskState s) { return s == TaskState::kBinding || s == TaskState::kBound || s == TaskState::kRunning; }
@@ -53,13 +62,28 @@ absl::StatusOr<EvictionArgs> ReadEvictionArgs(const PluginArgs& args) {
 VictimPicker::VictimPicker(Session& session, EvictMode mode, const EvictionArgs& args)
     : s_(session), mode_(mode), args_(args) {}
 
-bool VictimPicker::Eligible(const Job& p, const Job& v) const {
+int64_t VictimPicker::PriorityOf(const Job& j) {
+  const uint32_t id = j.id().value();
+  if (id >= priority_.size()) priority_.resize(std::max<size_t>(id + 1, s_.state().num_jobs()), kNoPriority);
+  if (priority_[id] == kNoPriority) priority_[id] = s_.JobPriority(j);
+  return priority_[id];
+}
+
+VictimPicker::Room VictimPicker::RoomAt(uint32_t node) const {
+  const State& st = s_.state();
+  const NodeId n(node);
+  const Resources& a = st.cluster().node(n).allocatable;
+  const Resources& u = st.node(n).used;
+  return {st.FreeWholeGpus(n), a.cpu_milli() - u.cpu_milli(), a.memory() - u.memory()};
+}
+
+bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int64_t v_priority) const {
   if (v.id() == p.id() || v.phase() != JobPhase::kRunning) return false;
   if (v.Count(TaskState::kAllocated) > 0) return false;  // placed this cycle: not yet started
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
   if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) return false;
   if (mode_ == EvictMode::kPreempt) {
-    return v.queue() == p.queue() && s_.JobPriority(v) < s_.JobPriority(p);
+    return v.queue() == p.queue() && v_priority < p_priority;
   }
   return v.queue() != p.queue();
 }
@@ -97,7 +121,8 @@ static bool TakerStaysWithinShare(const Session& s, const Job& p) {
   return true;
 }
 
-void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uint32_t>& allowed) const {
+void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority,
+                              const std::vector<uint32_t>& allowed) const {
   Job& v = s_.mutable_state().job(cv.id());
   std::vector<uint32_t> held;
   for (const Task& t : v.tasks()) {
@@ -112,7 +137,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uin
     u.job = &v;
     u.tasks = {*t};
     u.shrink = true;
-    u.cost = {0, s_.JobPriority(v), 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
+    u.cost = {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
               -static_cast<int64_t>(*t)};
     offer.units.push_back(std::move(u));
     ++made;
@@ -121,14 +146,15 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, const std::vector<uin
     Unit u;
     u.job = &v;
     u.tasks.assign(held.begin(), held.end());
-    u.cost = {1, s_.JobPriority(v), v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
+    u.cost = {1, priority, v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
               -static_cast<int64_t>(v.id().value()), 0};
     offer.units.push_back(std::move(u));
   }
 }
 
 VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
-  const auto key = std::make_pair(p.queue().value(), s_.JobPriority(p));
+  const int64_t p_priority = PriorityOf(p);
+  const auto key = std::make_pair(p.queue().value(), p_priority);
   auto it = offers_.find(key);
   if (it != offers_.end()) return it->second;
   Offer& offer = offers_[key];
@@ -136,7 +162,8 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   std::vector<TaskRef> candidates;
   for (JobId id : st.active_jobs()) {
     const Job& v = st.job(id);
-    if (!Eligible(p, v)) continue;
+    if (v.phase() != JobPhase::kRunning) continue;  // before asking its priority
+    if (!Eligible(p, p_priority, v, PriorityOf(v))) continue;
     for (const Task& t : v.tasks()) {
       if (Stoppable(t.state)) candidates.push_back({&v, t.index});
     }
@@ -168,7 +195,7 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     tasks.clear();
     for (; k < allowed.size() && allowed[k].job == job; ++k) tasks.push_back(allowed[k].index);
     std::sort(tasks.begin(), tasks.end());
-    BuildUnits(offer, *job, tasks);
+    BuildUnits(offer, *job, PriorityOf(*job), tasks);
   }
   // Per-node lists (CSR): count, fill, then order each node's list
   // cheapest first (a handful of units per node: no global sort needed).
@@ -221,29 +248,45 @@ bool VictimPicker::Usable(const Job* p, const Unit& u) const {
 }
 
 struct VictimPicker::Draft {
-  std::unordered_map<uint32_t, int64_t> free;  // nodes touched: free whole GPUs once the taken units are gone
+  std::unordered_map<uint32_t, Room> free;  // nodes touched: room once the taken units are gone
   std::set<int> taken;
   std::set<JobId> whole_taken;
-  int64_t FreeOf(const State& st, uint32_t n) const {
-    auto it = free.find(n);
-    return it == free.end() ? st.FreeWholeGpus(NodeId(n)) : it->second;
-  }
 };
 
-bool VictimPicker::StepAt(const Offer& offer, const Job* p, int64_t per_task, uint32_t node, const Draft* draft,
-                          Cost* cost) const {
+bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, uint32_t node, const Draft* draft,
+                          Cost* cost, std::vector<int>* units) const {
   const std::span<const int> list = offer.AtNode(node);
   if (list.empty()) return false;
-  const int64_t base = draft ? draft->FreeOf(s_.state(), node) : s_.state().FreeWholeGpus(NodeId(node));
-  int64_t acc = 0;
+  Room room = RoomAt(node);
+  if (draft) {
+    if (auto it = draft->free.find(node); it != draft->free.end()) room = it->second;
+  }
+  // One more task than fits now: what it still lacks, per dimension.
+  const int64_t want = Fits(room, need) + 1;
+  if (units) units->clear();
   for (int u : list) {
     const Unit& unit = offer.units[u];
     if (!Usable(p, unit)) continue;
     if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id()))) continue;
+    Room freed;
     for (uint32_t t : unit.tasks) {
-      if (unit.job->task(t).node.value() == node) acc += WholeGpusOf(*unit.job, t);
+      if (unit.job->task(t).node.value() != node) continue;
+      freed.gpus += WholeGpusOf(*unit.job, t);
+      const Resources& r = unit.job->request(t);
+      freed.cpu += r.cpu_milli();
+      freed.mem += r.memory();
     }
-    if ((base + acc) / per_task > base / per_task) {
+    // A unit that frees nothing the task lacks here does not help: never
+    // taken for it (a CPU-only job beside the real victim, say).
+    const bool helps = (freed.gpus > 0 && room.gpus < want * need.gpus) ||
+                       (need.cpu > 0 && freed.cpu > 0 && room.cpu < want * need.cpu) ||
+                       (need.mem > 0 && freed.mem > 0 && room.mem < want * need.mem);
+    if (!helps) continue;
+    room.gpus += freed.gpus;
+    room.cpu += freed.cpu;
+    room.mem += freed.mem;
+    if (units) units->push_back(u);
+    if (Fits(room, need) >= want) {
       *cost = unit.cost;
       return true;
     }
@@ -251,13 +294,13 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, int64_t per_task, ui
   return false;
 }
 
-VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, int64_t per_task) {
-  auto [it, inserted] = offer.steps.try_emplace(per_task);
+VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& need) {
+  auto [it, inserted] = offer.steps.try_emplace(need);
   if (inserted) {
     for (uint32_t node : offer.nodes) {
       if (!s_.state().node(NodeId(node)).schedulable) continue;
       Cost c;
-      if (StepAt(offer, nullptr, per_task, node, nullptr, &c)) {
+      if (StepAt(offer, nullptr, need, node, nullptr, &c, nullptr)) {
         it->second.order.insert({c, node});
         it->second.of[node] = c;
       }
@@ -267,14 +310,14 @@ VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, int64_t per_tas
 }
 
 void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes) {
-  for (auto& [per_task, steps] : offer.steps) {
+  for (auto& [need, steps] : offer.steps) {
     for (uint32_t n : nodes) {
       if (auto old = steps.of.find(n); old != steps.of.end()) {
         steps.order.erase({old->second, n});
         steps.of.erase(old);
       }
       Cost c;
-      if (s_.state().node(NodeId(n)).schedulable && StepAt(offer, nullptr, per_task, n, nullptr, &c)) {
+      if (s_.state().node(NodeId(n)).schedulable && StepAt(offer, nullptr, need, n, nullptr, &c, nullptr)) {
         steps.order.insert({c, n});
         steps.of[n] = c;
       }
@@ -282,27 +325,7 @@ void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes
   }
 }
 
-// Tasks of `per_task` whole GPUs that fit in the scope as it is, counting
-// only up to `need`.
-static int64_t FitNow(const State& st, int64_t per_task, int need, int tier, topology::DomainId domain,
-               const std::function<bool(uint32_t)>& in_scope) {
-  const topology::Cluster& c = st.cluster();
-  int64_t cap = 0;
-  auto count_free = [&](NodeId n) {
-    if (in_scope(n.value())) cap += st.FreeWholeGpus(n) / per_task;
-    return cap < need;
-  };
-  if (tier == 0) {
-    count_free(NodeId(domain.value()));
-  } else if (tier > 0 && c.domain(tier, domain).nodes.size() <= 512) {
-    for (NodeId n : c.domain(tier, domain).nodes) count_free(n);
-  } else {
-    st.free_index().ForEachNodeWithFree(per_task, count_free);
-  }
-  return cap;
-}
-
-VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier,
+VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Need& need, int count, int tier,
                                             topology::DomainId domain) {
   const State& st = s_.state();
   const topology::Cluster& c = st.cluster();
@@ -312,9 +335,21 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
     if (tier == 0) return n == domain.value();
     return c.DomainOf(NodeId(n), tier) == domain;
   };
-  int64_t cap = FitNow(st, per_task, need, tier, domain, in_scope);
+  // Tasks that fit in the scope as it is, counting only up to `count`.
+  int64_t cap = 0;
+  auto count_free = [&](NodeId n) {
+    if (in_scope(n.value())) cap += Fits(RoomAt(n.value()), need);
+    return cap < count;
+  };
+  if (tier == 0) {
+    count_free(NodeId(domain.value()));
+  } else if (tier > 0 && c.domain(tier, domain).nodes.size() <= 512) {
+    for (NodeId n : c.domain(tier, domain).nodes) count_free(n);
+  } else {
+    st.free_index().ForEachNodeWithFree(need.gpus, count_free);
+  }
   Choice out;
-  if (cap >= need) return out;  // GPUs are not what it waits for
+  if (cap >= count) return out;  // GPUs are not what it waits for
 
   // Steps come from the offer's global order (whole cluster, preempt, no
   // yielded-to jobs: nothing preemptor-specific) merged with a local heap of
@@ -331,9 +366,9 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
   std::priority_queue<Step, std::vector<Step>, std::greater<Step>> heap;
   auto push = [&](uint32_t n) {
     Cost cost;
-    if (in_scope(n) && StepAt(offer, &p, per_task, n, &draft, &cost)) heap.push({cost, n, version[n]});
+    if (in_scope(n) && StepAt(offer, &p, need, n, &draft, &cost, nullptr)) heap.push({cost, n, version[n]});
   };
-  Offer::Steps* steps = global ? &StepsFor(offer, per_task) : nullptr;
+  Offer::Steps* steps = global ? &StepsFor(offer, need) : nullptr;
   auto it = steps ? steps->order.begin() : std::set<std::pair<Cost, uint32_t>>::iterator();
   if (!global) {
     for (uint32_t n : offer.nodes) push(n);
@@ -349,14 +384,20 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
     }
     for (uint32_t t : unit.tasks) {
       const uint32_t n = unit.job->task(t).node.value();
-      const int64_t before = draft.FreeOf(st, n);
-      const int64_t after = before + WholeGpusOf(*unit.job, t);
-      draft.free[n] = after;
-      if (in_scope(n)) cap += after / per_task - before / per_task;
+      auto [room, fresh] = draft.free.try_emplace(n);
+      if (fresh) room->second = RoomAt(n);
+      const int64_t before = Fits(room->second, need);
+      const Resources& r = unit.job->request(t);
+      room->second.gpus += WholeGpusOf(*unit.job, t);
+      room->second.cpu += r.cpu_milli();
+      room->second.mem += r.memory();
+      if (in_scope(n)) cap += Fits(room->second, need) - before;
       ++version[n];
     }
   };
-  while (cap < need) {
+  std::vector<int> step;
+  std::vector<uint32_t> touched;
+  while (cap < count) {
     while (!heap.empty() && heap.top().version != version[heap.top().node]) heap.pop();
     if (global) {
       while (it != steps->order.end() && version.count(it->second)) ++it;
@@ -365,35 +406,92 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, int64_t 
                                              std::tie(heap.top().cost, heap.top().node) < std::tie(it->first, it->second));
     if (!from_heap && (!global || it == steps->order.end())) break;
     const uint32_t node = from_heap ? heap.top().node : it->second;
-    const Cost cost = from_heap ? heap.top().cost : it->first;
     if (from_heap) heap.pop();
-    // Take the node's usable units up to and including the step's last one.
-    std::vector<uint32_t> touched;
-    for (int u : offer.AtNode(node)) {
-      const Unit& unit = offer.units[u];
-      if (!Usable(&p, unit) || draft.taken.count(u) || draft.whole_taken.count(unit.job->id())) continue;
-      take(u);
-      for (uint32_t t : unit.tasks) touched.push_back(unit.job->task(t).node.value());
-      if (unit.cost == cost) break;
-    }
+    // The step's units, as the preemptor sees them now (for a global entry:
+    // the same as the generic answer, the node being untouched so far).
+    Cost cost;
+    const bool found = StepAt(offer, &p, need, node, &draft, &cost, &step);
     version.try_emplace(node, 0);  // the node's global entry is stale from now on
+    if (!found) continue;
+    touched.clear();
+    for (int u : step) {
+      take(u);
+      const Unit& unit = offer.units[u];
+      for (uint32_t t : unit.tasks) touched.push_back(unit.job->task(t).node.value());
+    }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint32_t n : touched) push(n);
     push(node);
   }
-  out.ok = cap >= need;
+  out.ok = cap >= count;
   return out;
 }
 
-std::string VictimPicker::Reason(const Job& p, const Unit& u) const {
+std::string VictimPicker::Reason(const Job& p, const Unit& u) {
   const char* what = u.shrink ? "shrunk" : "evicted";
   if (mode_ == EvictMode::kPreempt) {
-    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", s_.JobPriority(p), " > ",
-                        s_.JobPriority(*u.job), ")");
+    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", PriorityOf(p), " > ", std::get<1>(u.cost),
+                        ")");
   }
   return absl::StrCat(what, " for ", p.name(), " (reclaim: queue '", s_.queue(u.job->queue()).name(),
                       "' above its deserved share, '", s_.queue(p.queue()).name(), "' below)");
+}
+
+std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen,
+                                      const std::vector<std::vector<NodeId>>& were_on) const {
+  const State& st = s_.state();
+  // What the landing nodes have to spare with P placed: GPUs wholly free,
+  // and the rest of their allocatable.
+  struct Slack {
+    int64_t gpus = 0;
+    Resources idle;
+  };
+  std::map<uint32_t, Slack> slack;
+  for (const Task& t : p.tasks()) {
+    if (t.state != TaskState::kAllocated) continue;
+    auto [it, fresh] = slack.try_emplace(t.node.value());
+    if (fresh) it->second = {st.FreeWholeGpus(t.node), st.Idle(t.node)};
+  }
+  // Dearest first: each unit the slack covers on every landing node it is
+  // on goes back to running, and uses up that slack.
+  std::vector<size_t> order(chosen.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return offer.units[chosen[b]].cost < offer.units[chosen[a]].cost; });
+  std::vector<bool> keep(chosen.size(), false);
+  std::map<uint32_t, Slack> freed;
+  for (size_t k : order) {
+    const Unit& unit = offer.units[chosen[k]];
+    freed.clear();
+    for (size_t i = 0; i < unit.tasks.size(); ++i) {
+      const uint32_t n = were_on[k][i].value();
+      if (!slack.count(n)) continue;
+      Slack& f = freed[n];
+      // Every device a task touches (a shared GPU taken back is no longer
+      // wholly free).
+      f.gpus += unit.job->gpu(unit.tasks[i]).count;
+      f.idle += unit.job->request(unit.tasks[i]);
+    }
+    bool spare = true;
+    for (const auto& [n, f] : freed) {
+      const Slack& have = slack[n];
+      spare = spare && f.gpus <= have.gpus && f.idle.LessEqual(have.idle);
+    }
+    if (freed.empty() || spare) {
+      for (const auto& [n, f] : freed) {
+        slack[n].gpus -= f.gpus;
+        slack[n].idle -= f.idle;
+      }
+      continue;
+    }
+    keep[k] = true;
+  }
+  std::vector<int> out;
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    if (keep[k]) out.push_back(chosen[k]);
+  }
+  return out;
 }
 
 bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize) {
@@ -406,11 +504,14 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   std::erase_if(chosen, [&](int u) { return units[u].shrink && whole.count(units[u].job->id()); });
   int tasks = 0;
   for (int u : chosen) tasks += static_cast<int>(units[u].tasks.size());
-  if (args_.max_evictions > 0 && evicted_ + tasks > args_.max_evictions) {
+  auto over_cap = [&] {
+    if (args_.max_evictions <= 0 || evicted_ + tasks <= args_.max_evictions) return false;
     s_.SetPendingReason(p, absl::StrCat("needs ", tasks, " tasks stopped; the per-cycle eviction cap (",
                                         args_.max_evictions, ") is reached"));
-    return false;
-  }
+    return true;
+  };
+  // Without minimizing, this very set is what would be committed.
+  if (!minimize && over_cap()) return false;
   const Timestamp deadline = s_.now() + args_.grace_ms;
   std::vector<std::vector<NodeId>> were_on(chosen.size());
   std::vector<std::pair<JobId, uint32_t>> vacated;
@@ -427,21 +528,21 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   }
   GangPlacer placer(s_, ReservationUse::kNone, &stmt);
   if (placer.Place(p).kind != PlaceOutcome::Kind::kPlaced) return false;  // stmt discards
-  // Least sufficient: drop units with no task where P landed, and retry.
-  std::set<NodeId> landed;
-  for (const Task& t : p.tasks()) {
-    if (t.state == TaskState::kAllocated) landed.insert(t.node);
-  }
-  std::vector<int> needed;
-  for (size_t k = 0; k < chosen.size(); ++k) {
-    if (std::any_of(were_on[k].begin(), were_on[k].end(), [&](NodeId n) { return landed.count(n); })) {
-      needed.push_back(chosen[k]);
+  // Least sufficient: keep only the units the landing needs, and retry
+  // without the others (the placer may land elsewhere: minimize again); if
+  // that fails, this set, which placed P, is the answer.
+  if (minimize) {
+    std::vector<int> needed = Needed(p, offer, chosen, were_on);
+    // None needed: P landed where it fits without victims (outside the
+    // scope they were chosen in, or on nodes `allocate` kept for a
+    // reservation): evicting would free nothing it uses, so nothing is.
+    if (needed.empty()) return false;  // stmt discards
+    if (needed.size() < chosen.size()) {
+      stmt.Discard();
+      if (Apply(p, offer, needed, /*minimize=*/true)) return true;
+      return Apply(p, offer, chosen, /*minimize=*/false);
     }
-  }
-  if (minimize && needed.size() < chosen.size()) {
-    stmt.Discard();
-    if (!needed.empty() && Apply(p, offer, needed, /*minimize=*/false)) return true;
-    return Apply(p, offer, chosen, /*minimize=*/false);
+    if (over_cap()) return false;
   }
   if (!stmt.Commit().ok()) return false;
   evicted_ += tasks;
@@ -449,7 +550,9 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   for (const auto& list : were_on) {
     for (NodeId n : list) nodes.push_back(n.value());
   }
-  for (NodeId n : landed) nodes.push_back(n.value());
+  for (const Task& t : p.tasks()) {
+    if (HoldsNode(t.state) || t.state == TaskState::kPipelined) nodes.push_back(t.node.value());
+  }
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   Taken(vacated, nodes);
@@ -489,9 +592,14 @@ bool VictimPicker::TryFor(Job& p) {
   if (need <= 0) return false;
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
-  int64_t per_task = 0;
-  for (int k = 0; k < need; ++k) per_task = std::max(per_task, WholeGpusOf(p, pending[k]));
-  if (per_task == 0) return false;  // CPU-only and GPU-share gangs do not preempt
+  Need per_task;
+  for (int k = 0; k < need; ++k) {
+    const Resources& r = p.request(pending[k]);
+    per_task.gpus = std::max(per_task.gpus, WholeGpusOf(p, pending[k]));
+    per_task.cpu = std::max(per_task.cpu, r.cpu_milli());
+    per_task.mem = std::max(per_task.mem, r.memory());
+  }
+  if (per_task.gpus == 0) return false;  // CPU-only and GPU-share gangs do not preempt
   if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
   Offer& offer = OfferFor(p);
   if (offer.units.empty()) return false;
@@ -517,7 +625,7 @@ bool VictimPicker::TryFor(Job& p) {
     std::vector<std::pair<int64_t, uint32_t>> order;
     for (const auto& [d, g] : gpus) {
       const int64_t free = t == 0 ? st.FreeWholeGpus(NodeId(d)) : st.free_index().DomainFree(t, topology::DomainId(d));
-      if (free + g >= per_task * need) order.push_back({-(free + g), d});
+      if (free + g >= per_task.gpus * need) order.push_back({-(free + g), d});
     }
     std::sort(order.begin(), order.end());
     for (size_t k = 0; k < order.size() && k < static_cast<size_t>(kMaxDomainTries); ++k) {

@@ -17,20 +17,27 @@
 //      first.
 //   3. Scope: the domains P may land in (its hard-topology tier, else the
 //      whole cluster). In each, a heap over nodes takes the cheapest next
-//      step that lets one more of P's tasks fit on a node, until the minimum
-//      fits by GPU count. The scope with the fewest whole-job evictions, then
+//      step that lets one more of P's tasks fit on a node (whole GPUs, cpu
+//      and memory), until the minimum fits by count. A step takes only units
+//      that free something the task still lacks there: a unit freeing no GPU
+//      (a CPU-only job, say) is taken only where cpu or memory is short. The scope with the fewest whole-job evictions, then
 //      the cheapest worst unit, then the fewest units wins; at most
 //      kMaxDomainTries scopes per preemptor.
 //   4. Simulate: inside one Statement the chosen units are vacated and P is
-//      placed by the same GangPlacer allocate uses. Units with no task on a
-//      node P landed on are dropped and the placement retried without them.
-//      Commit only when P is placed; otherwise nothing is evicted.
+//      placed by the same GangPlacer allocate uses. Then the least sufficient
+//      set: units with no task on a node P landed on are dropped, and so is,
+//      dearest first, every unit whose GPUs, cpu and memory the landing
+//      nodes can spare after the placement; the placement is retried without
+//      them (again until nothing more drops), and the last set that placed P
+//      is kept. Commit only when P is placed; otherwise nothing is evicted.
 //   5. Graceful: with a grace period the victims go to Releasing with that
 //      deadline and P is pipelined (held) onto their GPUs until they are
 //      gone; without one they are released and P binds in this cycle.
 #ifndef RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
 #define RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
 
+#include <compare>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <span>
@@ -76,6 +83,19 @@ class VictimPicker {
   };
   // Units offered to preemptors of one (queue, priority), kept for the whole
   // action and updated as victims are taken.
+  // What one task of P needs on a node, in the dimensions a step counts.
+  struct Need {
+    int64_t gpus = 0;  // whole GPUs (> 0)
+    Quantity cpu = 0;
+    Quantity mem = 0;
+    auto operator<=>(const Need&) const = default;
+  };
+  // What a node has free (or would have, once units are gone) in them.
+  struct Room {
+    int64_t gpus = 0;
+    Quantity cpu = 0;
+    Quantity mem = 0;
+  };
   struct Offer {
     std::vector<Unit> units;  // grouped by job, in no particular order of cost
     // Per node, the units with a task there, cheapest first: node n's are
@@ -94,7 +114,7 @@ class VictimPicker {
       std::set<std::pair<Cost, uint32_t>> order;
       std::unordered_map<uint32_t, Cost> of;
     };
-    std::map<int64_t, Steps> steps;
+    std::map<Need, Steps> steps;
   };
   struct Choice {
     std::vector<int> units;  // indices into Offer::units
@@ -106,30 +126,44 @@ class VictimPicker {
   struct Draft;
 
   Offer& OfferFor(const Job& p);
-  void BuildUnits(Offer& offer, const Job& v, const std::vector<uint32_t>& allowed) const;
-  bool Eligible(const Job& p, const Job& v) const;
+  void BuildUnits(Offer& offer, const Job& v, int64_t priority, const std::vector<uint32_t>& allowed) const;
+  // Session::JobPriority, asked once per job for the whole action.
+  int64_t PriorityOf(const Job& j);
+  Room RoomAt(uint32_t node) const;
+  bool Eligible(const Job& p, int64_t p_priority, const Job& v, int64_t v_priority) const;
   // Whether taking `take` from v's queue keeps reclaim's rules.
   bool ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const;
   // `p` null: only what does not depend on the preemptor.
   bool Usable(const Job* p, const Unit& u) const;
-  // The cheapest prefix of `node`'s usable units that fits one more task of
-  // `per_task` GPUs there, given `draft`; false when none.
-  bool StepAt(const Offer& offer, const Job* p, int64_t per_task, uint32_t node, const Draft* draft,
-              Cost* cost) const;
-  Offer::Steps& StepsFor(Offer& offer, int64_t per_task);
+  // The cheapest units of `node`, in cost order and skipping those that free
+  // nothing the task still lacks there, that fit one more task of `need`,
+  // given `draft`; false when none. `cost`: the step's last (dearest) unit;
+  // `units` (may be null): the step's units.
+  bool StepAt(const Offer& offer, const Job* p, const Need& need, uint32_t node, const Draft* draft, Cost* cost,
+              std::vector<int>* units) const;
+  Offer::Steps& StepsFor(Offer& offer, const Need& need);
   void RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes);
-  Choice ChooseIn(Offer& offer, const Job& p, int64_t per_task, int need, int tier, topology::DomainId domain);
+  Choice ChooseIn(Offer& offer, const Job& p, const Need& need, int count, int tier, topology::DomainId domain);
+  // After P was placed (in the open statement) on the vacated units
+  // `chosen`: the units it needs, dropping dearest first every unit the
+  // landing nodes can spare.
+  // `were_on`: per unit of `chosen`, the node of each of its tasks.
+  std::vector<int> Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen,
+                          const std::vector<std::vector<NodeId>>& were_on) const;
   // Vacates `chosen` and places P in one statement; true when committed.
-  // With `minimize`, retries once without the units that turned out unneeded.
+  // With `minimize`, retries without the units that turned out unneeded
+  // (until none does), falling back to the last set that placed P.
   bool Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize);
   // After a commit: units of the victims are updated in every offer.
   void Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes);
-  std::string Reason(const Job& p, const Unit& u) const;
+  std::string Reason(const Job& p, const Unit& u);
 
   Session& s_;
   EvictMode mode_;
   EvictionArgs args_;
   int evicted_ = 0;
+  std::vector<int64_t> priority_;  // by JobId value; kNoPriority: not asked yet
+  static constexpr int64_t kNoPriority = INT64_MIN;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
   std::map<std::pair<uint32_t, int64_t>, Offer> offers_;

@@ -5,7 +5,9 @@
 // and must equal the engine's state; it does not use State::CheckInvariants.
 // Also checked: GPUs per task, hard-topology domains, running gangs whole,
 // generations strictly increasing, every eviction letting its preemptor
-// start, and no job ever taking from one it yielded to.
+// start, no job ever taking from one it yielded to, every victim sharing a
+// node with where its preemptor landed, and no GPU-less task stopped (cpu is
+// never short here, so such a victim would free nothing a preemptor lacks).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -131,6 +133,10 @@ TEST(PreemptionProperty, DecisionsAloneAccountForEveryGpu) {
       // Arrivals.
       for (int k = pick(0, 3); k > 0; --k) {
         JobBuilder jb("j" + std::to_string(next++));
+        if (pick(0, 7) == 0) {  // a CPU-only job beside the GPU work
+          h.Submit(jb.Gang(pick(1, 2)).Queue(queues[pick(0, 2)]).Priority(pick(0, 1)).CpuPerTask(1000).Build());
+          continue;
+        }
         const int gang = pick(1, 6);
         jb.Gang(gang).Queue(queues[pick(0, 2)]).Priority(pick(0, 3)).GpusPerTask(pick(1, 2) == 1 ? 1 : pick(2, 8));
         if (gang > 1 && pick(0, 1)) jb.Elastic(pick(1, gang), gang + pick(0, 3));
@@ -141,6 +147,25 @@ TEST(PreemptionProperty, DecisionsAloneAccountForEveryGpu) {
       oracle.Expire(now);
       auto d = h.Cycle();
       const auto& st = h.state();
+      // Per (preemptor, victim job): whether one of the stopped tasks was on
+      // a node the preemptor now holds or is held on.
+      std::map<std::pair<JobId, JobId>, bool> shares_node;
+      for (const auto& e : d.evictions) {
+        if (e.preemptor.empty()) continue;
+        const JobId p = h.engine().FindJob(e.preemptor);
+        ASSERT_GT(st.job(e.job).gpu(e.task).count, 0)
+            << "seed " << seed << " cycle " << cycle << ": " << st.job(e.job).name() << " holds no GPU, yet was stopped for "
+            << e.preemptor;
+        bool on = false;
+        for (const auto& t : st.job(p).tasks()) {
+          on = on || ((scheduler::HoldsNode(t.state) || t.state == TaskState::kPipelined) && t.node == e.node);
+        }
+        shares_node[{p, e.job}] |= on;
+      }
+      for (const auto& [pv, on] : shares_node) {
+        ASSERT_TRUE(on) << "seed " << seed << " cycle " << cycle << ": " << st.job(pv.second).name()
+                        << " was stopped for " << st.job(pv.first).name() << " on no node it landed on";
+      }
       for (const auto& e : d.evictions) {
         oracle.Evict(e, now);
         evictions += e.kind == Eviction::Kind::kEvict;

@@ -123,6 +123,59 @@ TEST(Preempt, NothingIsEvictedWhenThePreemptorStillCannotStart) {
   EXPECT_TRUE(h.Running("low"));
 }
 
+TEST(Preempt, AJobThatFreesNoGpuTheGangLacksIsNeverTaken) {
+  // One node x 8 GPUs: gpu-low holds all 8; cpu-only (no GPU, submitted
+  // later, so the cheaper victim) shares the node. hp needs the 8 GPUs:
+  // evicting cpu-only frees none of them, and the node's cpu is ample.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("gpu-low").GpusPerTask(8).CpuPerTask(1000).Build());
+  h.Submit(JobBuilder("cpu-only").CpuPerTask(1000).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("gpu-low") && h.Running("cpu-only"));
+  h.Submit(JobBuilder("hp").GpusPerTask(8).CpuPerTask(1000).Priority(10).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("hp")) << h.job("hp").pending_reason();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "gpu-low");
+  EXPECT_TRUE(h.Running("cpu-only")) << "it freed nothing hp lacked";
+}
+
+TEST(Preempt, AJobThatFreesOnlyCpuIsTakenWhereCpuIsWhatTheNodeLacks) {
+  // One node x 8 GPUs and 8 cores: cpu-hog (no GPU, 7 cores, older: the
+  // dearer victim) and gpu-low (8 GPUs, 1 core). hp needs 8 GPUs and 4
+  // cores: with gpu-low gone only 1 core is idle, so cpu-hog must go too.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).CpuPerNode(8000).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("cpu-hog").CpuPerTask(7000).Build());
+  h.Submit(JobBuilder("gpu-low").GpusPerTask(8).CpuPerTask(1000).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("gpu-low") && h.Running("cpu-hog"));
+  h.Submit(JobBuilder("hp").GpusPerTask(8).CpuPerTask(4000).Priority(10).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("hp")) << h.job("hp").pending_reason();
+  std::set<std::string> victims;
+  for (const auto& e : d.evictions) victims.insert(h.state().job(e.job).name());
+  EXPECT_EQ(victims, (std::set<std::string>{"cpu-hog", "gpu-low"}));
+}
+
+TEST(Preempt, VictimsTheLandingDoesNotNeedAreDropped) {
+  // One node x 8 GPUs: el (4 x 1 GPU, elastic, min 2: two shrinks of 1 GPU
+  // on offer) and low (1 x 4 GPUs, younger). hp needs one 4-GPU task.
+  // Shrinking gives only 2 GPUs, so low must go; once it does, the two
+  // cheaper shrinks taken on the way are not needed and must not happen.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("el").Gang(4).Elastic(2, 4).GpusPerTask(1).Build());
+  h.Submit(JobBuilder("low").GpusPerTask(4).Build());
+  h.Cycle();
+  ASSERT_EQ(h.state().free_index().TotalFree(), 0);
+  h.Submit(JobBuilder("hp").GpusPerTask(4).Priority(10).Build());
+  auto d = h.Cycle();
+  EXPECT_TRUE(h.Running("hp")) << h.job("hp").pending_reason();
+  ASSERT_EQ(d.evictions.size(), 1u) << "the least sufficient set is low alone";
+  EXPECT_EQ(d.evictions[0].kind, Eviction::Kind::kEvict);
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "low");
+  EXPECT_EQ(h.job("el").ReadyCount(), 4);
+}
+
 TEST(Preempt, HardTopologyVictimsLieInTheDomainThePreemptorLandsIn) {
   // 2 racks x 2 nodes x 8 GPUs. Rack 0: two low-priority 8-GPU jobs. Rack 1:
   // one low-priority 8-GPU job and one idle node. A 2 x 8 gang that must stay
