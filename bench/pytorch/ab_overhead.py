@@ -15,7 +15,8 @@ pairs), so drift hits both alike and each pair is compared on its own:
   B, ringmaster: the same model architecture and initial weights wrapped
     by ElasticState.on_reform (gradients through the shim as DDP's
     communication hook), the step boundary after every step, and an
-    in-memory commit every --commit-every steps instead of the boundary.
+    in-memory commit every --commit-every steps instead of the boundary
+    (--boundary-every K: the boundary every K steps instead).
 
 Each variant has its own copy of the model and optimizer (two DDP wrappers
 of one module would both all-reduce). The first step of each block is not
@@ -60,6 +61,8 @@ def args(argv=None):
     p.add_argument("--bucket-cap-mb", type=float, default=25.0,
                    help="DDP's bucket size, both variants")
     p.add_argument("--commit-every", type=int, default=10)
+    p.add_argument("--boundary-every", type=int, default=1,
+                   help="B's step boundary every K steps")
     p.add_argument("--out", default="")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -114,7 +117,7 @@ def worker(a):
         state.step += 1
         if state.step % a.commit_every == 0:
             state.commit()
-        else:
+        elif state.step % a.boundary_every == 0:
             state.check_host_updates()
 
     steps = {"A": step_a, "B": step_b}
@@ -191,7 +194,8 @@ def main(argv=None):
                    "--dim", str(a.dim), "--hidden", str(a.hidden),
                    "--layers", str(a.layers), "--bucket-cap-mb",
                    str(a.bucket_cap_mb), "--commit-every",
-                   str(a.commit_every), "--out", out, "--worker", "1"]
+                   str(a.commit_every), "--boundary-every",
+                   str(a.boundary_every), "--out", out, "--worker", "1"]
     load_before = os.getloadavg()
     t0 = time.time()
     procs = []
@@ -222,7 +226,8 @@ def main(argv=None):
         json.dump(res, f, indent=1)
     print(f"N={a.n} pairs={a.pairs} block={a.block} model {a.dim}->"
           f"{a.hidden}x{a.layers}->1 batch {a.batch} bucket "
-          f"{a.bucket_cap_mb} MB commit every {a.commit_every}; "
+          f"{a.bucket_cap_mb} MB commit every {a.commit_every} boundary "
+          f"every {a.boundary_every}; "
           f"load {load_before[0]:.2f} -> {res['load_after'][0]:.2f}, "
           f"{res['seconds']:.0f} s")
     for key in ("wall", "cpu"):
