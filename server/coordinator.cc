@@ -115,10 +115,35 @@ absl::StatusOr<Subscription> Coordinator::Join(
   Subscription sub{job.name, w.id, w.subscription};
   common::Log(common::LogLevel::info, "worker joined",
               {{"job", job.name}, {"worker", w.id}, {"host", w.host}, {"last_generation", w.last_generation}});
-  Reconcile(job, job.generation == 0 ? api::REASON_INITIAL : api::REASON_GROW,
-            {}, /*force=*/false);
+  if (!DeferGrow(job, w.id)) {
+    Reconcile(job,
+              job.generation == 0 ? api::REASON_INITIAL : api::REASON_GROW,
+              {}, /*force=*/false);
+  }
   WakeAll();
   return sub;
+}
+
+bool Coordinator::DeferGrow(Job& job, const std::string& worker) {
+  if (options_.grow_settle <= absl::ZeroDuration() || job.generation == 0 ||
+      job.adopting || job.finished || IsMember(job, worker)) {
+    return false;
+  }
+  int connected_members = 0;
+  for (const auto& m : job.members) {
+    if (job.workers.contains(m)) ++connected_members;
+  }
+  const int free_slots = job.target - connected_members;
+  const int standby =
+      static_cast<int>(job.workers.size()) - connected_members;
+  if (free_slots <= 0 || standby >= free_slots) {
+    return false;  // no slot for it, or every slot filled now
+  }
+  if (!job.grow_pending) {
+    job.grow_pending = true;
+    job.grow_pending_since = Now();
+  }
+  return true;
 }
 
 absl::StatusOr<std::optional<api::MembershipUpdate>> Coordinator::NextUpdate(
@@ -410,6 +435,13 @@ void Coordinator::Tick() {
       WakeAll();
       continue;
     }
+    if (job.grow_pending &&
+        now - job.grow_pending_since >= options_.grow_settle) {
+      // The settle window of standby newcomers is over: let them in.
+      job.grow_pending = false;
+      Reconcile(job, api::REASON_GROW, {}, /*force=*/false);
+      WakeAll();
+    }
     std::vector<std::string> late;
     for (const auto& m : job.members) {
       auto it = job.workers.find(m);
@@ -527,6 +559,7 @@ void Coordinator::Publish(Job& job, std::vector<std::string> members,
   job.members_have_state = std::move(has_state);
   job.kv.clear();
   job.published_at = Now();
+  job.grow_pending = false;  // whoever was waiting is in (or still standby)
   common::Log(common::LogLevel::info, "membership published",
               {{"job", job.name}, {"generation", job.generation}, {"reason", api::Reason_Name(job.reason)},
                {"members", absl::StrJoin(job.members, ",")}});

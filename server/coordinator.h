@@ -46,6 +46,14 @@ struct CoordinatorOptions {
   // forcing a re-formation with the same members; this saves a useless
   // generation that still contains the dead worker. Zero = force at once.
   absl::Duration failure_report_grace = absl::Milliseconds(300);
+  // A standby worker that joins a running job with free slots, and does not
+  // fill them all, is let in after this settle window (measured from the
+  // first such newcomer; Tick() publishes), so that newcomers joining a
+  // few ms apart enter one grow generation: one re-formation instead of
+  // one per newcomer (and no newcomer left in a generation its peers skip,
+  // see docs/SHIM.md). Newcomers that fill every free slot are let in at
+  // once. Zero = at once.
+  absl::Duration grow_settle = absl::Milliseconds(200);
   // Limits on the key-value store, per value and per (job, generation).
   size_t max_value_bytes = 1 << 20;
   size_t max_keys_per_generation = 4096;
@@ -162,6 +170,10 @@ class Coordinator {
     // A failure report for this generation awaits its grace period.
     int64_t pending_failure_generation = 0;
     absl::Time pending_failure_since;
+    // Standby newcomers wait out grow_settle since this time (see there);
+    // any publication ends the wait.
+    bool grow_pending = false;
+    absl::Time grow_pending_since;
     std::map<std::string, std::string> kv;  // current generation only
   };
 
@@ -180,6 +192,10 @@ class Coordinator {
                                   const std::string& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsMember(const Job& job, const std::string& worker) const;
+  // Join of `worker` into a running job: whether its grow waits for the
+  // settle window (free slots that the standby workers do not all fill).
+  bool DeferGrow(Job& job, const std::string& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   mutable absl::Mutex mu_;

@@ -334,11 +334,21 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
   ctx.Adopt(device_, std::move(transport));
 }
 
+template <typename Body>
+absl::Status GlooBackend::Collective(const char* what, Body&& body) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  try {
+    body();
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return Fail(e, what);
+  }
+}
+
 absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
                                     ReduceOp op) {
-  if (absl::Status s = Usable(); !s.ok()) return s;
-  if (count == 0) return absl::OkStatus();
-  try {
+  return Collective("allreduce", [&] {
+    if (count == 0) return;
     switch (type) {
       case DataType::kFloat32:
         RunAllReduce<float>(context_, data, count, op, ++tag_);
@@ -350,40 +360,29 @@ absl::Status GlooBackend::AllReduce(void* data, size_t count, DataType type,
         RunAllReduce<int64_t>(context_, data, count, op, ++tag_);
         break;
     }
-    return absl::OkStatus();
-  } catch (const std::exception& e) {
-    return Fail(e, "allreduce");
-  }
+  });
 }
 
 absl::Status GlooBackend::Broadcast(void* data, size_t bytes, int root) {
-  if (absl::Status s = Usable(); !s.ok()) return s;
-  if (root < 0 || root >= context_->size) {
+  if (context_ && (root < 0 || root >= context_->size)) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: bad root ", root));
   }
-  if (bytes == 0) return absl::OkStatus();
-  try {
+  return Collective("broadcast", [&] {
+    if (bytes == 0) return;
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<char*>(data), bytes);
     opts.setRoot(root);
     opts.setTag(++tag_);
     gloo::broadcast(opts);
-    return absl::OkStatus();
-  } catch (const std::exception& e) {
-    return Fail(e, "broadcast");
-  }
+  });
 }
 
 absl::Status GlooBackend::Barrier() {
-  if (absl::Status s = Usable(); !s.ok()) return s;
-  try {
+  return Collective("barrier", [&] {
     gloo::BarrierOptions opts(context_);
     opts.setTag(++tag_);
     gloo::barrier(opts);
-    return absl::OkStatus();
-  } catch (const std::exception& e) {
-    return Fail(e, "barrier");
-  }
+  });
 }
 
 }  // namespace ringmaster::shim

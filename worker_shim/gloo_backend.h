@@ -92,6 +92,11 @@ class GlooBackend final : public CollectiveBackend {
   // not revoked; else the error to return (a revoked one is dropped, to
   // the reaper, urgently).
   absl::Status Usable();
+  // Every collective: the preamble, then `body` (Gloo calls, which throw),
+  // a Gloo exception turned into UNAVAILABLE ("gloo <what>: ...") with the
+  // communicator dropped. Defined in the .cc (used only there).
+  template <typename Body>
+  absl::Status Collective(const char* what, Body&& body);
   // Builds and connects the context of `plan` (registering it for
   // Interrupt()); throws on failure or interruption.
   std::shared_ptr<gloo::Context> Connect(const ReformPlan& plan,

@@ -167,6 +167,9 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
   const absl::Time deadline = absl::Now() + options_.membership_timeout;
   const int64_t boundary = NowMicros();
   bool rollback_needed = local_failure;
+  // Not a member yet (Start, or a standby let in): no state of its own to
+  // roll back; whatever it holds comes from the next sync.
+  const bool newcomer = rank_ < 0;
   while (true) {
     auto update =
         client_->WaitForGeneration(min_generation, deadline - absl::Now());
@@ -227,11 +230,13 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
       s = backend_->Reform(plan, where);
     }
     const int64_t formed = NowMicros();
+    bool sync_failed = false;
     if (s.ok()) {
       if (rollback_needed && state_.has_commit()) {
         if (auto r = state_.Restore(); !r.ok()) return r;
       }
       if (root >= 0) s = state_.Sync(*backend_, root);
+      sync_failed = !s.ok();
     }
     if (!s.ok()) {
       // Superseded while re-forming, or a peer died in the middle: move on
@@ -244,8 +249,18 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
         (void)client_->ReportFailure(update->generation(), "",
                                      std::string(s.message()));
       }
-      // Our communicator is gone: whoever we were, treat it as a failure.
-      rollback_needed = true;
+      // A rendezvous that a newer generation superseded (interrupted, or its
+      // store went stale) changed nothing: the state is still the step
+      // boundary's, the same on every member, so the newer generation
+      // needs no rollback unless a failure is published (checked at the
+      // top). Anything else (a peer lost in the rendezvous, a sync cut
+      // short, which may have overwritten part of the state) is a failure,
+      // except for a newcomer, which has no state to protect (a newcomer
+      // formed into a generation that its peers then skipped fails here,
+      // in the sync).
+      const bool superseded =
+          !sync_failed && client_->LatestGeneration() > update->generation();
+      if (!superseded && !newcomer) rollback_needed = true;
       generation_ = update->generation();
       members_ = new_members;
       rank_ = update->rank();

@@ -43,4 +43,8 @@ uptime | tee "$OUT/load.txt"
   --trials 3 --planned --out "$OUT/recovery.json" | tee "$OUT/recovery.txt"
 /usr/bin/python3 bench/pytorch/overhead.py --build "$BUILD" --n 2 4 \
   --rounds 3 --steps 100 --boundary-every 1 10 --out "$OUT/overhead.json" | tee "$OUT/overhead.txt"
+# The 2 % check: plain DDP and ringmaster interleaved in the same 2 processes
+# (one per core), paired blocks; run it on a quiet machine (about 2 minutes).
+/usr/bin/python3 bench/pytorch/ab_overhead.py --build "$BUILD" --pairs 40 \
+  --block 10 --out "$OUT/ab.json" | grep -v '^ts=' | tee "$OUT/ab.txt"
 uptime | tee -a "$OUT/load.txt"

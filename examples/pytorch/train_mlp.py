@@ -68,6 +68,11 @@ def parse_args(argv=None):
     p.add_argument("--pg-timeout-s", type=float, default=30.0)
     p.add_argument("--print-every", type=int, default=0,
                    help="rank 0 prints progress every K steps")
+    p.add_argument("--join-when", default="",
+                   help="tests: before joining, wait for this file to hold a "
+                   "unix time, then until that time plus --join-offset-ms "
+                   "(a process started early joins at a chosen moment)")
+    p.add_argument("--join-offset-ms", type=float, default=0.0)
     p.add_argument("--max-seconds", type=float, default=0,
                    help="exit with status 124 after this long (tests: no "
                    "worker outlives its test)")
@@ -184,6 +189,20 @@ def run_plain_ddp(a):
     return 0
 
 
+def wait_to_join(path, offset_ms):
+    """--join-when: the file's unix time plus the offset."""
+    while True:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                break
+        except OSError:
+            pass
+        time.sleep(0.005)
+    time.sleep(max(0.0, float(text) + offset_ms / 1000 - time.time()))
+
+
 def run_elastic(a):
     import ringmaster.torch as rmt
     import datetime
@@ -192,6 +211,8 @@ def run_elastic(a):
     # waiting until it has built its data and model.
     x, y = make_data(a)
     model = make_model(a)
+    if a.join_when:
+        wait_to_join(a.join_when, a.join_offset_ms)
     ctx = rmt.init(pg_timeout=datetime.timedelta(seconds=a.pg_timeout_s))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     sampler = rmt.ElasticSampler(a.samples, a.batch, shuffle=True, seed=a.seed)

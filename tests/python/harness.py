@@ -94,7 +94,10 @@ class Job:
         self.env.update(env or {})
         self.procs = {}
 
-    def spawn(self, worker: str) -> None:
+    def spawn(self, worker: str, extra_args=(), join_when: str = "") -> str:
+        """Starts `worker`. With join_when, it prepares (python, torch, the
+        data) and waits to join until join(join_when) is called; returns
+        that handle (a file)."""
         log = open(os.path.join(self.dir, f"{worker}.log"), "w")
         cmd = [RINGMASTER, "shim", "run", "--mode", "inprocess",
                "--coordinator", self.coordinator.address, "--job", self.name,
@@ -102,10 +105,24 @@ class Job:
                sys.executable, TRAIN_MLP, "--out", self.out,
                "--progress", self.progress,
                "--max-seconds", str(WORKER_MAX_S)] + self.train_args
+        cmd += list(extra_args)
+        if join_when:
+            join_when = os.path.join(self.dir, f"{join_when}.join")
+            cmd += ["--join-when", join_when]
         self.procs[worker] = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
             start_new_session=True)
         log.close()
+        return join_when
+
+    @staticmethod
+    def join(handle: str, delay_s: float = 0.0) -> None:
+        """Lets the workers spawned with this join_when handle join, at
+        now + delay_s (plus each one's --join-offset-ms)."""
+        tmp = f"{handle}.tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{time.time() + delay_s:.6f}")
+        os.replace(tmp, handle)
 
     def log(self, worker: str) -> str:
         with open(os.path.join(self.dir, f"{worker}.log")) as f:

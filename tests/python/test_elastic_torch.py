@@ -69,19 +69,21 @@ class ElasticTorch(unittest.TestCase):
         # Slower steps: two new processes (python, import torch) must join,
         # one after the other, before the run ends.
         job = self.start(step_delay_ms=150)
+        w4 = job.spawn("w4", join_when="w4")
+        w5 = job.spawn("w5", join_when="w5")
         job.wait_for(lambda p: p["position"] >= TOTAL * 2 // 10, 60,
                      "20 % of the samples")
         self.coordinator.resize("mlp", 2)  # w2, w3 leave
         job.wait_for(lambda p: p["world_size"] == 2, 30, "world size 2")
         job.expect_clean_exit("w2", 30)
         job.expect_clean_exit("w3", 30)
-        # New processes fill the grown job as they join, one at a time (two
-        # joining a few ms apart may cost a failure re-formation, see
-        # docs/PYTORCH.md, limits).
+        # New processes fill the grown job as they join, one at a time
+        # (started at once, so that python's start is not what is waited
+        # for; each waits to join until told).
         self.coordinator.resize("mlp", 4)
-        job.spawn("w4")
+        job.join(w4)
         job.wait_for(lambda p: p["world_size"] == 3, 40, "world size 3")
-        job.spawn("w5")
+        job.join(w5)
         p = job.wait_for(lambda p: p["world_size"] == 4, 40, "world size 4")
         self.assertLess(p["position"], TOTAL, "grew only after the end")
         for w in ("w0", "w1", "w4", "w5"):
@@ -90,6 +92,31 @@ class ElasticTorch(unittest.TestCase):
         self.assertEqual(self.reasons(r), [
             ("initial", False), ("planned_shrink", False), ("grow", False),
             ("grow", False)])
+
+    def test_grow_by_two_newcomers_a_few_ms_apart(self):
+        # 4 -> 2, then two new processes join 5 ms apart (started early,
+        # each waits for its moment): one grow generation, no rollback.
+        job = self.start(step_delay_ms=100)
+        both = job.spawn("w4", join_when="both")
+        job.spawn("w5", ["--join-offset-ms", "5"], join_when="both")
+        job.wait_for(lambda p: p["position"] >= TOTAL * 2 // 10, 60,
+                     "20 % of the samples")
+        self.coordinator.resize("mlp", 2)
+        job.wait_for(lambda p: p["world_size"] == 2, 30, "world size 2")
+        self.coordinator.resize("mlp", 4)
+        job.join(both)  # w4 now, w5 5 ms later
+        p = job.wait_for(lambda p: p["world_size"] == 4, 40, "world size 4")
+        self.assertLess(p["position"], TOTAL, "grew only after the end")
+        for w in ("w0", "w1", "w4", "w5"):
+            job.expect_clean_exit(w)
+        for w in ("w2", "w3"):
+            job.expect_clean_exit(w, 5)
+        r = self.check_result(4)
+        self.assertEqual(self.reasons(r), [
+            ("initial", False), ("planned_shrink", False), ("grow", False)])
+        # One generation for both newcomers (not one each, the first then
+        # skipped by the members): initial 1, shrink 2, grow 3.
+        self.assertEqual(r["final_generation"], 3, r["generations"])
 
     def test_kill_nine_in_the_middle_of_an_all_reduce(self):
         job = self.start()

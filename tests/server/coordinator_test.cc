@@ -108,6 +108,65 @@ TEST_F(CoordinatorTest, ResizeShrinksKeepingRankOrderThenGrowsFromStandby) {
   EXPECT_FALSE(u->members(2).has_state());  // newcomer gets state by sync
 }
 
+TEST_F(CoordinatorTest, NewcomersAFewMsApartEnterOneGrowGeneration) {
+  auto a = Join("a", 2);
+  auto b = Join("b");
+  ASSERT_EQ(Next(a)->generation(), 1);
+  api::ResizeRequest r;
+  r.set_job("j");
+  r.set_workers(4);
+  ASSERT_EQ(*coord_.Resize(r), 1);  // nobody to grow with yet
+  // c leaves a free slot: it waits out the settle window...
+  auto c = Join("c");
+  EXPECT_EQ(coord_.GetJob("j")->generation(), 1);
+  now_ += absl::Milliseconds(5);
+  coord_.Tick();
+  EXPECT_FALSE(Next(a).has_value());
+  Next(c);  // generation 1, as a standby
+  // ...and d, 5 ms later, fills the last one: both enter at once, in one
+  // generation (not one each, which made the members skip c's).
+  auto d = Join("d");
+  auto u = Next(c);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->generation(), 2);
+  EXPECT_EQ(u->reason(), api::REASON_GROW);
+  EXPECT_EQ(Members(*u), (std::vector<std::string>{"a", "b", "c", "d"}));
+  now_ += absl::Seconds(1);
+  coord_.Tick();
+  EXPECT_EQ(coord_.GetJob("j")->generation(), 2);
+}
+
+TEST_F(CoordinatorTest, LoneNewcomerEntersAfterTheSettleWindow) {
+  auto a = Join("a", 2);
+  Join("b");
+  ASSERT_EQ(Next(a)->generation(), 1);
+  api::ResizeRequest r;
+  r.set_job("j");
+  r.set_workers(4);
+  ASSERT_TRUE(coord_.Resize(r).ok());
+  auto c = Join("c");
+  now_ += Options().grow_settle - absl::Milliseconds(1);
+  coord_.Tick();
+  EXPECT_EQ(coord_.GetJob("j")->generation(), 1);
+  now_ += absl::Milliseconds(1);
+  coord_.Tick();
+  auto u = Next(c);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->generation(), 2);
+  EXPECT_EQ(u->reason(), api::REASON_GROW);
+  EXPECT_EQ(Members(*u), (std::vector<std::string>{"a", "b", "c"}));
+  // A failure meanwhile lets a waiting newcomer in with it, at once.
+  r.set_workers(5);
+  ASSERT_EQ(*coord_.Resize(r), 2);
+  auto d = Join("d");  // 1 of 2 free slots: waits
+  EXPECT_EQ(coord_.GetJob("j")->generation(), 2);
+  coord_.Disconnect(c);
+  u = Next(d);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->reason(), api::REASON_FAILURE);
+  EXPECT_EQ(Members(*u), (std::vector<std::string>{"a", "b", "d"}));
+}
+
 TEST_F(CoordinatorTest, RingOrderDecidesRanks) {
   Join("a", 3);
   Join("b");

@@ -23,6 +23,23 @@ class ShimTest : public ::testing::Test {
                                                 absl::Milliseconds(50));
   }
 
+  // A coordinator that publishes a generation for every newcomer at once.
+  void RestartWithoutGrowSettle() {
+    server_.reset();
+    server::CoordinatorOptions o;
+    o.heartbeat_timeout = absl::Seconds(3);
+    o.grow_settle = absl::ZeroDuration();
+    server_ = *server::CoordinatorServer::Start("127.0.0.1:0", o,
+                                                absl::Milliseconds(50));
+  }
+
+  // Two workers train (a committed state, then progress after it); the job
+  // is resized to 4 and two new workers join 5 ms apart; everyone steps
+  // until all are in a world of 4. Leaves the shims and states behind.
+  void GrowByTwoNewcomersAFewMsApart();
+  std::vector<std::unique_ptr<Shim>> grown_;
+  std::vector<double> grown_state_;
+
   std::unique_ptr<Shim> MakeShim(
       const std::string& worker, int desired,
       std::function<void(const api::MembershipUpdate&)> on_reform_start = {}) {
@@ -183,6 +200,97 @@ TEST_F(ShimTest, PlannedShrinkRendezvousRunsAheadOfTheStepBoundary) {
     });
   }
   testing::RunRanks(fns);
+}
+
+void ShimTest::GrowByTwoNewcomersAFewMsApart() {
+  constexpr int kWorkers = 4;
+  std::vector<std::unique_ptr<Shim>>& shims = grown_;
+  std::vector<double>& state = grown_state_;
+  shims.resize(kWorkers);
+  state.assign(kWorkers, 0);
+  auto make = [&](int i) {
+    shims[i] = MakeShim("w" + std::to_string(i), 2);
+    ASSERT_TRUE(
+        shims[i]->state().Register("x", &state[i], sizeof(double)).ok());
+  };
+  make(0);
+  make(1);
+  std::atomic<int> started{0};
+  // Steps until every worker is in a world of 4, then one all-reduce.
+  auto train = [&](int i) {
+    Shim& s = *shims[i];
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (s.world_size() < kWorkers) {
+      ASSERT_LT(absl::Now(), give_up) << "w" << i << " never saw 4 workers";
+      double v = 1;
+      absl::Status st = s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
+      absl::StatusOr<Shim::Boundary> b =
+          st.ok() ? s.StepBoundary() : s.Recover(std::string(st.message()));
+      ASSERT_TRUE(b.ok()) << b.status();
+      ASSERT_NE(*b, Shim::Boundary::kRemoved);
+      absl::SleepFor(absl::Milliseconds(10));  // the step's compute
+    }
+    double v = 1;
+    ASSERT_TRUE(s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+    EXPECT_EQ(v, kWorkers);
+  };
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 2; ++i) {
+    fns.push_back([&, i] {
+      Shim& s = *shims[i];
+      ASSERT_TRUE(s.Start().ok());
+      ASSERT_TRUE(s.Commit(1, 1).ok());
+      state[i] = 5;  // progress after the commit: a rollback would lose it
+      ++started;
+      train(i);
+    });
+  }
+  fns.push_back([&] {
+    while (started.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_TRUE(Resize(kWorkers).ok());  // nobody to grow with yet
+    absl::SleepFor(absl::Milliseconds(100));
+    make(2);
+    absl::SleepFor(absl::Milliseconds(5));
+    make(3);
+    std::vector<std::function<void()>> newcomers;
+    for (int i = 2; i < kWorkers; ++i) {
+      newcomers.push_back([&, i] {
+        ASSERT_TRUE(shims[i]->Start().ok());
+        train(i);
+      });
+    }
+    testing::RunRanks(newcomers);
+  });
+  testing::RunRanks(fns);
+  for (int i = 0; i < kWorkers; ++i) {
+    ASSERT_NE(shims[i], nullptr);
+    SCOPED_TRACE("w" + std::to_string(i));
+    EXPECT_EQ(shims[i]->world_size(), kWorkers);
+    EXPECT_EQ(state[i], 5);  // no rollback; the newcomers got it by sync
+    for (const ReformRecord& r : shims[i]->reforms()) {
+      EXPECT_FALSE(r.rolled_back) << "generation " << r.generation;
+    }
+  }
+}
+
+// Two new workers joining a grown job a few ms apart enter one generation
+// (the coordinator's grow settle window): the members re-form once.
+TEST_F(ShimTest, TwoNewcomersAFewMsApartCostOneReformationWithoutRollback) {
+  GrowByTwoNewcomersAFewMsApart();
+  for (const auto& s : grown_) EXPECT_EQ(s->generation(), 2);
+  ASSERT_EQ(grown_[0]->reforms().size(), 2u);  // initial, then one grow
+  EXPECT_EQ(grown_[0]->reforms().back().reason, api::REASON_GROW);
+}
+
+// Published one generation per newcomer, the members hear of the second
+// while they re-form into the first (or prepare it), which the second
+// supersedes: the first newcomer, already formed into it, fails there, and
+// everyone re-forms into the second. That is a planned change, not a
+// failure: no rollback. (It used to roll every member back to its commit.)
+TEST_F(ShimTest, NewcomerGenerationSupersededByTheNextCostsNoRollback) {
+  RestartWithoutGrowSettle();
+  GrowByTwoNewcomersAFewMsApart();
+  for (const auto& s : grown_) EXPECT_EQ(s->generation(), 3);
 }
 
 TEST_F(ShimTest, PeerCrashRollsSurvivorsBackToTheirCommit) {

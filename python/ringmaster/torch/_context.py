@@ -8,7 +8,7 @@ process group is destroyed and the new generation's created, in the same
 process (``reform_process_group``).
 
 Two communicators live side by side, on purpose:
-  1. the shim's (Gloo or NCCL, built by the shim): it carries the gradient
+  1. the shim's (Gloo over TCP, host memory, built by the shim): it carries the gradient
      all-reduce (the DDP communication hook below), the step-boundary
      agreement, the state sync and ``allreduce_``. The shim revokes it as
      soon as the coordinator publishes a failure generation, so a survivor
@@ -23,6 +23,13 @@ Two communicators live side by side, on purpose:
      reports the death (usually at once) or at ``pg_timeout`` (default
      30 s, instead of torch's 30 minutes). docs/PYTORCH.md says why;
      docs/BENCHMARKS.md measures the recovery.
+
+Where CUDA exists the process group is NCCL's and the model lives on this
+worker's GPU (``Context.device``); the shim stays on Gloo (its step
+boundary and state sync are host-memory collectives), so the gradient hook
+and ``allreduce_`` stage a CUDA tensor through host memory around the
+shim's all-reduce. That path is unit-tested with CUDA mocked; it has not
+run on a GPU (docs/PYTORCH.md, limits).
 """
 
 from __future__ import annotations
@@ -54,9 +61,13 @@ class Context:
     """The process's elastic membership (one per process, see ``init``)."""
 
     def __init__(self, shim: Shim, backend: str,
-                 pg_timeout: datetime.timedelta):
+                 pg_timeout: datetime.timedelta,
+                 device: Optional[torch.device] = None):
         self.shim = shim
+        # torch.distributed's backend ("gloo" or "nccl"); the shim's is Gloo.
         self.backend = backend
+        # Where this worker's model lives: its GPU with NCCL, else the CPU.
+        self.device = device if device is not None else torch.device("cpu")
         self.pg_timeout = pg_timeout
         self.pg_generation = 0
         # Set by a shim collective that failed (the DDP hook's failure
@@ -192,20 +203,29 @@ class Context:
 
     # -- collectives through the shim ----------------------------------------
     def allreduce_(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
-        """In-place all-reduce of a contiguous CPU tensor through the shim
-        (float32, float64 or int64; op "sum" or "max"). Raises
-        CollectiveError."""
-        if not tensor.is_contiguous() or tensor.device.type != "cpu":
-            raise ValueError("allreduce_ needs a contiguous CPU tensor")
+        """In-place all-reduce of a contiguous tensor through the shim
+        (float32, float64 or int64; op "sum" or "max"). A CPU tensor is
+        reduced where it is; any other (a CUDA tensor) is copied to host
+        memory, reduced there and copied back (the shim's collectives are
+        Gloo's, over host memory). Raises CollectiveError."""
+        if not tensor.is_contiguous():
+            raise ValueError("allreduce_ needs a contiguous tensor")
         dtype = _DTYPES.get(tensor.dtype)
         if dtype is None:
             raise TypeError(f"allreduce_ does not take {tensor.dtype}")
+        if op not in ("sum", "max"):
+            raise ValueError(f"allreduce_: op must be 'sum' or 'max', not {op!r}")
+        staged = tensor.device.type != "cpu"
+        # .to("cpu") waits for the tensor's stream: the copy is complete.
+        host = tensor.detach().to("cpu") if staged else tensor
         try:
-            self.shim.allreduce(tensor.data_ptr(), tensor.numel(), dtype,
+            self.shim.allreduce(host.data_ptr(), host.numel(), dtype,
                                 ReduceOp.SUM if op == "sum" else ReduceOp.MAX)
         except ShimError as e:
             self.collective_failed = True
             raise CollectiveError(str(e)) from e
+        if staged:
+            tensor.copy_(host)
         return tensor
 
     def broadcast_bytes(self, payload: Optional[bytes], root: int) -> bytes:
@@ -258,6 +278,37 @@ class Context:
 _context: Optional[Context] = None
 
 
+def choose_backend(backend: Optional[str] = None) -> str:
+    """torch.distributed's backend: `backend` when given ("gloo" or
+    "nccl"), else NCCL where CUDA (and torch's NCCL) exists, else Gloo."""
+    if backend is None:
+        cuda = torch.cuda.is_available() and dist.is_nccl_available()
+        return "nccl" if cuda else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', not {backend!r}")
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise ValueError("backend 'nccl' needs CUDA, and torch.cuda."
+                         "is_available() is False in this process")
+    return backend
+
+
+def choose_device(backend: str) -> torch.device:
+    """This worker's device: the CPU for Gloo; for NCCL the GPU named by
+    RINGMASTER_CUDA_DEVICE, else LOCAL_RANK (torchrun's convention), else
+    the current one (CUDA_VISIBLE_DEVICES decides), made current."""
+    if backend != "nccl":
+        return torch.device("cpu")
+    name = (os.environ.get("RINGMASTER_CUDA_DEVICE") or
+            os.environ.get("LOCAL_RANK"))
+    index = int(name) if name else torch.cuda.current_device()
+    count = torch.cuda.device_count()
+    if not 0 <= index < count:
+        raise ValueError(f"CUDA device {index} does not exist ({count} "
+                         f"visible; set RINGMASTER_CUDA_DEVICE)")
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
 def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
          pg_timeout: datetime.timedelta = datetime.timedelta(seconds=30),
          coordinator: Optional[str] = None, job: Optional[str] = None,
@@ -268,22 +319,24 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
     coordinator / job / worker default to RINGMASTER_COORDINATOR /
     RINGMASTER_JOB / RINGMASTER_WORKER (what ``ringmaster shim run --mode
     inprocess`` sets), desired_workers (the gang size, used by whoever
-    creates the job) to RINGMASTER_WORKERS. backend: "gloo" (CPU) or
-    "nccl"; default NCCL where CUDA exists. A second call returns the same
+    creates the job) to RINGMASTER_WORKERS. backend: torch.distributed's, "gloo" (CPU)
+    or "nccl"; default NCCL where CUDA exists (see choose_backend and
+    choose_device; the model then belongs on ``ctx.device``). The shim's
+    own communicator is Gloo's either way. A second call returns the same
     context."""
     global _context
     if _context is not None and not _context.finished:
         return _context
     if desired_workers is None:
         desired_workers = int(os.environ.get("RINGMASTER_WORKERS", "0") or 0)
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    shim = Shim(coordinator, job, worker, desired_workers, backend)
+    backend = choose_backend(backend)
+    device = choose_device(backend)
+    shim = Shim(coordinator, job, worker, desired_workers, "gloo")
     delay = os.environ.get("RINGMASTER_REFORM_DELAY_MS")
     if delay:
         shim.set_reform_delay(int(delay))
     shim.start()
-    ctx = Context(shim, backend, pg_timeout)
+    ctx = Context(shim, backend, pg_timeout, device)
     while True:
         try:
             ctx.form_process_group()

@@ -35,6 +35,20 @@ from . import _context as _ctx
 from .sampler import ElasticSampler
 
 
+def _onto(device: torch.device):
+    """torch.load's map_location for a state blob from another rank: CUDA
+    tensors onto this worker's GPU (the sender's may be another index),
+    CPU tensors (an optimizer's step counts) left on the CPU."""
+    if device.type != "cuda":
+        return None
+
+    def place(storage, location):
+        if location.startswith("cuda"):
+            return storage.cuda(device.index)
+        return storage
+    return place
+
+
 class ElasticState:
     def __init__(self, model: Optional[torch.nn.Module] = None,
                  optimizer: Optional[torch.optim.Optimizer] = None,
@@ -107,7 +121,8 @@ class ElasticState:
             payload = buf.getvalue()
         data = ctx.broadcast_bytes(payload, root)
         if ctx.rank != root:
-            self._load(torch.load(io.BytesIO(data)))
+            self._load(torch.load(io.BytesIO(data),
+                                  map_location=_onto(ctx.device)))
         # A newcomer's rollback point is what it just received.
         if self._saved is None:
             self.save()
@@ -135,7 +150,10 @@ class ElasticState:
             self.sampler.set_world(ctx.rank, ctx.world_size)
         if self.model is not None:
             self.drop_ddp()
-            ddp = torch.nn.parallel.DistributedDataParallel(
-                self.model, **self._ddp_kwargs)
+            kwargs = dict(self._ddp_kwargs)
+            if ctx.device.type == "cuda" and "device_ids" not in kwargs:
+                kwargs["device_ids"] = [ctx.device.index]  # one GPU a worker
+            ddp = torch.nn.parallel.DistributedDataParallel(self.model,
+                                                            **kwargs)
             ddp.register_comm_hook(None, ctx.ddp_comm_hook)
             self.ddp_model = ddp

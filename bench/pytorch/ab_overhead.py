@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""Steady-state step overhead of ringmaster.torch against plain DDP, as a
+paired, interleaved A/B measurement in the same two processes.
+
+overhead.py starts a separate job per variant, so machine load that drifts
+between runs (a shared 2-core VM) swamps a 2 % difference. Here both
+variants live in the same worker processes, over the same data, and take
+turns in blocks of --block steps, in the order AB, BA, AB, ... (--pairs
+pairs), so drift hits both alike and each pair is compared on its own:
+
+  A, plain DDP: DistributedDataParallel with its own all-reduce over
+    torch.distributed's Gloo process group (the one ringmaster.torch.init
+    created; after set-up it is an ordinary ProcessGroupGloo, as under
+    torchrun), nothing else per step;
+  B, ringmaster: the same model architecture and initial weights wrapped
+    by ElasticState.on_reform (gradients through the shim as DDP's
+    communication hook), the step boundary after every step, and an
+    in-memory commit every --commit-every steps instead of the boundary
+    (--boundary-every K: the boundary every K steps instead).
+
+Each variant has its own copy of the model and optimizer (two DDP wrappers
+of one module would both all-reduce). The first step of each block is not
+timed. Per block: the median step wall time and CPU time (the process's,
+all threads: Gloo's and the shim's too) on rank 0; per pair: B / A. The
+figure is the median of the pair ratios with its distribution-free 95 %
+confidence interval (order statistics of the binomial), in %.
+
+  /usr/bin/python3 bench/pytorch/ab_overhead.py --build build/dev \\
+      --pairs 40 --block 10 --out /tmp/ab.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+
+def args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(SOURCE, "build", "dev"))
+    p.add_argument("--n", type=int, default=2, help="workers")
+    p.add_argument("--pairs", type=int, default=40)
+    p.add_argument("--block", type=int, default=10, help="steps per block")
+    p.add_argument("--warm", type=int, default=20,
+                   help="untimed steps of each variant first")
+    p.add_argument("--batch", type=int, default=512, help="global batch")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2, help="hidden layers")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                   help="DDP's bucket size, both variants")
+    p.add_argument("--commit-every", type=int, default=10)
+    p.add_argument("--boundary-every", type=int, default=1,
+                   help="B's step boundary every K steps")
+    p.add_argument("--out", default="")
+    p.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# -- the worker ------------------------------------------------------------
+
+def make_model(a, torch):
+    torch.manual_seed(1)
+    layers, width = [], a.dim
+    for _ in range(a.layers):
+        layers += [torch.nn.Linear(width, a.hidden), torch.nn.Tanh()]
+        width = a.hidden
+    layers.append(torch.nn.Linear(width, 1))
+    return torch.nn.Sequential(*layers)
+
+
+def worker(a):
+    import torch
+    import ringmaster.torch as rmt
+    torch.set_num_threads(1)
+    ctx = rmt.init()
+    rank, world = ctx.rank, ctx.world_size
+    g = torch.Generator().manual_seed(100 + rank)
+    local = a.batch // world
+    x = torch.randn(local, a.dim, generator=g)
+    y = torch.randn(local, 1, generator=g)
+
+    model_a = make_model(a, torch)
+    ddp_a = torch.nn.parallel.DistributedDataParallel(
+        model_a, bucket_cap_mb=a.bucket_cap_mb)
+    opt_a = torch.optim.SGD(model_a.parameters(), lr=1e-4, momentum=0.9)
+
+    model_b = make_model(a, torch)
+    opt_b = torch.optim.SGD(model_b.parameters(), lr=1e-4, momentum=0.9)
+    state = rmt.ElasticState(model=model_b, optimizer=opt_b, step=0,
+                             ddp_kwargs={"bucket_cap_mb": a.bucket_cap_mb})
+    state.on_reform()  # what @elastic.run does: DDP with the shim's hook
+
+    def step_a():
+        opt_a.zero_grad()
+        # DDP averages: scale to the same update as B's sum.
+        loss = ((ddp_a(x) - y) ** 2).sum() * world / a.batch
+        loss.backward()
+        opt_a.step()
+
+    def step_b():
+        opt_b.zero_grad()
+        loss = ((state.ddp_model(x) - y) ** 2).sum() / a.batch
+        loss.backward()
+        opt_b.step()
+        state.step += 1
+        if state.step % a.commit_every == 0:
+            state.commit()
+        elif state.step % a.boundary_every == 0:
+            state.check_host_updates()
+
+    steps = {"A": step_a, "B": step_b}
+    for _ in range(a.warm):
+        step_a()
+        step_b()
+    blocks = []
+    for pair in range(a.pairs):
+        for v in ("AB" if pair % 2 == 0 else "BA"):
+            wall, cpu = [], []
+            steps[v]()  # untimed: the switch from the other model
+            for _ in range(a.block):
+                t0, c0 = time.perf_counter(), time.process_time()
+                steps[v]()
+                wall.append((time.perf_counter() - t0) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+            blocks.append({"pair": pair, "variant": v, "wall_ms": wall,
+                           "cpu_ms": cpu})
+    if a.out:
+        with open(f"{a.out}.rank{rank}", "w") as f:
+            json.dump({"rank": rank, "world": world, "blocks": blocks}, f)
+    rmt.shutdown(finished=True)
+    return 0
+
+
+# -- the driver ------------------------------------------------------------
+
+def median_ci(values, level=0.95):
+    """Median and its distribution-free confidence interval: order
+    statistics k and n+1-k, k the largest with P(Bin(n, 1/2) < k) <= the
+    tail."""
+    v = sorted(values)
+    n = len(v)
+    tail = (1 - level) / 2
+    k, cum = 0, 0.0
+    while k < n:
+        p = math.comb(n, k) / 2 ** n
+        if cum + p > tail:
+            break
+        cum += p
+        k += 1
+    if k == 0:
+        return statistics.median(v), v[0], v[-1]
+    return statistics.median(v), v[k - 1], v[n - k]
+
+
+def analyse(blocks, key):
+    med = {}
+    for b in blocks:
+        med[(b["pair"], b["variant"])] = statistics.median(b[key])
+    pairs = sorted({p for p, _ in med})
+    ratios = [(med[(p, "B")] / med[(p, "A")] - 1) * 100 for p in pairs]
+    m, lo, hi = median_ci(ratios)
+    a = statistics.median([med[(p, "A")] for p in pairs])
+    b = statistics.median([med[(p, "B")] for p in pairs])
+    return {"plain_ms": a, "ringmaster_ms": b, "overhead_pct": m,
+            "ci95_pct": [lo, hi], "pair_overheads_pct": ratios}
+
+
+def main(argv=None):
+    a = args(argv)
+    if a.worker:
+        return worker(a)
+    rm = os.path.join(a.build, "cli", "ringmaster")
+    d = tempfile.mkdtemp(prefix="rm_ab_")
+    out = a.out or os.path.join(d, "ab.json")
+    env = dict(os.environ, PYTHONPATH=os.path.join(a.build, "python"),
+               OMP_NUM_THREADS="1")
+    coord = subprocess.Popen([rm, "coordinator", "--listen", "127.0.0.1:0"],
+                             stdout=subprocess.PIPE, text=True)
+    addr = coord.stdout.readline().split()[-1]
+    passthrough = ["--pairs", str(a.pairs), "--block", str(a.block),
+                   "--warm", str(a.warm), "--batch", str(a.batch),
+                   "--dim", str(a.dim), "--hidden", str(a.hidden),
+                   "--layers", str(a.layers), "--bucket-cap-mb",
+                   str(a.bucket_cap_mb), "--commit-every",
+                   str(a.commit_every), "--boundary-every",
+                   str(a.boundary_every), "--out", out, "--worker", "1"]
+    load_before = os.getloadavg()
+    t0 = time.time()
+    procs = []
+    for i in range(a.n):
+        log = open(os.path.join(d, f"w{i}.log"), "w")
+        procs.append(subprocess.Popen(
+            [rm, "shim", "run", "--mode", "inprocess", "--coordinator", addr,
+             "--job", "ab", "--worker", f"w{i}", "--workers", str(a.n), "--",
+             PY, os.path.abspath(__file__)] + passthrough,
+            stdout=log, stderr=subprocess.STDOUT, env=env))
+        log.close()
+    rc = [p.wait() for p in procs]
+    coord.terminate()
+    coord.wait()
+    if any(rc):
+        for i in range(a.n):
+            with open(os.path.join(d, f"w{i}.log")) as f:
+                sys.stderr.write(f"--- w{i}\n{f.read()[-2000:]}")
+        return 1
+    with open(f"{out}.rank0") as f:
+        r0 = json.load(f)
+    res = {"args": {k: v for k, v in vars(a).items() if k != "worker"},
+           "load_before": load_before, "load_after": os.getloadavg(),
+           "seconds": time.time() - t0,
+           "wall": analyse(r0["blocks"], "wall_ms"),
+           "cpu": analyse(r0["blocks"], "cpu_ms"), "blocks": r0["blocks"]}
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"N={a.n} pairs={a.pairs} block={a.block} model {a.dim}->"
+          f"{a.hidden}x{a.layers}->1 batch {a.batch} bucket "
+          f"{a.bucket_cap_mb} MB commit every {a.commit_every} boundary "
+          f"every {a.boundary_every}; "
+          f"load {load_before[0]:.2f} -> {res['load_after'][0]:.2f}, "
+          f"{res['seconds']:.0f} s")
+    for key in ("wall", "cpu"):
+        s = res[key]
+        print(f"  {key:4} step: plain DDP {s['plain_ms']:.2f} ms, ringmaster "
+              f"{s['ringmaster_ms']:.2f} ms; overhead (median of "
+              f"{len(s['pair_overheads_pct'])} pairs) {s['overhead_pct']:+.2f} "
+              f"%, 95 % CI [{s['ci95_pct'][0]:+.2f}, {s['ci95_pct'][1]:+.2f}] %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
