@@ -129,9 +129,6 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.extender.topology = *labels;
   o.extender.learn_nodes = !HasCluster(f.cluster);
   o.coordinator_address = f.coordinator;
-  if (o.coordinator_address.empty() && o.grpc_address.empty()) {
-    return absl::InvalidArgumentError("--grpc \"\" needs --coordinator HOST:PORT for the shims");
-  }
   if (o.coordinator_address.empty() && !f.tls.cert_file.empty() && f.local_executor) {
     return absl::InvalidArgumentError(
         "--local-executor with --tls-cert: give --coordinator HOST:PORT (the shims speak plaintext gRPC)");
@@ -177,8 +174,10 @@ int Run(const ServeFlags& f) {
               {{"http", absl::StrCat(http_host, ":", d.http_port())}, {"grpc_port", d.grpc_port()},
                {"period_ms", f.period_ms}, {"policy", f.policy}});
   if (d.grpc_port() > 0) std::cout << "admin API listening on " << d.grpc_host() << ":" << d.grpc_port() << std::endl;
-  std::cout << "coordinator listening on " << d.coordinator_address()
-            << (f.local_executor ? " (local executor on)" : "") << std::endl;
+  if (!d.coordinator_address().empty()) {
+    std::cout << "coordinator listening on " << d.coordinator_address()
+              << (f.local_executor ? " (local executor on)" : "") << std::endl;
+  }
   d.Run(signals);
   absl::Status flushed = d.Shutdown();
   std::cout << d.Summary() << std::endl;

@@ -79,7 +79,7 @@ struct DaemonOptions {
   ExtenderOptions extender;
   std::unique_ptr<Binder> binder;  // null: bindings only recorded
   // The coordinator: HOST:PORT of its own plaintext gRPC server; empty: on
-  // the admin API's port (grpc_address must then be set).
+  // the admin API's port (none when grpc_address is empty too).
   std::string coordinator_address;
   CoordinatorOptions coordinator;
   // Run jobs that have a command as local processes.
@@ -99,7 +99,7 @@ class Daemon {
 
   uint16_t http_port() const;
   int grpc_port() const { return grpc_port_; }
-  // "HOST:PORT" the shims join.
+  // "HOST:PORT" the shims join; empty when the coordinator is not served.
   const std::string& coordinator_address() const { return coordinator_address_; }
   Coordinator& coordinator() { return *coordinator_; }
   std::string grpc_host() const { return grpc_host_; }
