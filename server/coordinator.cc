@@ -406,7 +406,8 @@ void Coordinator::Tick() {
       WakeAll();
       continue;
     }
-    if (job.pending_failure_generation == job.generation &&
+    if (job.pending_failure_generation > 0 &&
+        job.pending_failure_generation == job.generation &&
         now - job.pending_failure_since >= options_.failure_report_grace) {
       // Reported, but nobody was found dead: everybody re-forms.
       job.pending_failure_generation = 0;
@@ -521,6 +522,7 @@ void Coordinator::ReconcileManaged(Job& job, api::Reason reason,
     if (!Contains(members, m)) member_lost = true;
   }
   const bool complete = members.size() == job.ring_order.size();
+  if (!complete && job.generation == 0) return;  // the first gang is whole or nothing
   if (!complete && !member_lost && !force) return;  // newcomers still to join
   if (members.empty()) {
     job.members.clear();

@@ -229,9 +229,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
 }
 
 void Daemon::OnCycle(const scheduler::Decisions& dec) {
+  // The coordinator learns the target membership before any process of it
+  // exists: a worker's Join never finds the job unknown (which would create
+  // it unmanaged, sized by the Join's desired_workers).
+  (void)bridge_->OnCycle(dec);
   if (executor_) executor_->OnCycle(dec);
   admin_->OnCycle(dec);
-  (void)bridge_->OnCycle(dec);
   for (const scheduler::Eviction& e : dec.evictions) {
     if (e.kind == scheduler::Eviction::Kind::kCancel) bridge_->JobEnded(engine_->state().job(e.job).name());
   }

@@ -68,6 +68,27 @@ TEST_F(ManagedTest, StartWaitsForEveryListedWorkerAndRanksFollowTheList) {
   EXPECT_EQ(Next(b)->rank(), 0);
 }
 
+TEST_F(ManagedTest, TicksNeverPublishAnIncompleteFirstGang) {
+  // A job at generation 0 has no pending failure report: Tick must not take
+  // "0 == 0" for one and force a generation of whoever joined first.
+  ASSERT_TRUE(coord_.SetMembers("j", {"a", "b"}, api::REASON_INITIAL).ok());
+  auto a = Join("a");
+  for (int i = 0; i < 3; ++i) {
+    now_ += absl::Seconds(1);
+    (void)coord_.Heartbeat([] {
+      api::HeartbeatRequest h;
+      h.set_job("j");
+      h.set_worker_id("a");
+      return h;
+    }());
+    coord_.Tick();
+  }
+  EXPECT_EQ(Generation(), 0);
+  EXPECT_FALSE(Next(a).has_value());
+  Join("b");
+  EXPECT_EQ(Generation(), 1);
+}
+
 TEST_F(ManagedTest, UnlistedWorkersStayStandby) {
   ASSERT_TRUE(coord_.SetMembers("j", {"a", "b"}, api::REASON_INITIAL).ok());
   Join("x", 1);
