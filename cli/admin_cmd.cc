@@ -203,6 +203,7 @@ struct SubmitFlags {
   int min_member = 0;
   std::string elastic;
   double walltime_s = 0;
+  std::vector<std::string> command;
 };
 
 // The job the flags describe (no --file).
@@ -233,6 +234,7 @@ absl::StatusOr<scheduler::JobSpec> FlagJob(const SubmitFlags& f) {
     }
   }
   s.walltime_ms = static_cast<int64_t>(f.walltime_s * 1000);
+  s.command = f.command;
   if (auto v = s.Validate(); !v.ok()) return v;
   return s;
 }
@@ -435,6 +437,8 @@ void RegisterAdminCommands(CLI::App& app) {
   submit->add_option("--min-member", sf->min_member, "gang minimum (default: every task)")->check(CLI::Range(0, 100000));
   submit->add_option("--elastic", sf->elastic, "elastic range MIN:MAX");
   submit->add_option("--walltime", sf->walltime_s, "expected run time, seconds")->check(CLI::Range(0.0, 1e9));
+  submit->add_option("command", sf->command,
+                     "one job: what each task runs, after -- (serve --local-executor starts it under the shim)");
   AddClientFlags(*submit, sf->client);
   submit->callback([sf] { ExitCode() = Submit(*sf); });
 

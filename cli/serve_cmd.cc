@@ -6,7 +6,9 @@
 // come from the CLUSTER options, or, without them, from the Node objects
 // kube-scheduler sends (nodeCacheCapable false). Bindings go to the API
 // server (--api-server) or are only recorded (--no-bind). This file only
-// turns flags into DaemonOptions.
+// turns flags into DaemonOptions. The membership coordinator the shims join
+// runs in the same process, on the --grpc port or on --coordinator; with
+// --local-executor the jobs that have a command run as local processes.
 #include <signal.h>
 
 #include <chrono>
@@ -46,6 +48,10 @@ struct ServeFlags {
   int max_body_mib = 64;
   server::TlsFiles tls;
   std::string log_level;
+  std::string coordinator;
+  bool local_executor = false;
+  std::string executor_logs;
+  int shutdown_grace_ms = 5000;
 };
 
 bool HasCluster(const ClusterFlags& f) { return !f.cluster_file.empty() || !f.nodes.empty(); }
@@ -122,6 +128,14 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.extender.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
   o.extender.topology = *labels;
   o.extender.learn_nodes = !HasCluster(f.cluster);
+  o.coordinator_address = f.coordinator;
+  if (o.coordinator_address.empty() && !f.tls.cert_file.empty() && f.local_executor) {
+    return absl::InvalidArgumentError(
+        "--local-executor with --tls-cert: give --coordinator HOST:PORT (the shims speak plaintext gRPC)");
+  }
+  o.local_executor = f.local_executor;
+  o.executor.log_dir = f.executor_logs;
+  o.shutdown_grace_ms = f.shutdown_grace_ms;
   return o;
 }
 
@@ -160,6 +174,10 @@ int Run(const ServeFlags& f) {
               {{"http", absl::StrCat(http_host, ":", d.http_port())}, {"grpc_port", d.grpc_port()},
                {"period_ms", f.period_ms}, {"policy", f.policy}});
   if (d.grpc_port() > 0) std::cout << "admin API listening on " << d.grpc_host() << ":" << d.grpc_port() << std::endl;
+  if (!d.coordinator_address().empty()) {
+    std::cout << "coordinator listening on " << d.coordinator_address()
+              << (f.local_executor ? " (local executor on)" : "") << std::endl;
+  }
   d.Run(signals);
   absl::Status flushed = d.Shutdown();
   std::cout << d.Summary() << std::endl;
@@ -210,6 +228,16 @@ void RegisterServeCommand(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--threads", f->threads, "HTTP threads (2)")->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mib", f->max_body_mib, "largest request body, MiB (64)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--coordinator", f->coordinator,
+                  "the membership coordinator's own plaintext address HOST:PORT (default: on the --grpc port)");
+  cmd->add_flag("--local-executor", f->local_executor,
+                "run each bound task of a job with a command as a local process under `ringmaster shim run`");
+  cmd->add_option("--executor-logs", f->executor_logs,
+                  "--local-executor: one log file per process in this directory (default: serve's own output)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--shutdown-grace-ms", f->shutdown_grace_ms,
+                  "on SIGTERM, the executor's processes get this long after SIGTERM before SIGKILL (5000)")
+      ->check(CLI::Range(0, 600'000));
   AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f] { ExitCode() = Run(*f); });
 }

@@ -432,6 +432,11 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
     if (state_->job(jid).nominated()) Unhold(state_->job(jid));
   }
   state_->DisableNode(n);
+  AfterTasksLost(std::move(hit), absl::StrCat(std::string(why), " ", std::string(name)));
+  return absl::OkStatus();
+}
+
+void Engine::AfterTasksLost(std::vector<JobId> hit, const std::string& what) {
   std::sort(hit.begin(), hit.end());
   hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
   for (JobId jid : hit) {
@@ -441,8 +446,7 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
       if (job.phase() == JobPhase::kRunning) {
         job.set_generation(job.generation() + 1);
         job.set_last_resize(clock_.Now());
-        carry_.membership.push_back(Membership(job, MembershipChange::Kind::kFailure,
-                                               absl::StrCat(std::string(why), " ", std::string(name))));
+        carry_.membership.push_back(Membership(job, MembershipChange::Kind::kFailure, what));
       }
       continue;
     }
@@ -450,13 +454,28 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
     // waits whole again.
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {
       if (HoldsNode(job.task(i).state)) {
-        RecordEvictionOf(job, i, absl::StrCat("gang below its minimum after ", std::string(why), " ", std::string(name)));
+        RecordEvictionOf(job, i, absl::StrCat("gang below its minimum after ", what));
         state_->Release(job, i, TaskState::kPending);
       }
     }
     job.set_phase(JobPhase::kInqueue);
-    job.set_pending_reason(absl::StrCat("restarting: ", std::string(why), " ", std::string(name), " took the gang below its minimum"));
+    job.set_pending_reason(absl::StrCat("restarting: ", what, " took the gang below its minimum"));
   }
+}
+
+absl::Status Engine::TaskFailed(JobId id, uint32_t task, std::string_view why) {
+  auto found = ActiveJob(id);
+  if (!found.ok()) return found.status();
+  Job& job = **found;
+  if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
+  const TaskState s = job.task(task).state;
+  if (s != TaskState::kBound && s != TaskState::kRunning) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", job.task(task).name, " is ",
+                                                      std::string(TaskStateName(s)), ", not Bound or Running"));
+  }
+  const std::string what = absl::StrCat("task ", job.task(task).name, " ", std::string(why));
+  state_->Release(job, task, TaskState::kPending);  // its work is lost; it waits again
+  AfterTasksLost({id}, what);
   return absl::OkStatus();
 }
 

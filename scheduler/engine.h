@@ -65,6 +65,11 @@ class Engine {
   // evicted gang restarts whole). Tasks still Releasing at their deadline
   // are released by the next cycle without this call.
   absl::Status TaskReleased(JobId id, uint32_t task);
+  // A Bound or Running task's process failed (a local executor saw it exit
+  // non-zero): the task waits again; a gang still at its minimum runs on
+  // smaller (a kFailure membership change with the next cycle), one below
+  // it is released whole and waits again (restart), as for a lost node.
+  absl::Status TaskFailed(JobId id, uint32_t task, std::string_view why);
   // The earliest release deadline still pending (a virtual-clock driver runs
   // a cycle then); -1 when none.
   Timestamp NextDeadline() const;
@@ -147,6 +152,9 @@ class Engine {
   static absl::StatusOr<Configured> Configure(const Policy& policy, const PluginRegistry& registry);
   absl::StatusOr<JobId> Admit(JobSpec spec, Timestamp created);
   absl::Status LoseNode(std::string_view name, std::string_view why);
+  // The jobs in `hit` lost tasks (`what`: "node failed n3"): each runs on
+  // smaller or is released whole.
+  void AfterTasksLost(std::vector<JobId> hit, const std::string& what);
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);

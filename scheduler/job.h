@@ -110,6 +110,9 @@ struct JobSpec {
   // How often the job checkpoints (0: unknown). Preemption prefers victims
   // that lose the least work since their last checkpoint.
   int64_t checkpoint_interval_ms = 0;
+  // The program each task runs (argv; `serve --local-executor` starts it
+  // under `ringmaster shim run`). The engine never reads it. Empty: none.
+  std::vector<std::string> command;
 
   // Checks the spec on its own (counts, ranges, GPU shapes). The message names
   // the job and the field.

@@ -98,7 +98,7 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
   if (!n.IsMap()) return c.Err(n, field, "a job is a map");
   if (auto s = CheckKeys(c, n, field, {"name", "queue", "priority", "min_member", "elastic", "topology",
                                        "gpu_model", "walltime", "checkpoint_interval", "submit", "duration",
-                                       "node_selector", "tolerations", "roles"});
+                                       "node_selector", "tolerations", "roles", "command"});
       !s.ok()) {
     return s;
   }
@@ -155,6 +155,23 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
       std::string one;
       if (auto s = Get(c, m, field + ".gpu_model", &one, "a string or a list of strings"); !s.ok()) return s;
       j.gpu_models.push_back(std::move(one));
+    }
+  }
+  if (const YAML::Node m = n["command"]; m) {
+    // argv as a list, or one string run by /bin/sh -c.
+    if (m.IsSequence()) {
+      for (size_t k = 0; k < m.size(); ++k) {
+        std::string one;
+        if (auto s = Get(c, m[k], absl::StrCat(field, ".command[", k, "]"), &one, "a string"); !s.ok()) return s;
+        j.command.push_back(std::move(one));
+      }
+    } else {
+      std::string one;
+      if (auto s = Get(c, m, field + ".command", &one, "a string or a list of strings"); !s.ok()) return s;
+      j.command = {"/bin/sh", "-c", std::move(one)};
+    }
+    if (j.command.empty() || j.command.front().empty()) {
+      return c.Err(m, field + ".command", "an empty command");
     }
   }
   if (n["walltime"]) {

@@ -18,6 +18,8 @@
 //     - {name: worker, replicas: 8, gpus: 8, cpu: 32, memory: 256Gi}
 //     - {name: launcher, replicas: 1, cpu: 2, memory: 4Gi}
 //     # gpus: 0.5 asks for half of one GPU (a share)
+//     command: [python, train.py]  # what each task runs (serve --local-executor);
+//                                  # a single string runs through /bin/sh -c
 //
 // Errors carry file:line:column and the field.
 #ifndef RINGMASTER_SCHEDULER_JOB_FILE_H_

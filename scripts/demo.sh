@@ -32,3 +32,6 @@ echo
 echo "== act 3: ringmaster simulate: a real trace replayed through the same engine (4 nodes x 8 GPUs)"
 build/release/cli/ringmaster simulate --trace data/traces/tiresias/60_job.csv --nodes 4 --gpus-per-node 8 \
   --nodes-per-rack 2 --check --plot --out build/demo-simulate 2> >(grep -v -i "warning" >&2)
+echo
+echo "== next: the whole loop with real processes on this machine (about a minute):"
+echo "   examples/local-elastic/run.sh   (serve --local-executor; an elastic trainer shrinks for a priority job and grows back)"

@@ -59,6 +59,10 @@ absl::StatusOr<JobSpec> JobSpecFromProto(const admin::JobSpec& p) {
   }
   s.walltime_ms = p.walltime_ms();
   s.checkpoint_interval_ms = p.checkpoint_interval_ms();
+  s.command.assign(p.command().begin(), p.command().end());
+  if (!s.command.empty() && s.command.front().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", s.name, "': command[0]: an empty program name"));
+  }
   if (auto v = s.Validate(); !v.ok()) return v;
   return s;
 }
@@ -96,6 +100,7 @@ admin::JobSpec JobSpecToProto(const JobSpec& s) {
   }
   p.set_walltime_ms(s.walltime_ms);
   p.set_checkpoint_interval_ms(s.checkpoint_interval_ms);
+  for (const std::string& a : s.command) p.add_command(a);
   return p;
 }
 

@@ -96,20 +96,32 @@ void AdminService::JournalPlacement(JobId id) {
   journal_->SetPlacement(job.name(), static_cast<int>(job.phase()), job.generation(), HeldTasks(engine_, job));
 }
 
+bool AdminService::Executed(JobId id) const {
+  return options_.executed && options_.executed(engine_.state().job(id));
+}
+
+void AdminService::JobChanged(JobId id, const std::string& event, const std::string& detail) {
+  if (!accepted_.count(id)) return;
+  const scheduler::Job& job = engine_.state().job(id);
+  events_.Publish(clock_.Now(), event, job.name(), detail);
+  JournalPlacement(id);
+}
+
 void AdminService::OnCycle(const scheduler::Decisions& d) {
   const scheduler::Timestamp now = clock_.Now();
   std::set<JobId> touched;
   auto ours = [&](JobId id) { return accepted_.count(id) > 0; };
   for (const scheduler::Bind& b : d.binds) {
     if (!ours(b.job)) continue;
+    touched.insert(b.job);
+    if (Executed(b.job)) continue;  // its executor binds and starts it
     // No executor: the bind is done and the task started at once.
     if (engine_.ConfirmBind(b.job, b.task, true).ok()) (void)engine_.TaskStarted(b.job, b.task);
-    touched.insert(b.job);
   }
   for (const scheduler::Eviction& e : d.evictions) {
     if (!ours(e.job)) continue;
     const scheduler::Job& job = engine_.state().job(e.job);
-    if (e.task < job.tasks().size() && job.task(e.task).state == TaskState::kReleasing) {
+    if (!Executed(e.job) && e.task < job.tasks().size() && job.task(e.task).state == TaskState::kReleasing) {
       (void)engine_.TaskReleased(e.job, e.task);
     }
     touched.insert(e.job);

@@ -8,14 +8,17 @@
 // write is waited for only after the lock is released, so a submission's
 // fsync never stalls a cycle.
 //
-// Jobs submitted here have no executor yet (the local executor is future
-// work): a Bind the engine decides for one is taken as done at once (bound
-// and started), and an evicted task as gone at once, as the simulator does.
+// Jobs submitted here that no executor runs (AdminOptions::executed; see
+// server/local_executor.h): a Bind the engine decides for one is taken as
+// done at once (bound and started), and an evicted task as gone at once, as
+// the simulator does. Executed jobs are bound, started and released by
+// their executor, which reports through JobChanged.
 #ifndef RINGMASTER_SERVER_ADMIN_SERVICE_H_
 #define RINGMASTER_SERVER_ADMIN_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -31,6 +34,8 @@ namespace ringmaster::server {
 struct AdminOptions {
   // Mutations need `authorization: Bearer <token>` when set.
   std::string token;
+  // Jobs whose tasks an executor runs (serve --local-executor); empty: none.
+  std::function<bool(const scheduler::Job&)> executed;
 };
 
 class AdminService final : public admin::Admin::Service {
@@ -53,6 +58,11 @@ class AdminService final : public admin::Admin::Service {
   absl::Status ApplyPolicy(const std::string& yaml, const std::string& file, std::vector<std::string>* errors)
       ABSL_LOCKS_EXCLUDED(engine_mu_);
   size_t jobs_accepted() const;
+  // An executor changed the job through the engine (a task released or
+  // failed, the job finished): journals its placement (and its phase, durably
+  // when it ended) and publishes `event` with `detail`.
+  void JobChanged(scheduler::JobId id, const std::string& event, const std::string& detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
 
   // --- gRPC -------------------------------------------------------------------
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const admin::SubmitJobRequest* req,
@@ -74,6 +84,7 @@ class AdminService final : public admin::Admin::Service {
  private:
   grpc::Status Authorize(const grpc::ServerContext& ctx) const;
   void JournalPlacement(scheduler::JobId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  bool Executed(scheduler::JobId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
 
   scheduler::Engine& engine_;
   absl::Mutex& engine_mu_;

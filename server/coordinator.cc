@@ -381,6 +381,10 @@ absl::StatusOr<int64_t> Coordinator::Resize(const api::ResizeRequest& request) {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job.name, "' has finished"));
   }
+  if (job.managed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", job.name, "' is managed by the scheduler: resize it there"));
+  }
   const bool shrink = request.workers() < static_cast<int>(job.members.size());
   job.target = request.workers();
   job.ring_order = std::move(order);
@@ -427,7 +431,8 @@ void Coordinator::Tick() {
       WakeAll();
       continue;
     }
-    if (job.pending_failure_generation == job.generation &&
+    if (job.pending_failure_generation > 0 &&
+        job.pending_failure_generation == job.generation &&
         now - job.pending_failure_since >= options_.failure_report_grace) {
       // Reported, but nobody was found dead: everybody re-forms.
       job.pending_failure_generation = 0;
@@ -487,6 +492,10 @@ void Coordinator::Reconcile(Job& job, api::Reason reason,
     Publish(job, std::move(members), api::REASON_RECOVERY);
     return;
   }
+  if (job.managed) {
+    ReconcileManaged(job, reason, dropped, force);
+    return;
+  }
   if (job.generation == 0 && static_cast<int>(job.workers.size()) < job.target) {
     return;  // The initial gang is not complete yet.
   }
@@ -533,6 +542,83 @@ void Coordinator::Reconcile(Job& job, api::Reason reason,
   Publish(job, std::move(members), reason);
 }
 
+void Coordinator::ReconcileManaged(Job& job, api::Reason reason,
+                                   const std::vector<std::string>& dropped,
+                                   bool force) {
+  std::vector<std::string> members;
+  for (const auto& w : job.ring_order) {
+    if (job.workers.contains(w) && !Contains(dropped, w)) members.push_back(w);
+  }
+  bool member_lost = false;  // shrunk away, left or failed
+  for (const auto& m : job.members) {
+    if (!Contains(members, m)) member_lost = true;
+  }
+  const bool complete = members.size() == job.ring_order.size();
+  if (!complete && job.generation == 0) return;  // the first gang is whole or nothing
+  if (!complete && !member_lost && !force) return;  // newcomers still to join
+  if (members.empty()) {
+    job.members.clear();
+    job.members_have_state.clear();
+    return;
+  }
+  if (members == job.members && !force) return;
+  if (member_lost &&
+      (reason == api::REASON_GROW || reason == api::REASON_INITIAL)) {
+    reason = api::REASON_PLANNED_SHRINK;  // someone was told to leave
+  }
+  Publish(job, std::move(members), reason);
+}
+
+absl::StatusOr<int64_t> Coordinator::SetMembers(const std::string& name,
+                                                std::vector<std::string> workers,
+                                                api::Reason reason,
+                                                absl::Time deadline) {
+  if (name.empty() || name.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError("SetMembers needs a job name of 1..256 bytes");
+  }
+  if (workers.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetMembers of job '", name, "' names no worker"));
+  }
+  {
+    std::vector<std::string> sorted = workers;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.front().empty()) {
+      return absl::InvalidArgumentError("SetMembers: an empty worker id");
+    }
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SetMembers of job '", name, "' names a worker twice"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::UnavailableError("coordinator shutting down");
+  auto [it, created] = jobs_.try_emplace(name);
+  Job& job = it->second;
+  if (created) job.name = name;
+  if (job.finished) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", job.name, "' has finished"));
+  }
+  job.managed = true;
+  job.adopting = false;
+  job.target = static_cast<int32_t>(workers.size());
+  job.ring_order = std::move(workers);
+  job.next_deadline = deadline;
+  common::Log(common::LogLevel::info, "membership target",
+              {{"job", job.name}, {"reason", api::Reason_Name(reason)},
+               {"workers", absl::StrJoin(job.ring_order, ",")}});
+  Reconcile(job, job.generation == 0 ? api::REASON_INITIAL : reason, {},
+            /*force=*/false);
+  WakeAll();
+  return job.generation;
+}
+
+void Coordinator::DropJob(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (jobs_.erase(name) > 0) WakeAll();
+}
+
 void Coordinator::Publish(Job& job, std::vector<std::string> members,
                           api::Reason reason) {
   const bool initial = job.generation == 0;
@@ -560,6 +646,8 @@ void Coordinator::Publish(Job& job, std::vector<std::string> members,
   job.kv.clear();
   job.published_at = Now();
   job.grow_pending = false;  // whoever was waiting is in (or still standby)
+  job.deadline = job.next_deadline;
+  job.next_deadline = absl::InfiniteFuture();
   common::Log(common::LogLevel::info, "membership published",
               {{"job", job.name}, {"generation", job.generation}, {"reason", api::Reason_Name(job.reason)},
                {"members", absl::StrJoin(job.members, ",")}});
@@ -584,8 +672,10 @@ api::MembershipUpdate Coordinator::UpdateFor(const Job& job,
   }
   u.set_world_size(static_cast<int32_t>(job.members.size()));
   u.set_reason(job.reason);
-  u.set_deadline_unix_ms(
-      absl::ToUnixMillis(job.published_at + options_.reform_deadline));
+  u.set_deadline_unix_ms(absl::ToUnixMillis(
+      job.deadline != absl::InfiniteFuture()
+          ? job.deadline
+          : job.published_at + options_.reform_deadline));
   u.set_committed_step(job.committed_step);
   u.set_committed_position(job.committed_position);
   u.set_last_failure_generation(job.last_failure_generation);

@@ -128,6 +128,30 @@ class Coordinator {
   // current generation after the change.
   absl::StatusOr<int64_t> Resize(const api::ResizeRequest& request);
 
+  // Engine-managed membership (`ringmaster serve`, server/membership_bridge.h):
+  // the job's members are exactly `workers`, ranks in this order (the
+  // engine's ring order). Creates the job when it is new; the job then
+  // ignores Join's desired_workers and Resize. A generation with exactly
+  // the listed workers that are connected is published
+  //   - at once when a current member is not listed (a planned shrink: the
+  //     leavers get the generation with rank -1 and leave at their step
+  //     boundary) or is gone (a failure);
+  //   - otherwise once every listed worker has joined (a start or a grow:
+  //     newcomers are waited for, so that one grow is one re-formation).
+  // Workers not listed stay standby. `deadline` (the engine's: a shrink's
+  // leavers must be gone by then) is the published update's deadline; an
+  // infinite one means published time + reform_deadline. Returns the
+  // current generation. INVALID_ARGUMENT for an empty list, an empty or
+  // repeated worker id; FAILED_PRECONDITION when the job has finished.
+  absl::StatusOr<int64_t> SetMembers(const std::string& job,
+                                     std::vector<std::string> workers,
+                                     api::Reason reason,
+                                     absl::Time deadline = absl::InfiniteFuture());
+  // Forgets a job the engine no longer runs (finished, cancelled): its
+  // streams end (NextUpdate returns CANCELLED) and a later Join creates it
+  // anew. No-op for an unknown job.
+  void DropJob(const std::string& job);
+
   absl::StatusOr<api::JobStatus> GetJob(const std::string& job) const;
 
   // Declares members with late heartbeats failed and ends adoption grace
@@ -160,6 +184,11 @@ class Coordinator {
     std::vector<std::string> members;        // current generation, rank order
     std::vector<bool> members_have_state;    // parallel to members
     std::vector<std::string> ring_order;     // optional placement order
+    // SetMembers: ring_order is the exact member list, Join's
+    // desired_workers and Resize do not apply.
+    bool managed = false;
+    absl::Time next_deadline = absl::InfiniteFuture();  // for the next Publish
+    absl::Time deadline = absl::InfiniteFuture();       // of the current generation
     std::map<std::string, Worker> workers;   // connected workers
     int64_t committed_step = 0;
     int64_t committed_position = 0;
@@ -185,6 +214,10 @@ class Coordinator {
   // (or when `force`). `dropped` are members to remove.
   void Reconcile(Job& job, api::Reason reason,
                  const std::vector<std::string>& dropped, bool force)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reconcile of a SetMembers job (see SetMembers).
+  void ReconcileManaged(Job& job, api::Reason reason,
+                        const std::vector<std::string>& dropped, bool force)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(Job& job, std::vector<std::string> members, api::Reason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -14,7 +14,9 @@
 #include "server/admin_service.h"
 #include "server/event_log.h"
 #include "server/extender_http.h"
+#include "server/coordinator_service.h"
 #include "server/journal.h"
+#include "server/membership_bridge.h"
 
 namespace ringmaster::server {
 
@@ -65,6 +67,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(c
   return grpc::SslServerCredentials(so);
 }
 
+// Where a local process reaches a server listening on `host` (a wildcard
+// address is reached on loopback).
+std::string DialHost(const std::string& host) {
+  if (host == "0.0.0.0" || host.empty()) return "127.0.0.1";
+  if (host == "[::]") return "[::1]";
+  return host;
+}
+
 // The extender's gangs and learned nodes, kept in the journal.
 class JournalExtenderStore : public ExtenderStore {
  public:
@@ -105,10 +115,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   if (!engine.ok()) return engine.status();
   d->engine_ = *std::move(engine);
   d->events_ = std::make_unique<EventLog>();
+  AdminOptions admin_options{o.admin_token, {}};
+  if (o.local_executor) {
+    admin_options.executed = [](const scheduler::Job& job) { return !job.spec().command.empty(); };
+  }
   d->admin_ = std::make_unique<AdminService>(*d->engine_, d->engine_mu_, d->clock_, registry, d->journal_.get(),
-                                             *d->events_, AdminOptions{o.admin_token});
+                                             *d->events_, std::move(admin_options));
+  d->coordinator_ = std::make_unique<Coordinator>(o.coordinator);
+  d->bridge_ = std::make_unique<MembershipBridge>(*d->coordinator_);
   Daemon* self = d.get();
-  o.extender.on_cycle = [self](const scheduler::Decisions& dec) { self->admin_->OnCycle(dec); };
+  o.extender.on_cycle = [self](const scheduler::Decisions& dec) {
+    self->engine_mu_.AssertHeld();
+    self->OnCycle(dec);
+  };
   if (d->journal_) {
     d->extender_store_ = std::make_unique<JournalExtenderStore>(*d->journal_);
     o.extender.store = d->extender_store_.get();
@@ -145,13 +164,88 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
     grpc::ServerBuilder b;
     b.AddListeningPort(absl::StrCat(host, ":", addr->second), *creds, &d->grpc_port_);
     b.RegisterService(d->admin_.get());
+    if (o.coordinator_address.empty()) {
+      d->coordinator_service_ = std::make_unique<CoordinatorService>(*d->coordinator_);
+      b.RegisterService(d->coordinator_service_.get());
+    }
     b.SetMaxReceiveMessageSize(4 << 20);
     d->grpc_ = b.BuildAndStart();
     if (!d->grpc_ || d->grpc_port_ == 0) {
       return absl::UnavailableError(absl::StrCat("--grpc: cannot listen on ", o.grpc_address));
     }
+    if (o.coordinator_address.empty()) d->coordinator_address_ = absl::StrCat(DialHost(host), ":", d->grpc_port_);
   }
+  if (!o.coordinator_address.empty()) {
+    // Its own plaintext server (the shims' client speaks plaintext gRPC).
+    auto addr = ParseHostPort(o.coordinator_address);
+    if (!addr.ok()) return absl::InvalidArgumentError(absl::StrCat("--coordinator: ", addr.status().message()));
+    const std::string host = addr->first.find(':') != std::string::npos ? "[" + addr->first + "]" : addr->first;
+    d->coordinator_service_ = std::make_unique<CoordinatorService>(*d->coordinator_);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort(absl::StrCat(host, ":", addr->second), grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(d->coordinator_service_.get());
+    d->coordinator_grpc_ = b.BuildAndStart();
+    if (!d->coordinator_grpc_ || port == 0) {
+      return absl::UnavailableError(absl::StrCat("--coordinator: cannot listen on ", o.coordinator_address));
+    }
+    d->coordinator_address_ = absl::StrCat(DialHost(host), ":", port);
+  }
+  if (o.local_executor) {
+    if (d->coordinator_address_.empty()) {
+      return absl::InvalidArgumentError("--local-executor needs the coordinator: give --grpc or --coordinator");
+    }
+    d->launcher_ = MakeSystemProcessLauncher();
+    LocalExecutorOptions eo = o.executor;
+    eo.coordinator = d->coordinator_address_;
+    absl::MutexLock lock(&d->engine_mu_);
+    d->executor_ = std::make_unique<LocalExecutor>(
+        *d->engine_, d->clock_, *d->launcher_, std::move(eo),
+        [self](scheduler::JobId id, const std::string& event, const std::string& detail) {
+          self->engine_mu_.AssertHeld();
+          self->admin_->JobChanged(id, event, detail);
+          if (event == "finished" || event == "failed") self->bridge_->JobEnded(self->engine_->state().job(id).name());
+        });
+    // A restarted daemon has no processes for the jobs it re-adopted: their
+    // running tasks failed (an elastic job above its minimum runs on
+    // smaller, others restart whole).
+    std::vector<std::pair<scheduler::JobId, uint32_t>> orphans;
+    for (scheduler::JobId id : d->engine_->state().active_jobs()) {
+      const scheduler::Job& job = d->engine_->state().job(id);
+      if (!d->executor_->Executes(job)) continue;
+      for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+        const auto st = job.task(i).state;
+        if (st == scheduler::TaskState::kRunning || st == scheduler::TaskState::kBound) orphans.push_back({id, i});
+      }
+    }
+    for (const auto& [id, i] : orphans) {
+      if (d->engine_->TaskFailed(id, i, "has no process after a daemon restart").ok()) {
+        d->admin_->JobChanged(id, "task_failed", "no process after a daemon restart");
+      }
+    }
+  }
+  d->background_ = std::thread([self] { self->Background(); });
   return d;
+}
+
+void Daemon::OnCycle(const scheduler::Decisions& dec) {
+  // The coordinator learns the target membership before any process of it
+  // exists: a worker's Join never finds the job unknown (which would create
+  // it unmanaged, sized by the Join's desired_workers).
+  (void)bridge_->OnCycle(dec);
+  if (executor_) executor_->OnCycle(dec);
+  admin_->OnCycle(dec);
+  for (const scheduler::Eviction& e : dec.evictions) {
+    if (e.kind == scheduler::Eviction::Kind::kCancel) bridge_->JobEnded(engine_->state().job(e.job).name());
+  }
+}
+
+void Daemon::Background() {
+  while (!stop_background_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    coordinator_->Tick();
+    absl::MutexLock lock(&engine_mu_);
+    if (executor_) executor_->Poll();
+  }
 }
 
 Daemon::~Daemon() { (void)Shutdown(); }
@@ -190,15 +284,29 @@ void Daemon::Run(const sigset_t& signals) {
 absl::Status Daemon::Shutdown() {
   if (stopped_) return absl::OkStatus();
   stopped_ = true;
+  if (background_.joinable()) {
+    stop_background_.Notify();
+    background_.join();
+  }
+  {
+    absl::MutexLock lock(&engine_mu_);
+    if (executor_) {
+      executor_->StopAll(options_.shutdown_grace_ms);
+      started_processes_ = executor_->started();
+    }
+  }
+  if (coordinator_) coordinator_->Shutdown();  // ends the shims' streams
   if (events_) events_->Close();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (coordinator_grpc_) coordinator_grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (http_) http_->Stop();
   return journal_ ? journal_->Flush() : absl::OkStatus();
 }
 
 std::string Daemon::Summary() const {
   return absl::StrCat("serve stopped after ", engine_->cycles(), " cycles, ", extender_->bindings().size(),
-                      " bindings, ", admin_->jobs_accepted(), " jobs accepted");
+                      " bindings, ", admin_->jobs_accepted(), " jobs accepted",
+                      launcher_ ? absl::StrCat(", ", started_processes_, " processes started") : "");
 }
 
 }  // namespace ringmaster::server

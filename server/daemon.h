@@ -1,5 +1,8 @@
 // The daemon `ringmaster serve` runs: one engine on the wall clock, the
-// Kubernetes scheduler extender (HTTP), the admin API (gRPC) and the journal.
+// Kubernetes scheduler extender (HTTP), the admin API (gRPC), the journal,
+// the membership coordinator the worker shims join (fed by the engine's
+// MembershipChange decisions through server/membership_bridge.h) and,
+// with --local-executor, the processes of the jobs (server/local_executor.h).
 // cli/serve_cmd.cc only turns flags into DaemonOptions.
 //
 // Threads and the one lock: the engine is not thread-safe, so every call on
@@ -15,10 +18,17 @@
 //     UpdatePolicy (journaled), else the built-in default.
 //  3. Builds the engine, re-adopts the journal's jobs (running ones where
 //     they ran) and the extender's gangs (reservations and bound pods where
-//     they were), then starts the HTTP and gRPC servers.
+//     they were), then starts the HTTP and gRPC servers. The coordinator
+//     is served on the admin API's gRPC port, or on its own plaintext
+//     address (coordinator_address).
 // Run: a cycle every period (wall clock) until SIGTERM or SIGINT; SIGHUP
 // re-reads the --policy file (an invalid one is rejected, the old stays).
-// Shutdown: stops the servers, then flushes the journal.
+// A second thread ticks the coordinator (heartbeat timeouts) and polls the
+// local executor's processes every 100 ms.
+// Shutdown: the executor's processes get SIGTERM (SIGKILL after
+// shutdown_grace_ms), the coordinator ends every shim's membership stream
+// (UNAVAILABLE "coordinator shutting down": a shim re-joins a restarted
+// daemon), then the servers stop and the journal is flushed.
 #ifndef RINGMASTER_SERVER_DAEMON_H_
 #define RINGMASTER_SERVER_DAEMON_H_
 
@@ -26,23 +36,29 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
+#include "server/coordinator.h"
 #include "server/extender.h"
+#include "server/local_executor.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/serve_metrics.h"
 
 namespace grpc {
 class Server;
+class Service;
 }
 
 namespace ringmaster::server {
 
 class AdminService;
+class MembershipBridge;
 class EventLog;
 class Journal;
 
@@ -62,6 +78,14 @@ struct DaemonOptions {
   int period_ms = 1000;
   ExtenderOptions extender;
   std::unique_ptr<Binder> binder;  // null: bindings only recorded
+  // The coordinator: HOST:PORT of its own plaintext gRPC server; empty: on
+  // the admin API's port (none when grpc_address is empty too).
+  std::string coordinator_address;
+  CoordinatorOptions coordinator;
+  // Run jobs that have a command as local processes.
+  bool local_executor = false;
+  LocalExecutorOptions executor;  // its `coordinator` is filled in by Start
+  int64_t shutdown_grace_ms = 5000;
 };
 
 class Daemon {
@@ -75,6 +99,9 @@ class Daemon {
 
   uint16_t http_port() const;
   int grpc_port() const { return grpc_port_; }
+  // "HOST:PORT" the shims join; empty when the coordinator is not served.
+  const std::string& coordinator_address() const { return coordinator_address_; }
+  Coordinator& coordinator() { return *coordinator_; }
   std::string grpc_host() const { return grpc_host_; }
   size_t recovered_jobs() const { return recovered_; }
 
@@ -93,6 +120,8 @@ class Daemon {
 
  private:
   Daemon() = default;
+  void OnCycle(const scheduler::Decisions& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  void Background();  // the coordinator/executor thread
 
   DaemonOptions options_;
   const scheduler::PluginRegistry* registry_ = nullptr;
@@ -110,6 +139,16 @@ class Daemon {
   std::unique_ptr<ServeMetrics> metrics_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<grpc::Service> coordinator_service_;
+  std::unique_ptr<grpc::Server> coordinator_grpc_;  // with coordinator_address only
+  std::string coordinator_address_;
+  std::unique_ptr<MembershipBridge> bridge_;
+  std::unique_ptr<ProcessLauncher> launcher_;
+  std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
+  std::thread background_;
+  absl::Notification stop_background_;
+  int64_t started_processes_ = 0;  // by the executor, set at Shutdown
   int grpc_port_ = 0;
   std::string grpc_host_;
   size_t recovered_ = 0;

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -332,7 +333,8 @@ int RunElastic(const Config& c) {
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"elastic_trainer: data-parallel SGD through the ringmaster shim"};
-  app.add_option("--coordinator", c.coordinator, "coordinator address");
+  app.add_option("--coordinator", c.coordinator,
+                 "coordinator address (default: $RINGMASTER_COORDINATOR; likewise --job, --worker, --workers)");
   app.add_option("--job", c.job, "job name");
   app.add_option("--worker", c.worker, "worker id");
   app.add_option("--workers", c.desired_workers,
@@ -355,6 +357,18 @@ int main(int argc, char** argv) {
   app.add_flag("--reference", c.reference, "serial run, no shim");
   CLI11_PARSE(app, argc, argv);
   if (c.reference) return RunReference(c);
+  // Under `ringmaster shim run --mode inprocess` (serve --local-executor):
+  // what the flags leave out comes from the launcher's environment.
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (c.coordinator.empty()) c.coordinator = env("RINGMASTER_COORDINATOR");
+  if (c.worker.empty()) c.worker = env("RINGMASTER_WORKER");
+  if (app.count("--job") == 0 && !env("RINGMASTER_JOB").empty()) c.job = env("RINGMASTER_JOB");
+  if (c.desired_workers == 0 && !env("RINGMASTER_WORKERS").empty()) {
+    c.desired_workers = std::atoi(env("RINGMASTER_WORKERS").c_str());
+  }
   if (c.coordinator.empty() || c.worker.empty()) {
     std::cerr << "--coordinator and --worker are required (or --reference)\n";
     return 2;
