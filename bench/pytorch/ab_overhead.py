@@ -21,9 +21,11 @@ pairs), so drift hits both alike and each pair is compared on its own:
 Each variant has its own copy of the model and optimizer (two DDP wrappers
 of one module would both all-reduce). The first step of each block is not
 timed. Per block: the median step wall time and CPU time (the process's,
-all threads: Gloo's and the shim's too) on rank 0; per pair: B / A. The
-figure is the median of the pair ratios with its distribution-free 95 %
-confidence interval (order statistics of the binomial), in %.
+all threads: Gloo's and the shim's too) on rank 0, and their means (the
+median hides a commit that comes once a block; the mean charges it, so the
+mean is what a user pays); per pair: B / A. The figure is the median of
+the pair ratios with its distribution-free 95 % confidence interval (order
+statistics of the binomial), in %.
 
   /usr/bin/python3 bench/pytorch/ab_overhead.py --build build/dev \\
       --pairs 40 --block 10 --out /tmp/ab.json
@@ -63,6 +65,13 @@ def args(argv=None):
     p.add_argument("--commit-every", type=int, default=10)
     p.add_argument("--boundary-every", type=int, default=1,
                    help="B's step boundary every K steps")
+    p.add_argument("--force-boundary", action="store_true",
+                   help="B runs the shim's boundary collective at every "
+                   "boundary (the behaviour before the flag rode on the "
+                   "gradient all-reduce)")
+    p.add_argument("--python-path", default="",
+                   help="the ringmaster package to import (default: the "
+                   "build's staged copy, <build>/python)")
     p.add_argument("--out", default="")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -118,7 +127,10 @@ def worker(a):
         if state.step % a.commit_every == 0:
             state.commit()
         elif state.step % a.boundary_every == 0:
-            state.check_host_updates()
+            if a.force_boundary:
+                ctx.step_boundary(force=True)
+            else:
+                state.check_host_updates()
 
     steps = {"A": step_a, "B": step_b}
     for _ in range(a.warm):
@@ -138,7 +150,10 @@ def worker(a):
                            "cpu_ms": cpu})
     if a.out:
         with open(f"{a.out}.rank{rank}", "w") as f:
-            json.dump({"rank": rank, "world": world, "blocks": blocks}, f)
+            json.dump({"rank": rank, "world": world, "blocks": blocks,
+                       "boundaries": {
+                           "skipped": getattr(ctx, "boundaries_skipped", 0),
+                           "full": getattr(ctx, "boundaries_full", 0)}}, f)
     rmt.shutdown(finished=True)
     return 0
 
@@ -164,10 +179,10 @@ def median_ci(values, level=0.95):
     return statistics.median(v), v[k - 1], v[n - k]
 
 
-def analyse(blocks, key):
+def analyse(blocks, key, stat=statistics.median):
     med = {}
     for b in blocks:
-        med[(b["pair"], b["variant"])] = statistics.median(b[key])
+        med[(b["pair"], b["variant"])] = stat(b[key])
     pairs = sorted({p for p, _ in med})
     ratios = [(med[(p, "B")] / med[(p, "A")] - 1) * 100 for p in pairs]
     m, lo, hi = median_ci(ratios)
@@ -184,7 +199,8 @@ def main(argv=None):
     rm = os.path.join(a.build, "cli", "ringmaster")
     d = tempfile.mkdtemp(prefix="rm_ab_")
     out = a.out or os.path.join(d, "ab.json")
-    env = dict(os.environ, PYTHONPATH=os.path.join(a.build, "python"),
+    env = dict(os.environ,
+               PYTHONPATH=a.python_path or os.path.join(a.build, "python"),
                OMP_NUM_THREADS="1")
     coord = subprocess.Popen([rm, "coordinator", "--listen", "127.0.0.1:0"],
                              stdout=subprocess.PIPE, text=True)
@@ -196,6 +212,8 @@ def main(argv=None):
                    str(a.bucket_cap_mb), "--commit-every",
                    str(a.commit_every), "--boundary-every",
                    str(a.boundary_every), "--out", out, "--worker", "1"]
+    if a.force_boundary:
+        passthrough.append("--force-boundary")
     load_before = os.getloadavg()
     t0 = time.time()
     procs = []
@@ -221,18 +239,23 @@ def main(argv=None):
            "load_before": load_before, "load_after": os.getloadavg(),
            "seconds": time.time() - t0,
            "wall": analyse(r0["blocks"], "wall_ms"),
-           "cpu": analyse(r0["blocks"], "cpu_ms"), "blocks": r0["blocks"]}
+           "cpu": analyse(r0["blocks"], "cpu_ms"),
+           "wall_mean": analyse(r0["blocks"], "wall_ms", statistics.fmean),
+           "cpu_mean": analyse(r0["blocks"], "cpu_ms", statistics.fmean),
+           "boundaries": r0.get("boundaries", {}), "blocks": r0["blocks"]}
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     print(f"N={a.n} pairs={a.pairs} block={a.block} model {a.dim}->"
           f"{a.hidden}x{a.layers}->1 batch {a.batch} bucket "
           f"{a.bucket_cap_mb} MB commit every {a.commit_every} boundary "
-          f"every {a.boundary_every}; "
+          f"every {a.boundary_every}"
+          f"{' (forced)' if a.force_boundary else ''}; "
           f"load {load_before[0]:.2f} -> {res['load_after'][0]:.2f}, "
           f"{res['seconds']:.0f} s")
-    for key in ("wall", "cpu"):
+    print(f"  B's step boundaries: {res['boundaries']}")
+    for key in ("wall", "cpu", "wall_mean", "cpu_mean"):
         s = res[key]
-        print(f"  {key:4} step: plain DDP {s['plain_ms']:.2f} ms, ringmaster "
+        print(f"  {key:9} step: plain DDP {s['plain_ms']:.2f} ms, ringmaster "
               f"{s['ringmaster_ms']:.2f} ms; overhead (median of "
               f"{len(s['pair_overheads_pct'])} pairs) {s['overhead_pct']:+.2f} "
               f"%, 95 % CI [{s['ci95_pct'][0]:+.2f}, {s['ci95_pct'][1]:+.2f}] %")

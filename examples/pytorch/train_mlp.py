@@ -288,6 +288,10 @@ def run_elastic(a):
             "inconsistent_steps": errors["inconsistent"],
             "steps": state.step, "final_world_size": world,
             "final_generation": gen,
+            # Step boundaries decided from the flag on the gradient
+            # all-reduce (no collective) and those that ran the shim's.
+            "boundaries": {"skipped": ctx.boundaries_skipped,
+                           "full": ctx.boundaries_full},
             "generations": [{"generation": r.generation,
                              "reason": r.reason.name.lower(),
                              "world_size": r.world_size,

@@ -50,24 +50,43 @@ class FakeShim:
 
 class FakeDeviceTensor:
     """A float32 tensor "on" a CUDA device, for the staging code: its
-    values live in a CPU tensor, which the code must not touch directly."""
+    values live in a CPU tensor, which the code must not touch directly.
+    It counts its copies to host memory (``host.copy_(this)``, through
+    torch's __torch_function__ protocol, or ``.to("cpu")``) and back
+    (``this.copy_(host)``)."""
 
     def __init__(self, values, device):
         self.values = values
         self.device = device
         self.dtype = values.dtype
+        self.to_host = 0
+        self.from_host = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        import torch
+        if func is torch.Tensor.copy_ and isinstance(args[1], cls):
+            args[1].to_host += 1
+            return args[0].copy_(args[1].values)
+        raise AssertionError(f"a device tensor used on the host: {func}")
 
     def is_contiguous(self):
         return True
+
+    def numel(self):
+        return self.values.numel()
 
     def detach(self):
         return self
 
     def to(self, device):
         assert str(device) == "cpu"
+        self.to_host += 1
         return self.values.clone()
 
     def copy_(self, src):
+        assert src.device.type == "cpu"
+        self.from_host += 1
         self.values.copy_(src)
         return self
 
@@ -151,18 +170,33 @@ class CudaMocked(unittest.TestCase):
         buf = FakeDeviceTensor(grads, t.device("cuda", 1))
         bucket = mock.Mock()
         bucket.buffer.return_value = buf
+        bucket.index.return_value = 0
         fut = ctx.ddp_comm_hook(None, bucket)
         self.assertIs(fut.value(), buf)
         self.assertEqual(grads.tolist(), [2.0, 4.0, 6.0])  # summed, back
-        # Reduced once, from a host copy, not at the device tensor's address.
+        # Reduced once, from a host copy (one more element: the step
+        # boundary's flag), not at the device tensor's address; one copy
+        # each way.
         self.assertEqual(len(shim.reduced), 1)
         self.assertNotEqual(shim.reduced[0][0], grads.data_ptr())
-        self.assertEqual(shim.reduced[0][1], 3)
+        self.assertEqual(shim.reduced[0][1], 4)
+        self.assertEqual((buf.to_host, buf.from_host), (1, 1))
+        # The next step reuses the host buffer.
+        ctx.ddp_comm_hook(None, bucket)
+        self.assertEqual(shim.reduced[1][0], shim.reduced[0][0])
+        self.assertEqual(grads.tolist(), [4.0, 8.0, 12.0])
         # A CPU tensor is reduced in place.
         cpu = t.tensor([1.0])
         ctx.allreduce_(cpu)
-        self.assertEqual(shim.reduced[1][0], cpu.data_ptr())
+        self.assertEqual(shim.reduced[2][0], cpu.data_ptr())
         self.assertEqual(cpu.tolist(), [2.0])
+        # A device tensor through allreduce_: to host, reduced, back.
+        values = t.tensor([5.0, 7.0])
+        dev = FakeDeviceTensor(values, t.device("cuda", 1))
+        self.assertIs(ctx.allreduce_(dev), dev)
+        self.assertEqual(values.tolist(), [10.0, 14.0])
+        self.assertNotEqual(shim.reduced[3][0], values.data_ptr())
+        self.assertEqual((dev.to_host, dev.from_host), (1, 1))
 
     def test_ddp_gets_the_device_and_sync_maps_onto_it(self):
         t = self.torch

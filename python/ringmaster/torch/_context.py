@@ -9,8 +9,9 @@ process (``reform_process_group``).
 
 Two communicators live side by side, on purpose:
   1. the shim's (Gloo over TCP, host memory, built by the shim): it carries the gradient
-     all-reduce (the DDP communication hook below), the step-boundary
-     agreement, the state sync and ``allreduce_``. The shim revokes it as
+     all-reduce (the DDP communication hook below, which also carries the
+     step boundary's membership flag), the state sync and ``allreduce_``.
+     The shim revokes it as
      soon as the coordinator publishes a failure generation, so a survivor
      blocked on a dead peer (kill -9) fails within tens of milliseconds,
      not at a timeout;
@@ -76,6 +77,20 @@ class Context:
         self.finished = False
         # The re-formations this worker completed (ReformInfo), in order.
         self.reforms = []
+        # The step boundary's agreement, carried by the gradient all-reduce
+        # (see ddp_comm_hook and step_boundary): whether a hooked all-reduce
+        # completed since the last boundary, and whether one of them said
+        # that some member has heard of a newer generation. Identical on
+        # every member: they come from the same all-reduces' results.
+        self._hooked = False
+        self._change_flagged = False
+        # Counters (tests, benchmarks): boundaries decided from the flag
+        # without a collective, and those that ran the shim's boundary.
+        self.boundaries_skipped = 0
+        self.boundaries_full = 0
+        # Host staging buffers of the gradient hook, by bucket index: the
+        # bucket's gradients plus the flag element.
+        self._staging = {}
 
     def record_reform(self, phases=None) -> None:
         """Appends the last re-formation (ReformInfo) to ``reforms``, with
@@ -159,15 +174,36 @@ class Context:
                     f"process group of generation {self.generation}: "
                     f"{error or 'a peer failed to form it'}")
             try:
-                self.step_boundary()
+                self.step_boundary(force=True)
             except HostsUpdatedInterrupt as e:
                 rolled_back = rolled_back or e.rolled_back
 
-    def step_boundary(self) -> None:
-        """The shim's step boundary: returns when the membership is
-        unchanged; raises HostsUpdatedInterrupt after the shim re-formed
-        (the caller then re-forms the process group), WorkerRemoved, or
-        CollectiveError."""
+    def step_boundary(self, force: bool = False) -> None:
+        """The step boundary: returns when the membership is unchanged;
+        raises HostsUpdatedInterrupt after the shim re-formed (the caller
+        then re-forms the process group), WorkerRemoved, or CollectiveError.
+
+        The agreement rides on the gradient all-reduce: every hooked
+        all-reduce (ddp_comm_hook) carries one extra element, 1 on a member
+        that has heard of a newer generation than its own, and its sum is
+        the same on every member. So when a hooked all-reduce completed
+        since the last boundary and none of their sums was non-zero, no
+        member had heard of a change at that all-reduce, every member
+        knows it, and the boundary returns at once, with no collective.
+        Otherwise (a flag was set, no hooked all-reduce happened since the
+        last boundary, e.g. under DDP's no_sync, or `force`) it runs the
+        shim's own boundary: an 8-byte max all-reduce of the newest
+        generation, then the re-formation. Both conditions are the same on
+        every member (DDP runs the same all-reduces on all of them), so all
+        members take the same branch at the same step. A change heard of
+        after a step's gradient all-reduce takes effect at the next step's
+        boundary."""
+        if not force and self._hooked and not self._change_flagged:
+            self._hooked = False
+            self.boundaries_skipped += 1
+            return
+        self._reset_flag()
+        self.boundaries_full += 1
         try:
             status = self.shim.step_boundary()
         except ShimError as e:
@@ -177,10 +213,15 @@ class Context:
         if status == Status.REFORMED:
             raise HostsUpdatedInterrupt(self.shim.last_reform().rolled_back)
 
+    def _reset_flag(self) -> None:
+        self._hooked = False
+        self._change_flagged = False
+
     def recover(self) -> None:
         """After a failed collective: the next generation, rolled back.
         Raises WorkerRemoved when this worker is no longer a member."""
         self.collective_failed = False
+        self._reset_flag()
         status = self.shim.recover()
         if status == Status.REMOVED:
             raise WorkerRemoved()
@@ -247,12 +288,55 @@ class Context:
     def ddp_comm_hook(self, _state, bucket):
         """DDP communication hook: the bucket's gradients summed over the
         ranks through the shim (not averaged: see ElasticSampler on the
-        loss scale)."""
+        loss scale), with the step boundary's membership flag as one extra
+        element of the same all-reduce (see step_boundary). The bucket is
+        copied into a host buffer one element longer (for a CUDA bucket
+        that is the copy to host memory it needs anyway), all-reduced
+        there and copied back."""
         buf = bucket.buffer()
-        self.allreduce_(buf)
+        n = buf.numel()
+        dtype = _DTYPES.get(buf.dtype)
+        if dtype is None or dtype == DType.INT64:
+            raise TypeError(f"the gradient hook does not take {buf.dtype} "
+                            "gradients (float32 or float64)")
+        stage = self._stage(bucket.index(), n + 1, buf.dtype)
+        grads = stage.narrow(0, 0, n)
+        grads.copy_(buf)
+        newer = self.shim.latest_generation() > self.generation
+        stage[n] = 1.0 if newer else 0.0
+        try:
+            self.shim.allreduce(stage.data_ptr(), n + 1, dtype, ReduceOp.SUM)
+        except ShimError as e:
+            self.collective_failed = True
+            raise CollectiveError(str(e)) from e
+        self._hooked = True
+        if float(stage[n]) != 0.0:
+            self._change_flagged = True
+        buf.copy_(grads)
         fut = torch.futures.Future()
         fut.set_result(buf)
         return fut
+
+    def _stage(self, index: int, numel: int, dtype) -> torch.Tensor:
+        """The hook's host buffer for bucket `index` (reused while its size
+        and type stay; DDP rebuilds its buckets once, after the first
+        step)."""
+        stage = self._staging.get(index)
+        if stage is None or stage.numel() != numel or stage.dtype != dtype:
+            stage = None
+            if self.device.type == "cuda":
+                try:  # page-locked: faster copies to and from the GPU
+                    stage = torch.empty(numel, dtype=dtype, pin_memory=True)
+                except RuntimeError:
+                    stage = None
+            if stage is None:
+                stage = torch.empty(numel, dtype=dtype)
+            self._staging[index] = stage
+        return stage
+
+    def drop_staging(self) -> None:
+        """Frees the hook's host buffers (a new DDP wrapper, new buckets)."""
+        self._staging = {}
 
     # -- end ------------------------------------------------------------------
     def shutdown(self, finished: bool = True) -> None:

@@ -150,6 +150,7 @@ class ElasticState:
             self.sampler.set_world(ctx.rank, ctx.world_size)
         if self.model is not None:
             self.drop_ddp()
+            ctx.drop_staging()
             kwargs = dict(self._ddp_kwargs)
             if ctx.device.type == "cuda" and "device_ids" not in kwargs:
                 kwargs["device_ids"] = [ctx.device.index]  # one GPU a worker
