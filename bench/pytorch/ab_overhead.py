@@ -11,7 +11,10 @@ pairs), so drift hits both alike and each pair is compared on its own:
   A, plain DDP: DistributedDataParallel with its own all-reduce over
     torch.distributed's Gloo process group (the one ringmaster.torch.init
     created; after set-up it is an ordinary ProcessGroupGloo, as under
-    torchrun), nothing else per step;
+    torchrun), nothing else per step (--baseline forced: instead
+    ringmaster as B but with the shim's 8-byte boundary all-reduce at every
+    boundary, as before the flag rode on the gradient all-reduce; B - A is
+    then what that saves);
   B, ringmaster: the same model architecture and initial weights wrapped
     by ElasticState.on_reform (gradients through the shim as DDP's
     communication hook), the step boundary after every step, and an
@@ -69,6 +72,11 @@ def args(argv=None):
                    help="B runs the shim's boundary collective at every "
                    "boundary (the behaviour before the flag rode on the "
                    "gradient all-reduce)")
+    p.add_argument("--baseline", choices=["ddp", "forced"], default="ddp",
+                   help="A: plain DDP (default), or ringmaster with the "
+                   "shim's boundary collective at every boundary (then "
+                   "B - A is what carrying the flag on the gradient "
+                   "all-reduce saves)")
     p.add_argument("--python-path", default="",
                    help="the ringmaster package to import (default: the "
                    "build's staged copy, <build>/python)")
@@ -101,9 +109,16 @@ def worker(a):
     y = torch.randn(local, 1, generator=g)
 
     model_a = make_model(a, torch)
-    ddp_a = torch.nn.parallel.DistributedDataParallel(
-        model_a, bucket_cap_mb=a.bucket_cap_mb)
     opt_a = torch.optim.SGD(model_a.parameters(), lr=1e-4, momentum=0.9)
+    if a.baseline == "ddp":
+        ddp_a = torch.nn.parallel.DistributedDataParallel(
+            model_a, bucket_cap_mb=a.bucket_cap_mb)
+    else:  # ringmaster with the shim's boundary collective every step
+        state_a = rmt.ElasticState(
+            model=model_a, optimizer=opt_a, step=0,
+            ddp_kwargs={"bucket_cap_mb": a.bucket_cap_mb})
+        state_a.on_reform()
+        ddp_a = state_a.ddp_model
 
     model_b = make_model(a, torch)
     opt_b = torch.optim.SGD(model_b.parameters(), lr=1e-4, momentum=0.9)
@@ -111,26 +126,39 @@ def worker(a):
                              ddp_kwargs={"bucket_cap_mb": a.bucket_cap_mb})
     state.on_reform()  # what @elastic.run does: DDP with the shim's hook
 
+    def elastic_step(st, forced):
+        st.step += 1
+        if st.step % a.commit_every == 0:
+            if forced:  # commit() with the boundary's collective
+                st.save()
+                ctx.shim.commit(st.step, 0)
+                ctx.step_boundary(force=True)
+            else:
+                st.commit()
+        elif st.step % a.boundary_every == 0:
+            if forced:
+                ctx.step_boundary(force=True)
+            else:
+                st.check_host_updates()
+
     def step_a():
         opt_a.zero_grad()
-        # DDP averages: scale to the same update as B's sum.
-        loss = ((ddp_a(x) - y) ** 2).sum() * world / a.batch
+        if a.baseline == "ddp":
+            # DDP averages: scale to the same update as B's sum.
+            loss = ((ddp_a(x) - y) ** 2).sum() * world / a.batch
+        else:
+            loss = ((state_a.ddp_model(x) - y) ** 2).sum() / a.batch
         loss.backward()
         opt_a.step()
+        if a.baseline != "ddp":
+            elastic_step(state_a, forced=True)
 
     def step_b():
         opt_b.zero_grad()
         loss = ((state.ddp_model(x) - y) ** 2).sum() / a.batch
         loss.backward()
         opt_b.step()
-        state.step += 1
-        if state.step % a.commit_every == 0:
-            state.commit()
-        elif state.step % a.boundary_every == 0:
-            if a.force_boundary:
-                ctx.step_boundary(force=True)
-            else:
-                state.check_host_updates()
+        elastic_step(state, forced=a.force_boundary)
 
     steps = {"A": step_a, "B": step_b}
     for _ in range(a.warm):
@@ -214,6 +242,7 @@ def main(argv=None):
                    str(a.boundary_every), "--out", out, "--worker", "1"]
     if a.force_boundary:
         passthrough.append("--force-boundary")
+    passthrough += ["--baseline", a.baseline]
     load_before = os.getloadavg()
     t0 = time.time()
     procs = []
@@ -249,13 +278,16 @@ def main(argv=None):
           f"{a.hidden}x{a.layers}->1 batch {a.batch} bucket "
           f"{a.bucket_cap_mb} MB commit every {a.commit_every} boundary "
           f"every {a.boundary_every}"
-          f"{' (forced)' if a.force_boundary else ''}; "
+          f"{' (forced)' if a.force_boundary else ''}, baseline "
+          f"{a.baseline}; "
           f"load {load_before[0]:.2f} -> {res['load_after'][0]:.2f}, "
           f"{res['seconds']:.0f} s")
-    print(f"  B's step boundaries: {res['boundaries']}")
+    print(f"  step boundaries on rank 0 (both variants, one context): "
+          f"{res['boundaries']}")
+    label = "plain DDP" if a.baseline == "ddp" else "forced boundary"
     for key in ("wall", "cpu", "wall_mean", "cpu_mean"):
         s = res[key]
-        print(f"  {key:9} step: plain DDP {s['plain_ms']:.2f} ms, ringmaster "
+        print(f"  {key:9} step: {label} {s['plain_ms']:.2f} ms, ringmaster "
               f"{s['ringmaster_ms']:.2f} ms; overhead (median of "
               f"{len(s['pair_overheads_pct'])} pairs) {s['overhead_pct']:+.2f} "
               f"%, 95 % CI [{s['ci95_pct'][0]:+.2f}, {s['ci95_pct'][1]:+.2f}] %")

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""What each piece of ringmaster.torch's per-step machinery costs, one at a
+time, in the same two worker processes (what ab_overhead.py measures as a
+whole): per operation, the median over rounds of the wall and CPU time
+(the process's, all threads) on rank 0. The operations take turns in
+rounds of --reps each, so load drift hits them alike.
+
+  pg_allreduce    torch.distributed.all_reduce of one gradient bucket over
+                  torch's Gloo process group (what plain DDP does per step)
+  shim_allreduce  the same bucket through the shim, in place (ctypes)
+  hook            ringmaster.torch's DDP hook on that bucket: copy into the
+                  host buffer, the flag, the shim's all-reduce, copy back
+  *_8B            the same two all-reduces of one int64
+  boundary_skip   check_host_updates() after an unflagged hook (no
+                  collective: the default path)
+  boundary_full   the shim's step boundary (an 8-byte max all-reduce: what
+                  every check_host_updates() cost before)
+  save            ElasticState.save(): the in-memory copy of the model and
+                  optimizer state (what commit() adds, besides the report)
+  commit          ElasticState.commit() after an unflagged hook (save, the
+                  progress report to the coordinator, the boundary)
+The hook that precedes boundary_skip and commit is not timed; the
+per-call renormalization of the bucket (one multiply) is not timed.
+
+  /usr/bin/python3 bench/pytorch/component_costs.py --build build/dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+OPS = ["pg_allreduce", "shim_allreduce", "hook", "pg_allreduce_8B",
+       "shim_allreduce_8B", "boundary_skip",
+       "boundary_full", "save", "commit"]
+
+
+def args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(SOURCE, "build", "dev"))
+    p.add_argument("--n", type=int, default=2, help="workers")
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--reps", type=int, default=50, help="calls per round")
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--out", default="")
+    p.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+class _Bucket:
+    """What DDP hands its hook: the flat gradients of one bucket."""
+
+    def __init__(self, buf):
+        self._buf = buf
+
+    def buffer(self):
+        return self._buf
+
+    def index(self):
+        return 0
+
+
+def worker(a):
+    import torch
+    import torch.distributed as dist
+    import ringmaster.torch as rmt
+    from ringmaster._shim import DType, ReduceOp
+    torch.set_num_threads(1)
+    ctx = rmt.init()
+    torch.manual_seed(1)
+    layers, width = [], a.dim
+    for _ in range(a.layers):
+        layers += [torch.nn.Linear(width, a.hidden), torch.nn.Tanh()]
+        width = a.hidden
+    layers.append(torch.nn.Linear(width, 1))
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    x = torch.randn(8, a.dim)
+    (model(x) ** 2).sum().backward()
+    opt.step()  # the momentum buffers exist, as in training
+    state = rmt.ElasticState(model=model, optimizer=opt, step=0)
+    n = sum(p.numel() for p in model.parameters())
+    grads = torch.randn(n) * 1e-3
+    bucket = _Bucket(grads)
+    one = torch.ones(1, dtype=torch.int64)
+
+    def after_hook(fn):
+        """fn timed after an untimed hook (as in a step: the boundary
+        then needs no collective)."""
+        def run():
+            ctx.ddp_comm_hook(None, bucket)
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            return time.perf_counter() - t0, time.process_time() - c0
+        return run
+
+    def timed(fn):
+        def run():
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            return time.perf_counter() - t0, time.process_time() - c0
+        return run
+
+    ops = {
+        "pg_allreduce": timed(lambda: dist.all_reduce(grads)),
+        "shim_allreduce": timed(lambda: ctx.shim.allreduce(
+            grads.data_ptr(), n, DType.FLOAT32, ReduceOp.SUM)),
+        "hook": timed(lambda: ctx.ddp_comm_hook(None, bucket)),
+        "pg_allreduce_8B": timed(lambda: dist.all_reduce(one)),
+        "shim_allreduce_8B": timed(lambda: ctx.shim.allreduce(
+            one.data_ptr(), 1, DType.INT64, ReduceOp.MAX)),
+        "boundary_skip": after_hook(ctx.step_boundary),
+        "boundary_full": timed(lambda: ctx.step_boundary(force=True)),
+        "save": timed(state.save),
+        "commit": after_hook(state.commit),
+    }
+    for op in OPS:  # warm
+        for _ in range(5):
+            ops[op]()
+            grads.mul_(1.0 / a.n)  # keep the values bounded
+    rounds = []
+    for r in range(a.rounds):
+        order = OPS if r % 2 == 0 else OPS[::-1]
+        row = {}
+        for op in order:
+            wall, cpu = 0.0, 0.0
+            for _ in range(a.reps):
+                w, c = ops[op]()
+                wall += w
+                cpu += c
+                grads.mul_(1.0 / a.n)
+            row[op] = {"wall_us": wall / a.reps * 1e6,
+                       "cpu_us": cpu / a.reps * 1e6}
+        rounds.append(row)
+    if a.out and ctx.rank == 0:
+        with open(a.out, "w") as f:
+            json.dump({"rounds": rounds, "bucket_floats": n}, f)
+    rmt.shutdown(finished=True)
+    return 0
+
+
+def main(argv=None):
+    a = args(argv)
+    if a.worker:
+        return worker(a)
+    rm = os.path.join(a.build, "cli", "ringmaster")
+    d = tempfile.mkdtemp(prefix="rm_cc_")
+    out = a.out or os.path.join(d, "cc.json")
+    env = dict(os.environ, PYTHONPATH=os.path.join(a.build, "python"),
+               OMP_NUM_THREADS="1")
+    coord = subprocess.Popen([rm, "coordinator", "--listen", "127.0.0.1:0"],
+                             stdout=subprocess.PIPE, text=True)
+    addr = coord.stdout.readline().split()[-1]
+    passthrough = ["--rounds", str(a.rounds), "--reps", str(a.reps),
+                   "--dim", str(a.dim), "--hidden", str(a.hidden),
+                   "--layers", str(a.layers), "--n", str(a.n),
+                   "--out", out, "--worker", "1"]
+    load_before = os.getloadavg()
+    t0 = time.time()
+    procs = []
+    for i in range(a.n):
+        log = open(os.path.join(d, f"w{i}.log"), "w")
+        procs.append(subprocess.Popen(
+            [rm, "shim", "run", "--mode", "inprocess", "--coordinator", addr,
+             "--job", "cc", "--worker", f"w{i}", "--workers", str(a.n), "--",
+             PY, os.path.abspath(__file__)] + passthrough,
+            stdout=log, stderr=subprocess.STDOUT, env=env))
+        log.close()
+    rc = [p.wait() for p in procs]
+    coord.terminate()
+    coord.wait()
+    if any(rc):
+        for i in range(a.n):
+            with open(os.path.join(d, f"w{i}.log")) as f:
+                sys.stderr.write(f"--- w{i}\n{f.read()[-2000:]}")
+        return 1
+    with open(out) as f:
+        res = json.load(f)
+    res["load_before"], res["load_after"] = load_before, os.getloadavg()
+    res["seconds"] = time.time() - t0
+    summary = {}
+    for op in OPS:
+        summary[op] = {k: statistics.median(r[op][k] for r in res["rounds"])
+                       for k in ("wall_us", "cpu_us")}
+    res["median"] = summary
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"N={a.n} bucket {res['bucket_floats']} floats, {a.rounds} rounds "
+          f"of {a.reps}; load {load_before[0]:.2f} -> "
+          f"{res['load_after'][0]:.2f}, {res['seconds']:.0f} s")
+    for op in OPS:
+        s = summary[op]
+        print(f"  {op:15} wall {s['wall_us']:9.1f} us   cpu "
+              f"{s['cpu_us']:9.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
