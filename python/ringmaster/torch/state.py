@@ -11,7 +11,9 @@ ElasticSampler and any extra picklable values given as keyword arguments
   - ``check_host_updates()``: the step boundary; call it once per step
     (every member must, the same number of times). It raises
     HostsUpdatedInterrupt when the membership changed; ``@elastic.run``
-    then re-forms and calls the training function again.
+    then re-forms and calls the training function again. After a step
+    whose gradient all-reduce (the DDP hook) said that no member had heard
+    of a change, it returns without a collective (Context.step_boundary).
   - ``restore()``: back to the last commit.
   - ``sync()``: everything from the lowest surviving rank to the others
     (torch.save'd once, broadcast through the shim).
