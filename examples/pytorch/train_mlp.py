@@ -51,7 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--commit-every", type=int, default=4)
     p.add_argument("--boundary-every", type=int, default=1,
                    help="step boundary (membership check) every K steps; "
-                   "a planned change then waits up to K steps")
+                   "a planned change then waits up to K + 1 steps")
     p.add_argument("--step-delay-ms", type=float, default=0.0,
                    help="sleep per step (tests: keep the job running)")
     p.add_argument("--check", action="store_true",
