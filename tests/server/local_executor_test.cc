@@ -69,6 +69,7 @@ class ExecutorTest : public ::testing::Test {
   ExecutorTest() : registry_(plugins::BuiltinRegistry()) {
     scheduler::EngineOptions eo;
     eo.auto_confirm_binds = false;
+    eo.restart_grace_ms = 3000;  // as serve sets it
     auto e = scheduler::Engine::Create(ClusterBuilder().NodesPerRack(1).Gpus(4).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, elastic, backfill"
 configurations:
 - name: preempt
@@ -189,15 +190,25 @@ TEST_F(ExecutorTest, ACrashOfAGangBelowItsMinimumRestartsItWhole) {
   launcher_.Kill(launcher_.Of(Job(id).task(0).name), SIGSEGV);
   executor_->Poll();
   EXPECT_NE(Job(id).phase(), JobPhase::kRunning);
-  // The engine evicts the rest with its next decisions: the survivor is stopped.
+  // The survivor still runs: it is Releasing, its GPU is not free.
+  EXPECT_EQ(Count(id, TaskState::kReleasing), 1);
+  // The engine evicts it with its next decisions: the survivor is stopped,
+  // and the gang does not start again while it runs (its GPU would be
+  // shared by two processes).
   auto d = Cycle();
+  EXPECT_TRUE(d.binds.empty());
   bool stopped = false;
   for (const auto& [pid, sig] : launcher_.signals) stopped |= pid == survivor && sig == SIGTERM;
   executor_->Poll();
   for (const auto& [pid, sig] : launcher_.signals) stopped |= pid == survivor && sig == SIGTERM;
   EXPECT_TRUE(stopped);
+  clock_.Advance(1000);
+  Cycle();
+  EXPECT_EQ(executor_->started(), 2) << "no new process while the survivor runs";
+  EXPECT_EQ(launcher_.alive.size(), 1u);
   launcher_.Kill(survivor, SIGTERM);
   executor_->Poll();
+  EXPECT_EQ(Count(id, TaskState::kPending), 2) << "released once its process is gone";
   // And it starts again, whole, as new processes.
   for (int i = 0; i < 3 && Count(id, TaskState::kRunning) < 2; ++i) {
     clock_.Advance(1000);
