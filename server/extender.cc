@@ -19,10 +19,11 @@ using Shape = std::tuple<topology::Quantity, topology::Quantity, int>;
 Shape ShapeOf(const PodInfo& p) { return {p.request.cpu_milli(), p.request.memory(), p.gpus}; }
 
 // Every candidate fails with the same reason.
-ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::string& reason, bool unresolvable) {
+ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::vector<std::string>& names, const std::string& reason,
+                             bool unresolvable) {
   ExtenderFilterResult r;
   auto& into = unresolvable ? r.failed_and_unresolvable_nodes : r.failed_nodes;
-  for (const std::string& n : args.CandidateNames()) into[n] = reason;
+  for (const std::string& n : names) into[n] = reason;
   if (args.node_names) r.node_names.emplace();
   else r.nodes.emplace();
   return r;
@@ -310,14 +311,16 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   if (evict) CarryOutEvictions();  // the cycle a completed gang ran decided some
   // The answer is built outside the lock.
   ExtenderFilterResult r;
-  const std::vector<std::string> names = args.CandidateNames();
+  std::vector<std::string> from_nodes;  // names of the Node objects (nodeCacheCapable false)
+  if (!args.node_names) from_nodes = args.CandidateNames();
+  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
   const auto at = v.node.empty() ? names.end() : std::find(names.begin(), names.end(), v.node);
   if (!v.node.empty() && at == names.end()) {
     v.reason = absl::StrCat(v.reason, ", which is not among the candidates (rejected by another filter?)");
     v.node.clear();
   }
   if (v.node.empty()) {
-    r = FailAll(args, v.reason, v.unresolvable);
+    r = FailAll(args, names, v.reason, v.unresolvable);
   } else if (args.node_names) {
     // Exactly the reserved node passes; the others need no reason (the pod is placed).
     r.node_names = std::vector<std::string>{v.node};
@@ -367,7 +370,9 @@ HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
   // Hosts left out score 0 (kube-scheduler adds only the scores listed).
   HostPriorityList out;
   if (reserved.empty()) return out;
-  const std::vector<std::string> names = args.CandidateNames();
+  std::vector<std::string> from_nodes;
+  if (!args.node_names) from_nodes = args.CandidateNames();
+  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
   if (std::find(names.begin(), names.end(), reserved) != names.end()) out.push_back({reserved, kMaxExtenderPriority});
   return out;
 }

@@ -39,12 +39,17 @@ using tcp = boost::asio::ip::tcp;
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr size_t kReadBuffer = 64 * 1024;  // Beast reads at most 64 KiB at a time
 
  public:
   Session(Stream stream, const HttpHandler& handler, const HttpServerOptions& options)
       : stream_(std::move(stream)), handler_(handler), options_(options) {}
 
   void Start() {
+    // Room for a whole request per read: a flat_buffer starts empty and
+    // Beast then reads 512 bytes at a time (a 13 KB filter request took 27
+    // recvmsg, 28 timer updates and 28 epoll_waits).
+    buffer_.reserve(kReadBuffer);
     if constexpr (kTls) {
       // The handshake is bounded like a request: a peer that stalls it (or
       // speaks plain HTTP to it) is dropped.
