@@ -23,6 +23,7 @@
 #include "common/logging.h"
 #include "plugins/registry.h"
 #include "server/daemon.h"
+#include "server/local_executor.h"
 #include "server/extender.h"
 #include "server/kube_binder.h"
 #include "server/serve_metrics.h"
@@ -52,6 +53,7 @@ struct ServeFlags {
   bool local_executor = false;
   std::string executor_logs;
   int shutdown_grace_ms = 5000;
+  int restart_grace_ms = 10'000;
 };
 
 bool HasCluster(const ClusterFlags& f) { return !f.cluster_file.empty() || !f.nodes.empty(); }
@@ -136,6 +138,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.local_executor = f.local_executor;
   o.executor.log_dir = f.executor_logs;
   o.shutdown_grace_ms = f.shutdown_grace_ms;
+  o.restart_grace_ms = f.restart_grace_ms;
   return o;
 }
 
@@ -238,8 +241,23 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--shutdown-grace-ms", f->shutdown_grace_ms,
                   "on SIGTERM, the executor's processes get this long after SIGTERM before SIGKILL (5000)")
       ->check(CLI::Range(0, 600'000));
+  cmd->add_option("--restart-grace-ms", f->restart_grace_ms,
+                  "a gang a failure took below its minimum: its survivors are stopped within this long, and their "
+                  "GPUs count as free only once they are gone (10000)")
+      ->check(CLI::Range(1, 600'000));
   AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f] { ExitCode() = Run(*f); });
+
+  // serve --local-executor --state starts each task under this (hidden):
+  // it records how the command ended, for a restarted daemon that re-adopts
+  // the process (server/local_executor.h).
+  auto status_file = std::make_shared<std::string>();
+  auto argv = std::make_shared<std::vector<std::string>>();
+  CLI::App* sup = app.add_subcommand("supervise", "run CMD; write how it ended to --status-file (serve's executor)");
+  sup->group("");
+  sup->add_option("--status-file", *status_file, "where \"exit N\" or \"signal N\" is written")->required();
+  sup->add_option("command", *argv, "CMD ARGS (after --)")->required();
+  sup->callback([status_file, argv] { ExitCode() = server::RunSupervisor(*status_file, *argv); });
 }
 
 }  // namespace ringmaster::cli

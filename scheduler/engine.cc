@@ -211,14 +211,9 @@ absl::Status Engine::ConfirmBind(JobId id, uint32_t task, bool ok) {
     state_->SetState(job, task, TaskState::kBound);
     return absl::OkStatus();
   }
-  // A failed bind breaks the gang: release it whole; it waits again.
-  for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-    const TaskState s = job.task(i).state;
-    if (s == TaskState::kBound || s == TaskState::kRunning) {
-      RecordEvictionOf(job, i, absl::StrCat("bind of ", job.task(task).name, " failed"));
-    }
-    if (HoldsNode(s)) state_->Release(job, i, TaskState::kPending);
-  }
+  // A failed bind breaks the gang: it stops whole and waits again.
+  state_->Release(job, task, TaskState::kPending);
+  StopBrokenGang(job, absl::StrCat("bind of ", job.task(task).name, " failed"));
   job.set_phase(JobPhase::kInqueue);
   return absl::OkStatus();
 }
@@ -450,16 +445,35 @@ void Engine::AfterTasksLost(std::vector<JobId> hit, const std::string& what) {
       }
       continue;
     }
-    // Below its minimum: a gang never runs partly. Release the rest; it
+    // Below its minimum: a gang never runs partly. Stop the rest; it
     // waits whole again.
-    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-      if (HoldsNode(job.task(i).state)) {
-        RecordEvictionOf(job, i, absl::StrCat("gang below its minimum after ", what));
-        state_->Release(job, i, TaskState::kPending);
-      }
-    }
+    StopBrokenGang(job, absl::StrCat("gang below its minimum after ", what));
     job.set_phase(JobPhase::kInqueue);
     job.set_pending_reason(absl::StrCat("restarting: ", what, " took the gang below its minimum"));
+  }
+}
+
+void Engine::StopBrokenGang(Job& job, const std::string& reason) {
+  const Timestamp deadline = clock_.Now() + options_.restart_grace_ms;
+  for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+    const TaskState s = job.task(i).state;
+    if (s == TaskState::kBound || s == TaskState::kRunning) {
+      // Its process still runs: its GPUs are not free until it is gone.
+      RecordEvictionOf(job, i, reason);
+      if (options_.restart_grace_ms > 0) {
+        carry_.evictions.back().deadline = deadline;
+        state_->SetState(job, i, TaskState::kReleasing);
+        state_->SetReleaseDeadline(job, i, deadline);
+        releasing_.insert({deadline, job.id(), i});
+        continue;
+      }
+      state_->Release(job, i, TaskState::kPending);
+    } else if (s == TaskState::kReleasing) {
+      if (options_.restart_grace_ms <= 0) state_->Release(job, i, TaskState::kPending);
+      // else: already leaving (a shrunk member) by its own deadline
+    } else if (HoldsNode(s)) {
+      state_->Release(job, i, TaskState::kPending);  // placed, never started
+    }
   }
 }
 

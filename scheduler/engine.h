@@ -36,6 +36,14 @@ struct EngineOptions {
 #else
   bool check_invariants = true;  // debug builds (and the sanitizer tests) check every cycle
 #endif
+  // The survivors of a gang that a failure (a lost node, a failed task, a
+  // failed bind) took below its minimum are still running: with a positive
+  // value they become Releasing with a deadline this far ahead (an Eviction
+  // tells the driver to stop them), their GPUs count as free only once the
+  // driver reports them gone (TaskReleased) or the deadline passes, and the
+  // gang restarts whole after that. 0: released at once (a driver whose
+  // tasks are not real processes: the simulator, `schedule`, most tests).
+  int64_t restart_grace_ms = 0;
 };
 
 class Engine {
@@ -68,7 +76,8 @@ class Engine {
   // A Bound or Running task's process failed (a local executor saw it exit
   // non-zero): the task waits again; a gang still at its minimum runs on
   // smaller (a kFailure membership change with the next cycle), one below
-  // it is released whole and waits again (restart), as for a lost node.
+  // it stops whole and waits again (restart), as for a lost node: its
+  // survivors are evicted (Releasing for EngineOptions::restart_grace_ms).
   absl::Status TaskFailed(JobId id, uint32_t task, std::string_view why);
   // The earliest release deadline still pending (a virtual-clock driver runs
   // a cycle then); -1 when none.
@@ -155,6 +164,11 @@ class Engine {
   // The jobs in `hit` lost tasks (`what`: "node failed n3"): each runs on
   // smaller or is released whole.
   void AfterTasksLost(std::vector<JobId> hit, const std::string& what);
+  // A gang below its minimum stops whole: every started task (Bound,
+  // Running) gets an Eviction with `reason` and is Releasing until
+  // restart_grace_ms (released at once without one); tasks not started yet
+  // are released at once; those already Releasing keep their deadline.
+  void StopBrokenGang(Job& job, const std::string& reason);
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);

@@ -1,7 +1,11 @@
 #include "server/daemon.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <time.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <fstream>
@@ -10,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "scheduler/policy.h"
 #include "server/admin_service.h"
 #include "server/event_log.h"
@@ -111,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   scheduler::EngineOptions eo;
   eo.auto_confirm_binds = false;
   eo.check_invariants = false;
+  eo.restart_grace_ms = o.restart_grace_ms;
   auto engine = scheduler::Engine::Create(std::move(o.cluster), *policy, registry, d->clock_, eo);
   if (!engine.ok()) return engine.status();
   d->engine_ = *std::move(engine);
@@ -133,6 +139,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
     o.extender.store = d->extender_store_.get();
   }
   d->extender_ = std::make_unique<Extender>(*d->engine_, d->clock_, o.extender, o.binder.get(), &d->engine_mu_);
+  // A gang of pods joins the coordinator under the names its pods know
+  // (membership_bridge.h); the admin API's jobs under the engine's.
+  d->bridge_->SetNames([self](scheduler::JobId id) -> std::optional<CoordinatorNames> {
+    self->engine_mu_.AssertHeld();
+    CoordinatorNames n;
+    if (!self->extender_->PodNamesLocked(id, &n.job, &n.workers)) return std::nullopt;
+    return n;
+  });
   {
     absl::MutexLock lock(&d->engine_mu_);
     if (auto s = d->admin_->Recover(recovered); !s.ok()) return s;
@@ -198,6 +212,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
     d->launcher_ = MakeSystemProcessLauncher();
     LocalExecutorOptions eo = o.executor;
     eo.coordinator = d->coordinator_address_;
+    if (!o.state_dir.empty() && eo.state_dir.empty()) {
+      eo.state_dir = o.state_dir + "/executor";
+      if (::mkdir(eo.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::InternalError(absl::StrCat(eo.state_dir, ": cannot create: ", std::strerror(errno)));
+      }
+    }
     absl::MutexLock lock(&d->engine_mu_);
     d->executor_ = std::make_unique<LocalExecutor>(
         *d->engine_, d->clock_, *d->launcher_, std::move(eo),
@@ -206,22 +226,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
           self->admin_->JobChanged(id, event, detail);
           if (event == "finished" || event == "failed") self->bridge_->JobEnded(self->engine_->state().job(id).name());
         });
-    // A restarted daemon has no processes for the jobs it re-adopted: their
-    // running tasks failed (an elastic job above its minimum runs on
-    // smaller, others restart whole).
-    std::vector<std::pair<scheduler::JobId, uint32_t>> orphans;
-    for (scheduler::JobId id : d->engine_->state().active_jobs()) {
-      const scheduler::Job& job = d->engine_->state().job(id);
-      if (!d->executor_->Executes(job)) continue;
-      for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-        const auto st = job.task(i).state;
-        if (st == scheduler::TaskState::kRunning || st == scheduler::TaskState::kBound) orphans.push_back({id, i});
-      }
-    }
-    for (const auto& [id, i] : orphans) {
-      if (d->engine_->TaskFailed(id, i, "has no process after a daemon restart").ok()) {
-        d->admin_->JobChanged(id, "task_failed", "no process after a daemon restart");
-      }
+    // A restarted daemon re-adopts the processes of the jobs it re-adopted
+    // (local_executor.h): those still running are supervised again; tasks
+    // whose process is gone failed (an elastic job above its minimum runs
+    // on smaller, others restart whole).
+    const LocalExecutor::Readopted r = d->executor_->Readopt();
+    if (r.adopted + r.ended + r.failed + r.killed > 0) {
+      common::Log(common::LogLevel::info, "task processes after restart",
+                  {{"adopted", r.adopted}, {"ended", r.ended}, {"failed", r.failed}, {"killed", r.killed}});
     }
   }
   d->background_ = std::thread([self] { self->Background(); });
@@ -236,7 +248,7 @@ void Daemon::OnCycle(const scheduler::Decisions& dec) {
   if (executor_) executor_->OnCycle(dec);
   admin_->OnCycle(dec);
   for (const scheduler::Eviction& e : dec.evictions) {
-    if (e.kind == scheduler::Eviction::Kind::kCancel) bridge_->JobEnded(engine_->state().job(e.job).name());
+    if (e.kind == scheduler::Eviction::Kind::kCancel) bridge_->JobEnded(e.job, engine_->state().job(e.job).name());
   }
 }
 

@@ -86,6 +86,10 @@ struct DaemonOptions {
   bool local_executor = false;
   LocalExecutorOptions executor;  // its `coordinator` is filled in by Start
   int64_t shutdown_grace_ms = 5000;
+  // The survivors of a gang broken by a failure are stopped within this
+  // long; their GPUs count as free once they are gone
+  // (scheduler::EngineOptions::restart_grace_ms).
+  int64_t restart_grace_ms = 10'000;
 };
 
 class Daemon {

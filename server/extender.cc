@@ -19,10 +19,11 @@ using Shape = std::tuple<topology::Quantity, topology::Quantity, int>;
 Shape ShapeOf(const PodInfo& p) { return {p.request.cpu_milli(), p.request.memory(), p.gpus}; }
 
 // Every candidate fails with the same reason.
-ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::string& reason, bool unresolvable) {
+ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::vector<std::string>& names, const std::string& reason,
+                             bool unresolvable) {
   ExtenderFilterResult r;
   auto& into = unresolvable ? r.failed_and_unresolvable_nodes : r.failed_nodes;
-  for (const std::string& n : args.CandidateNames()) into[n] = reason;
+  for (const std::string& n : names) into[n] = reason;
   if (args.node_names) r.node_names.emplace();
   else r.nodes.emplace();
   return r;
@@ -34,6 +35,21 @@ Extender::Extender(scheduler::Engine& engine, const scheduler::Clock& clock, Ext
                    Binder* binder, absl::Mutex* engine_mu)
     : engine_(engine), clock_(clock), options_(std::move(options)), binder_(binder),
       mu_(engine_mu ? *engine_mu : own_mu_) {}
+
+Extender::~Extender() {
+  std::thread worker;
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    lookup_stop_ = true;
+    worker = std::move(lookup_thread_);
+  }
+  if (worker.joinable()) worker.join();
+}
+
+std::string Extender::MinMemberUnknown(const std::string& gang_name) {
+  return absl::StrCat("gang ", gang_name, ": min member unknown: annotate its pods with ",
+                      std::string(kVolcanoMinMember), " or give the PodGroup's minMember");
+}
 
 void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) {
   if (!args.nodes || !options_.learn_nodes) return;
@@ -88,10 +104,9 @@ Extender::Gang& Extender::Admit(const PodInfo& pod, const nlohmann::json& raw) {
       g.min_member = pod.min_member;
     } else if (auto m = pod_group_min_.find(name); m != pod_group_min_.end()) {
       g.min_member = m->second;
-    } else {
-      g.unresolvable = absl::StrCat("gang ", name, ": min member unknown: annotate its pods with ",
-                                    std::string(kVolcanoMinMember), " or give the PodGroup's minMember");
-    }
+    } else if (!pod_group_looking_.contains(name)) {
+      g.unresolvable = MinMemberUnknown(name);
+    }  // else: min member 0 until the lookup thread reads the PodGroup
   }
   g.members.push_back(Member{key, pod.uid, pod, raw});
   PutPod(g.members.back());
@@ -282,12 +297,12 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
     r.error = std::string(pod.status().message());
     return r;
   }
-  LookUpPodGroup(*pod);
   ExtenderFilterResult learned;
   FilterVerdict v;
   bool evict = false;
   {
     absl::MutexLock lock(&mu_);
+    LookUpPodGroup(*pod);
     LearnNodes(args, learned);
     v = FilterPod(*pod, args.pod);
     Persist();
@@ -296,14 +311,16 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   if (evict) CarryOutEvictions();  // the cycle a completed gang ran decided some
   // The answer is built outside the lock.
   ExtenderFilterResult r;
-  const std::vector<std::string> names = args.CandidateNames();
+  std::vector<std::string> from_nodes;  // names of the Node objects (nodeCacheCapable false)
+  if (!args.node_names) from_nodes = args.CandidateNames();
+  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
   const auto at = v.node.empty() ? names.end() : std::find(names.begin(), names.end(), v.node);
   if (!v.node.empty() && at == names.end()) {
     v.reason = absl::StrCat(v.reason, ", which is not among the candidates (rejected by another filter?)");
     v.node.clear();
   }
   if (v.node.empty()) {
-    r = FailAll(args, v.reason, v.unresolvable);
+    r = FailAll(args, names, v.reason, v.unresolvable);
   } else if (args.node_names) {
     // Exactly the reserved node passes; the others need no reason (the pod is placed).
     r.node_names = std::vector<std::string>{v.node};
@@ -320,7 +337,15 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
 
 Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw) {
   Gang& gang = Admit(pod, raw);
+  if (!gang.job.valid() && gang.min_member <= 0 && pod_group_looking_.contains(gang.name)) {
+    // Not unresolvable: kube-scheduler tries the pod again, and the answer
+    // is in by then.
+    return {"", absl::StrCat("gang ", gang.name, ": looking up PodGroup ", gang.name,
+                             "'s minMember (its pods carry no ", std::string(kVolcanoMinMember), " annotation)"),
+            false};
+  }
   if (!gang.unresolvable.empty()) return {"", gang.unresolvable, true};
+  if (gang.min_member <= 0) return {"", MinMemberUnknown(gang.name), true};
   Member* me = FindMember(pod.Key());
   if (!gang.job.valid() && static_cast<int>(gang.members.size()) >= gang.min_member) {
     if (absl::Status s = Submit(gang); !s.ok()) return {"", absl::StrCat("gang ", gang.name, ": ", s.message()), true};
@@ -345,7 +370,9 @@ HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
   // Hosts left out score 0 (kube-scheduler adds only the scores listed).
   HostPriorityList out;
   if (reserved.empty()) return out;
-  const std::vector<std::string> names = args.CandidateNames();
+  std::vector<std::string> from_nodes;
+  if (!args.node_names) from_nodes = args.CandidateNames();
+  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
   if (std::find(names.begin(), names.end(), reserved) != names.end()) out.push_back({reserved, kMaxExtenderPriority});
   return out;
 }
@@ -448,40 +475,98 @@ void Extender::SetCycleObserver(CycleObserver observe) {
 
 void Extender::SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member) {
   absl::MutexLock lock(&mu_);
-  const std::string name = absl::StrCat(ns, "/", group);
+  SetPodGroupMinMemberLocked(absl::StrCat(ns, "/", group), min_member);
+  Persist();
+}
+
+void Extender::SetPodGroupMinMemberLocked(const std::string& name, int min_member) {
   pod_group_min_[name] = min_member;
   pod_group_miss_.erase(name);
   if (auto it = gangs_.find(name); it != gangs_.end() && !it->second.job.valid()) {
     it->second.min_member = min_member;
     it->second.unresolvable.clear();
     Touch(name);
-    Persist();
   }
 }
 
 void Extender::LookUpPodGroup(const PodInfo& pod) {
   if (binder_ == nullptr || pod.group.empty() || pod.min_member > 0) return;
   const std::string name = absl::StrCat(pod.ns, "/", pod.group);
-  {
-    absl::MutexLock lock(&mu_);
-    if (pod_group_min_.contains(name)) return;
-    if (auto g = gangs_.find(name); g != gangs_.end() && g->second.unresolvable.empty()) return;
-    if (auto miss = pod_group_miss_.find(name);
-        miss != pod_group_miss_.end() && clock_.Now() < miss->second + options_.pod_group_retry_ms) {
-      return;
-    }
-  }
-  const absl::StatusOr<int> min = binder_->PodGroupMinMember(pod.ns, pod.group);
-  if (min.ok()) {
-    common::Log(common::LogLevel::info, "pod group read", {{"gang", name}, {"min_member", std::to_string(*min)}});
-    SetPodGroupMinMember(pod.ns, pod.group, *min);
+  if (pod_group_min_.contains(name) || pod_group_looking_.contains(name)) return;
+  if (auto g = gangs_.find(name); g != gangs_.end() && (g->second.job.valid() || g->second.min_member > 0)) return;
+  if (auto miss = pod_group_miss_.find(name);
+      miss != pod_group_miss_.end() && clock_.Now() < miss->second + options_.pod_group_retry_ms) {
     return;
   }
-  absl::MutexLock lock(&mu_);
-  pod_group_miss_[name] = clock_.Now();
-  if (!absl::IsUnimplemented(min.status())) {
-    common::Log(common::LogLevel::warn, "pod group not read", {{"gang", name}, {"error", min.status().message()}});
+  pod_group_looking_.insert(name);
+  absl::MutexLock lock(&lookup_mu_);
+  lookup_queue_.emplace_back(pod.ns, pod.group);
+  if (!lookup_thread_.joinable()) lookup_thread_ = std::thread([this] { LookupLoop(); });
+}
+
+void Extender::LookupLoop() {
+  while (true) {
+    std::pair<std::string, std::string> next;
+    {
+      absl::MutexLock lock(&lookup_mu_);
+      lookup_mu_.Await(absl::Condition(
+          +[](Extender* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->lookup_mu_) {
+            return e->lookup_stop_ || !e->lookup_queue_.empty();
+          },
+          this));
+      if (lookup_stop_) return;
+      next = std::move(lookup_queue_.front());
+      lookup_queue_.pop_front();
+      ++lookups_in_flight_;
+    }
+    const auto& [ns, group] = next;
+    const std::string name = absl::StrCat(ns, "/", group);
+    const absl::StatusOr<int> min = binder_->PodGroupMinMember(ns, group);
+    {
+      absl::MutexLock lock(&mu_);
+      pod_group_looking_.erase(name);
+      if (min.ok()) {
+        common::Log(common::LogLevel::info, "pod group read", {{"gang", name}, {"min_member", std::to_string(*min)}});
+        SetPodGroupMinMemberLocked(name, *min);
+      } else {
+        pod_group_miss_[name] = clock_.Now();
+        if (!absl::IsUnimplemented(min.status())) {
+          common::Log(common::LogLevel::warn, "pod group not read", {{"gang", name}, {"error", min.status().message()}});
+        }
+        if (auto g = gangs_.find(name); g != gangs_.end() && !g->second.job.valid() && g->second.min_member <= 0) {
+          g->second.unresolvable =
+              absl::IsUnimplemented(min.status())
+                  ? MinMemberUnknown(name)
+                  : absl::StrCat(MinMemberUnknown(name), " (reading the PodGroup: ", min.status().message(), ")");
+          Touch(name);
+        }
+      }
+      Persist();
+    }
+    absl::MutexLock lock(&lookup_mu_);
+    --lookups_in_flight_;
   }
+}
+
+void Extender::WaitForPodGroupLookups() {
+  absl::MutexLock lock(&lookup_mu_);
+  lookup_mu_.Await(absl::Condition(
+      +[](Extender* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->lookup_mu_) {
+        return e->lookup_queue_.empty() && e->lookups_in_flight_ == 0;
+      },
+      this));
+}
+
+bool Extender::PodNamesLocked(scheduler::JobId job, std::string* gang, std::map<uint32_t, std::string>* pods) const {
+  auto g = gang_of_job_.find(job);
+  if (g == gang_of_job_.end()) return false;
+  const Gang& found = gangs_.at(g->second);
+  *gang = found.name;
+  pods->clear();
+  for (const Member& m : found.members) {
+    if (m.task != kNoTask) (*pods)[m.task] = m.pod.name;
+  }
+  return true;
 }
 
 void Extender::PutPod(const Member& m) {

@@ -12,7 +12,12 @@
 //     engine lacks, reads the pod, and adds it to its gang: the pod group
 //     named by its labels / annotations (kube_objects.h), or a gang of one.
 //  2. While fewer than min member pods of the gang were seen, every
-//     candidate node fails with the count seen and the count awaited.
+//     candidate node fails with the count seen and the count awaited. A
+//     grouped pod without the min-member annotation takes the PodGroup's
+//     minMember, read through the Binder on a worker thread: the filter
+//     never waits for the API server; until the answer is in, every node
+//     fails with "looking up PodGroup NS/NAME's minMember" and the next
+//     filter after it uses the value.
 //  3. The pod that completes the gang submits it to the engine as one job
 //     (a role per distinct request shape) and runs a cycle at once.
 //  4. A Bind decision of the engine reserves the member's node: from then on
@@ -42,11 +47,13 @@
 #ifndef RINGMASTER_SERVER_EXTENDER_H_
 #define RINGMASTER_SERVER_EXTENDER_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -144,6 +151,8 @@ class Extender {
   // outlive the extender. Null: the extender's own.
   Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder,
            absl::Mutex* engine_mu = nullptr);
+  // Waits for a PodGroup lookup in flight (the Binder's timeout at most).
+  ~Extender();
 
   ExtenderFilterResult Filter(const ExtenderArgs& args);
   // The reserved node with kMaxExtenderPriority; nothing for a pod without one.
@@ -178,6 +187,17 @@ class Extender {
   // The PodGroup's minMember, for groups whose pods carry no min-member
   // annotation (scheduler-plugins keeps it only on the PodGroup object).
   void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member);
+  // Blocks until no PodGroup lookup is queued or in flight (tests).
+  void WaitForPodGroupLookups() ABSL_LOCKS_EXCLUDED(lookup_mu_);
+
+  // The names a gang's pods know themselves by, for the coordinator: the
+  // gang ("NAMESPACE/GROUP", or "NAMESPACE/POD" for a pod without a group)
+  // in `gang`, and each engine task's pod name (without the namespace) in
+  // `pods`. False when `job` is not one of the extender's gangs. Call with
+  // the engine lock held (the daemon's on_cycle, where the extender's lock
+  // is the engine's).
+  bool PodNamesLocked(scheduler::JobId job, std::string* gang, std::map<uint32_t, std::string>* pods) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Inspection (tests, admin) ---------------------------------------------
   // The node reserved for pod "namespace/name", if any.
@@ -219,9 +239,15 @@ class Extender {
   };
   FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For a grouped pod without the min-member annotation whose gang's min
-  // member is not known yet: reads the PodGroup through the binder (outside
-  // the lock: it is a request to the API server).
-  void LookUpPodGroup(const PodInfo& pod) ABSL_LOCKS_EXCLUDED(mu_);
+  // member is not known yet: queues a read of the PodGroup through the
+  // binder for the lookup thread (not again while one is queued, nor within
+  // pod_group_retry_ms of a miss).
+  void LookUpPodGroup(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lookup thread: one request to the API server at a time, outside
+  // every lock; the answer is recorded under mu_.
+  void LookupLoop() ABSL_LOCKS_EXCLUDED(mu_, lookup_mu_);
+  void SetPodGroupMinMemberLocked(const std::string& name, int min_member) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string MinMemberUnknown(const std::string& gang_name);
   Gang& Admit(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang as one job named `job_name`; `tasks` gets its members in task
@@ -269,6 +295,13 @@ class Extender {
   // reservations expired is submitted as "name#N".
   std::map<std::string, int> attempts_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  // PodGroups ("ns/group") queued for the lookup thread or in flight.
+  std::set<std::string> pod_group_looking_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex lookup_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<std::pair<std::string, std::string>> lookup_queue_ ABSL_GUARDED_BY(lookup_mu_);  // (ns, group)
+  int lookups_in_flight_ ABSL_GUARDED_BY(lookup_mu_) = 0;
+  bool lookup_stop_ ABSL_GUARDED_BY(lookup_mu_) = false;
+  std::thread lookup_thread_ ABSL_GUARDED_BY(lookup_mu_);  // started with the first lookup
 };
 
 }  // namespace ringmaster::server

@@ -33,7 +33,7 @@ HttpResponse HandleExtenderRequest(Extender& extender, const HttpRequest& reques
   if (!known) return {404, "text/plain", "not found: POST filter, prioritize, preempt, bind; GET healthz\n"};
   if (request.method != "POST") return {405, "text/plain", "use POST\n"};
   if (verb == "filter" || verb == "prioritize") {
-    auto args = ParseExtenderArgs(request.body);
+    auto args = ParseExtenderArgsPadded(request.body, request.body.capacity() - request.body.size());
     if (!args.ok()) return BadRequest(args.status());
     if (verb == "filter") return {200, "application/json", ToJson(extender.Filter(*args))};
     return {200, "application/json", ToJson(extender.Prioritize(*args))};

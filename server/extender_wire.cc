@@ -241,8 +241,12 @@ std::vector<std::string> ExtenderArgs::CandidateNames() const {
   return out;
 }
 
-absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
-  if (std::optional<ExtenderArgs> fast = internal::ParseExtenderArgsFast(body)) return *std::move(fast);
+absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) { return ParseExtenderArgsPadded(body, 0); }
+
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsPadded(std::string_view body, size_t readable_past_end) {
+  if (std::optional<ExtenderArgs> fast = internal::ParseExtenderArgsFast(body, readable_past_end)) {
+    return *std::move(fast);
+  }
   return internal::ParseExtenderArgsDom(body);
 }
 

@@ -93,6 +93,10 @@ struct ExtenderPreemptionResult {
 
 // --- Parsing (requests; answers too, for tests and clients) -----------------
 absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+// The same, for a body whose memory stays readable `readable_past_end` bytes
+// past its end (an HTTP body, kHttpBodyPadding): with 64 or more the fast
+// path parses it in place, without copying it first.
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsPadded(std::string_view body, size_t readable_past_end);
 absl::StatusOr<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body);
 absl::StatusOr<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body);
 absl::StatusOr<ExtenderFilterResult> ParseExtenderFilterResult(std::string_view body);

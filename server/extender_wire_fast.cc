@@ -129,11 +129,13 @@ bool IsNull(const std::optional<dom::element>& e) { return !e || e->type() == do
 
 }  // namespace
 
-std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body) {
+std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end) {
   // One parser per thread: it keeps its buffers between requests.
   thread_local dom::parser parser;
   dom::element root;
-  if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
+  // Without the padding simdjson copies the body into a padded buffer first.
+  const bool copy = readable_past_end < simdjson::SIMDJSON_PADDING;
+  if (parser.parse(body.data(), body.size(), copy).get(root) != simdjson::SUCCESS) return std::nullopt;
   if (root.type() != dom::element_type::OBJECT) return std::nullopt;
   const dom::object top(root);
   for (dom::key_value_pair kv : top) {

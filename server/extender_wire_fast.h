@@ -21,7 +21,9 @@
 
 namespace ringmaster::server::internal {
 
-std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body);
+// `readable_past_end`: bytes readable past the body's end; with
+// simdjson::SIMDJSON_PADDING (64) or more the body is parsed in place.
+std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end = 0);
 absl::StatusOr<ExtenderArgs> ParseExtenderArgsDom(std::string_view body);
 
 // Both paths' results compare equal (tests).

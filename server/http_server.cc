@@ -33,18 +33,59 @@ namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 
+// http::string_body without its zero fill (its reader resizes the string,
+// then copies into it): appends what arrives, and with a Content-Length
+// reserves kHttpBodyPadding bytes past the body's end.
+struct PaddedStringBody {
+  using value_type = std::string;
+  static std::uint64_t size(const value_type& body) { return body.size(); }
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
+      ec = {};
+      if (!length) return;
+      if (*length > body_.max_size() - kHttpBodyPadding) {
+        ec = http::error::buffer_overflow;
+        return;
+      }
+      body_.reserve(static_cast<size_t>(*length) + kHttpBodyPadding);
+    }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      ec = {};
+      std::size_t n = 0;
+      for (const auto b : beast::buffers_range_ref(buffers)) {
+        body_.append(static_cast<const char*>(b.data()), b.size());
+        n += b.size();
+      }
+      return n;
+    }
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 // One connection: (TLS: the handshake, then) read a request, answer it,
 // and again while keep-alive. Stream: beast::tcp_stream, or
 // beast::ssl_stream over one.
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr size_t kReadBuffer = 64 * 1024;  // Beast reads at most 64 KiB at a time
 
  public:
   Session(Stream stream, const HttpHandler& handler, const HttpServerOptions& options)
       : stream_(std::move(stream)), handler_(handler), options_(options) {}
 
   void Start() {
+    // Room for a whole request per read: a flat_buffer starts empty and
+    // Beast then reads 512 bytes at a time (a 13 KB filter request took 27
+    // recvmsg, 28 timer updates and 28 epoll_waits).
+    buffer_.reserve(kReadBuffer);
     if constexpr (kTls) {
       // The handshake is bounded like a request: a peer that stalls it (or
       // speaks plain HTTP to it) is dropped.
@@ -93,7 +134,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       Lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
       return;
     }
-    http::request<http::string_body> req = parser_->release();
+    http::request<PaddedStringBody> req = parser_->release();
     HttpRequest r{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
     HttpResponse out;
     try {
@@ -149,7 +190,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   Stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<PaddedStringBody>> parser_;
   http::response<http::string_body> res_;
   std::array<char, 4096> drain_;
   const HttpHandler& handler_;

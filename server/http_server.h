@@ -16,10 +16,16 @@
 
 namespace ringmaster::server {
 
+// Bytes of capacity the server leaves past the end of a request body that
+// came with a Content-Length (HttpRequest::body.capacity() - size() >= this):
+// a JSON parser may read the body in place (simdjson reads up to 64 bytes
+// past the end).
+inline constexpr size_t kHttpBodyPadding = 64;
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query
-  std::string body;
+  std::string body;    // see kHttpBodyPadding
 };
 
 struct HttpResponse {

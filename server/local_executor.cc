@@ -9,9 +9,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <set>
+#include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -77,12 +83,39 @@ class SystemProcessLauncher : public ProcessLauncher {
   }
 
   void Signal(pid_t pid, int sig) override {
-    if (!pids_.contains(pid)) return;
+    if (auto a = adopted_.find(pid); a != adopted_.end()) {
+      // Not our child: the pid may have been reused once it ended.
+      if (ProcessStartTime(pid) != a->second.start_time) return;
+    } else if (!pids_.contains(pid)) {
+      return;
+    }
     if (::kill(-pid, sig) != 0) ::kill(pid, sig);
+  }
+
+  bool Adopt(pid_t pid, uint64_t start_time, const std::string& status_file) override {
+    if (pid <= 0 || start_time == 0 || ProcessStartTime(pid) != start_time) return false;
+    adopted_[pid] = {start_time, status_file};
+    return true;
   }
 
   std::vector<ProcessExit> Reap() override {
     std::vector<ProcessExit> out;
+    for (auto it = adopted_.begin(); it != adopted_.end();) {
+      if (ProcessStartTime(it->first) == it->second.start_time) {
+        ++it;
+        continue;
+      }
+      std::optional<ProcessExit> x = ReadExitStatus(it->second.status_file);
+      if (!x) {
+        x = ProcessExit{};
+        x->signaled = true;
+        x->signal = SIGKILL;
+        x->unknown = true;
+      }
+      x->pid = it->first;
+      out.push_back(*x);
+      it = adopted_.erase(it);
+    }
     for (auto it = pids_.begin(); it != pids_.end();) {
       int status = 0;
       const pid_t r = ::waitpid(*it, &status, WNOHANG);
@@ -105,7 +138,12 @@ class SystemProcessLauncher : public ProcessLauncher {
   }
 
  private:
+  struct Adopted {
+    uint64_t start_time = 0;
+    std::string status_file;
+  };
   std::set<pid_t> pids_;
+  std::map<pid_t, Adopted> adopted_;
 };
 
 bool IsTerminal(scheduler::JobPhase phase) {
@@ -117,7 +155,125 @@ std::string ExitText(const ProcessExit& x) {
   return x.signaled ? absl::StrCat("killed by signal ", x.signal) : absl::StrCat("exited with code ", x.exit_code);
 }
 
+// A name no other process of this state directory has (a status file).
+std::string Token() {
+  std::random_device rd;
+  std::mt19937_64 g((uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(::getpid()));
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(g()));
+  return buf;
+}
+
+bool WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return false;
+    out << text;
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 }  // namespace
+
+uint64_t ProcessStartTime(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text;
+  if (!in || !std::getline(in, text)) return 0;
+  // "PID (COMM) STATE ..." where COMM may hold spaces and parentheses:
+  // the fields after the last ')' are state (3), ..., starttime (22).
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  uint64_t start = 0;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return 0;  // ended, not yet reaped
+    if (i == 22) start = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return start;
+}
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+std::optional<ProcessExit> ReadExitStatus(const std::string& status_file) {
+  if (status_file.empty()) return std::nullopt;
+  std::ifstream in(status_file);
+  std::string how;
+  int n = 0;
+  if (!(in >> how >> n)) return std::nullopt;
+  ProcessExit x;
+  if (how == "exit") {
+    x.exit_code = n;
+  } else if (how == "signal") {
+    x.signaled = true;
+    x.signal = n;
+  } else {
+    return std::nullopt;
+  }
+  return x;
+}
+
+int RunSupervisor(const std::string& status_file, const std::vector<std::string>& argv) {
+  if (argv.empty() || argv.front().empty()) {
+    std::fprintf(stderr, "supervise: no command\n");
+    return 2;
+  }
+  // The stop signals reach the command through the process group; the
+  // supervisor outlives it to record how it ended.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &ignore, nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t child = 0;
+  const int rc = posix_spawnp(&child, args[0], nullptr, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    std::fprintf(stderr, "supervise: cannot start %s: %s\n", argv.front().c_str(), std::strerror(rc));
+    WriteFileAtomically(status_file, "exit 127\n");
+    return 127;
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) {
+      WriteFileAtomically(status_file, "exit 255\n");
+      return 255;
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    WriteFileAtomically(status_file, absl::StrCat("signal ", sig, "\n"));
+    // End the same way (the daemon's waitpid then reads what the command did).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    ::kill(::getpid(), sig);
+    return 128 + sig;
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+  WriteFileAtomically(status_file, absl::StrCat("exit ", code, "\n"));
+  return code;
+}
 
 std::unique_ptr<ProcessLauncher> MakeSystemProcessLauncher() { return std::make_unique<SystemProcessLauncher>(); }
 
@@ -172,7 +328,15 @@ void LocalExecutor::OnCycle(const scheduler::Decisions& d) {
 void LocalExecutor::Launch(const scheduler::Bind& b) {
   const scheduler::Job& job = engine_.state().job(b.job);
   const int incarnation = ++incarnations_[b.task_name];
-  auto pid = launcher_.Start(SpecFor(job, b, incarnation));
+  ProcessSpec spec = SpecFor(job, b, incarnation);
+  std::string status_file;
+  if (!options_.state_dir.empty()) {
+    status_file = absl::StrCat(options_.state_dir, "/exit-", Token());
+    std::vector<std::string> argv = {options_.ringmaster, "supervise", "--status-file", status_file, "--"};
+    argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
+    spec.argv = std::move(argv);
+  }
+  auto pid = launcher_.Start(spec);
   if (!pid.ok()) {
     common::Log(common::LogLevel::err, "task not started",
                 {{"job", job.name()}, {"task", b.task_name}, {"error", std::string(pid.status().message())}});
@@ -185,7 +349,11 @@ void LocalExecutor::Launch(const scheduler::Bind& b) {
   p.job = b.job;
   p.task = b.task;
   p.task_name = b.task_name;
+  p.status_file = status_file;
+  p.start_time = launcher_.StartTimeOf(*pid);
+  p.incarnation = incarnation;
   procs_[*pid] = p;
+  SaveRecords();
   common::Log(common::LogLevel::info, "task started",
               {{"job", job.name()}, {"task", b.task_name}, {"pid", static_cast<int64_t>(*pid)},
                {"node", b.node_name}, {"incarnation", incarnation}});
@@ -219,6 +387,8 @@ void LocalExecutor::Exited(const ProcessExit& x) {
   if (it == procs_.end()) return;
   const Proc p = it->second;
   procs_.erase(it);
+  if (!p.status_file.empty()) std::remove(p.status_file.c_str());
+  SaveRecords();
   const bool active = engine_.state().has_job(p.job) && !IsTerminal(engine_.state().job(p.job).phase());
   const std::string job_name = active ? engine_.state().job(p.job).name() : "";
   common::Log(x.exit_code == 0 && !x.signaled ? common::LogLevel::info : common::LogLevel::warn, "task exited",
@@ -226,8 +396,11 @@ void LocalExecutor::Exited(const ProcessExit& x) {
                {"how", ExitText(x)}, {"stopping", p.stopping ? "true" : "false"}});
   if (!active) return;
   const scheduler::Job& job = engine_.state().job(p.job);
-  if (p.stopping) {
-    if (p.task < job.tasks().size() && job.task(p.task).state == TaskState::kReleasing) {
+  const bool releasing = p.task < job.tasks().size() && job.task(p.task).state == TaskState::kReleasing;
+  if (p.stopping || releasing) {
+    // Stopped, or its gang broke (another task failed) before the stop
+    // reached it: gone either way.
+    if (releasing) {
       (void)engine_.TaskReleased(p.job, p.task);
       Changed(p.job, "released", absl::StrCat(p.task_name, " ", ExitText(x)));
     }
@@ -264,11 +437,125 @@ void LocalExecutor::Poll() {
   }
 }
 
+void LocalExecutor::SaveRecords() const {
+  if (options_.state_dir.empty()) return;
+  nlohmann::json procs = nlohmann::json::array();
+  for (const auto& [pid, p] : procs_) {
+    const std::string job = engine_.state().has_job(p.job) ? engine_.state().job(p.job).name() : "";
+    procs.push_back({{"job", job}, {"task", p.task_name}, {"pid", pid}, {"start_time", p.start_time},
+                     {"status_file", p.status_file}, {"incarnation", p.incarnation}});
+  }
+  const nlohmann::json doc{{"boot_id", BootId()}, {"processes", std::move(procs)}};
+  const std::string path = absl::StrCat(options_.state_dir, "/processes.json");
+  if (!WriteFileAtomically(path, doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) {
+    common::Log(common::LogLevel::err, "process records not written", {{"file", path}, {"error", std::strerror(errno)}});
+  }
+}
+
+LocalExecutor::Readopted LocalExecutor::Readopt() {
+  Readopted out;
+  struct Record {
+    std::string job;
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+    std::string status_file;
+    int incarnation = 0;
+  };
+  std::map<std::string, Record> records;  // by task name
+  bool same_boot = false;
+  if (!options_.state_dir.empty()) {
+    const std::string path = absl::StrCat(options_.state_dir, "/processes.json");
+    std::ifstream in(path);
+    if (in) {
+      try {
+        const nlohmann::json doc = nlohmann::json::parse(in);
+        same_boot = doc.value("boot_id", std::string()) == BootId() && !BootId().empty();
+        for (const auto& r : doc.at("processes")) {
+          Record rec{r.value("job", std::string()), r.value("pid", pid_t{0}), r.value("start_time", uint64_t{0}),
+                     r.value("status_file", std::string()), r.value("incarnation", 0)};
+          records[r.value("task", std::string())] = std::move(rec);
+        }
+      } catch (const nlohmann::json::exception& e) {
+        common::Log(common::LogLevel::err, "process records not read", {{"file", path}, {"error", e.what()}});
+      }
+    }
+  }
+  std::vector<std::pair<scheduler::JobId, uint32_t>> orphans;
+  std::vector<ProcessExit> ended;
+  for (scheduler::JobId id : engine_.state().active_jobs()) {
+    const scheduler::Job& job = engine_.state().job(id);
+    if (!Executes(job)) continue;
+    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+      const scheduler::Task& t = job.task(i);
+      if (t.state != TaskState::kRunning && t.state != TaskState::kBound) continue;
+      auto r = records.find(t.name);
+      if (r == records.end() || r->second.job != job.name()) {
+        orphans.push_back({id, i});
+        continue;
+      }
+      const Record rec = r->second;
+      records.erase(r);
+      Proc p;
+      p.job = id;
+      p.task = i;
+      p.task_name = t.name;
+      p.status_file = rec.status_file;
+      p.start_time = rec.start_time;
+      p.incarnation = rec.incarnation;
+      incarnations_[t.name] = std::max(incarnations_[t.name], rec.incarnation);
+      if (same_boot && launcher_.Adopt(rec.pid, rec.start_time, rec.status_file)) {
+        procs_[rec.pid] = p;
+        ++out.adopted;
+        common::Log(common::LogLevel::info, "task re-adopted",
+                    {{"job", job.name()}, {"task", t.name}, {"pid", static_cast<int64_t>(rec.pid)}});
+        if (t.state == TaskState::kBound) (void)engine_.TaskStarted(id, i);
+        continue;
+      }
+      if (std::optional<ProcessExit> x = same_boot ? ReadExitStatus(rec.status_file) : std::nullopt) {
+        // It ended while no daemon ran: report it as it ended.
+        x->pid = rec.pid;
+        procs_[rec.pid] = p;
+        ended.push_back(*x);
+        continue;
+      }
+      orphans.push_back({id, i});
+    }
+  }
+  // Recorded processes whose task no longer runs hold GPUs nobody counts.
+  for (const auto& [task, rec] : records) {
+    if (!rec.status_file.empty()) std::remove(rec.status_file.c_str());
+    if (!same_boot || !launcher_.Adopt(rec.pid, rec.start_time, rec.status_file)) continue;
+    common::Log(common::LogLevel::warn, "stray task process killed",
+                {{"job", rec.job}, {"task", task}, {"pid", static_cast<int64_t>(rec.pid)}});
+    launcher_.Signal(rec.pid, SIGKILL);
+    ++out.killed;
+  }
+  for (const ProcessExit& x : ended) {
+    ++out.ended;
+    Exited(x);
+  }
+  for (const auto& [id, i] : orphans) {
+    const scheduler::Task& t = engine_.state().job(id).task(i);
+    if (t.state != TaskState::kRunning && t.state != TaskState::kBound) continue;  // a gang already broken
+    if (engine_.TaskFailed(id, i, "has no process after a daemon restart").ok()) {
+      ++out.failed;
+      Changed(id, "task_failed", absl::StrCat(t.name, " has no process after a daemon restart"));
+    }
+  }
+  SaveRecords();
+  return out;
+}
+
 void LocalExecutor::StopAll(int64_t grace_ms) {
   for (auto& [pid, p] : procs_) launcher_.Signal(pid, SIGTERM);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   auto reap = [&] {
-    for (const ProcessExit& x : launcher_.Reap()) procs_.erase(x.pid);
+    for (const ProcessExit& x : launcher_.Reap()) {
+      if (auto it = procs_.find(x.pid); it != procs_.end() && !it->second.status_file.empty()) {
+        std::remove(it->second.status_file.c_str());
+      }
+      procs_.erase(x.pid);
+    }
   };
   while (!procs_.empty() && std::chrono::steady_clock::now() < until) {
     reap();
@@ -279,6 +566,7 @@ void LocalExecutor::StopAll(int64_t grace_ms) {
     reap();
     if (!procs_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  SaveRecords();  // what is left (normally nothing)
 }
 
 }  // namespace ringmaster::server

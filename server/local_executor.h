@@ -20,6 +20,21 @@
 // Only jobs with a command are run (Executes); the others keep the admin
 // service's "bound and started at once" behaviour.
 //
+// Across a daemon restart (`state_dir` set: serve --state): each process is
+// started under `ringmaster supervise --status-file F`, a small parent that
+// records how the command ended in F (the command's process is not the
+// restarted daemon's child, so waitpid cannot tell), and the executor keeps
+// a record of its live processes (task, pid, start time from
+// /proc/PID/stat, boot id) in state_dir/processes.json. A daemon killed
+// with kill -9 leaves its processes running; the restarted one re-adopts
+// (Readopt) each process whose task the engine re-adopted as running and
+// whose pid still names the same process (same start time, same boot): it
+// keeps supervising it (signals on eviction, its end reported to the
+// engine with the status the supervisor recorded). A process that ended
+// while no daemon ran is reported as its status file says; a task whose
+// process is gone without one fails (TaskFailed); a recorded process whose
+// task no longer runs is killed.
+//
 // The processes themselves sit behind ProcessLauncher, so tests can drive
 // the lifecycle with fake ones (or with real `sh -c` processes).
 #ifndef RINGMASTER_SERVER_LOCAL_EXECUTOR_H_
@@ -28,8 +43,10 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,7 +69,25 @@ struct ProcessExit {
   int exit_code = 0;  // when !signaled
   int signal = 0;     // the signal that ended it, when signaled
   bool signaled = false;
+  // An adopted process ended without a recorded status (killed with its
+  // supervisor): reported as signaled by SIGKILL.
+  bool unknown = false;
 };
+
+// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
+// since boot); 0 when there is no such process or it is a zombie.
+uint64_t ProcessStartTime(pid_t pid);
+// This boot's id (/proc/sys/kernel/random/boot_id); empty when unreadable.
+std::string BootId();
+// `ringmaster supervise --status-file FILE -- CMD ARGS`: runs CMD as its
+// child in the same process group, ignores SIGTERM / SIGINT / SIGHUP itself
+// (they reach CMD through the group), and when CMD ends writes "exit N" or
+// "signal N" to FILE (atomically: FILE.tmp, then rename); then ends the
+// same way CMD did.
+int RunSupervisor(const std::string& status_file, const std::vector<std::string>& argv);
+// Reads a status FILE written by RunSupervisor; nullopt when absent or
+// unreadable.
+std::optional<ProcessExit> ReadExitStatus(const std::string& status_file);
 
 // Starts, signals and reaps processes. Not thread-safe (one caller).
 class ProcessLauncher {
@@ -65,6 +100,19 @@ class ProcessLauncher {
   virtual void Signal(pid_t pid, int sig) = 0;
   // The processes that ended since the last call (never blocks).
   virtual std::vector<ProcessExit> Reap() = 0;
+  // Supervises a process it did not start (a previous daemon's): `pid`, a
+  // process-group leader that started at `start_time` (ProcessStartTime);
+  // when it ends, Reap reports the status recorded in `status_file`.
+  // Signals reach it only while the pid still names that process. False
+  // when it cannot (the default: a launcher without real processes).
+  virtual bool Adopt(pid_t pid, uint64_t start_time, const std::string& status_file) {
+    (void)pid;
+    (void)start_time;
+    (void)status_file;
+    return false;
+  }
+  // ProcessStartTime for this launcher's processes (fakes override it).
+  virtual uint64_t StartTimeOf(pid_t pid) { return ProcessStartTime(pid); }
 };
 // posix_spawn, waitpid(WNOHANG) on the processes it started.
 std::unique_ptr<ProcessLauncher> MakeSystemProcessLauncher();
@@ -77,6 +125,10 @@ struct LocalExecutorOptions {
   int64_t kill_after_ms = 5000;
   // A shrunk task still running this long before its deadline gets SIGTERM.
   int64_t shrink_term_before_ms = 2000;
+  // An existing directory: processes run under `ringmaster supervise` and
+  // are recorded there, so a restarted daemon re-adopts them (Readopt).
+  // Empty: neither.
+  std::string state_dir;
 };
 
 class LocalExecutor {
@@ -102,6 +154,17 @@ class LocalExecutor {
   // Shutdown: SIGTERM to every process, SIGKILL to those left after
   // `grace`; reaps them. Reports nothing to the engine.
   void StopAll(int64_t grace_ms);
+  // After a daemon restart, before the first cycle (see the class
+  // comment): re-adopts the recorded processes of the tasks the engine
+  // re-adopted as Bound or Running; reports the ended ones; fails the tasks
+  // with no process; kills recorded processes whose task no longer runs.
+  struct Readopted {
+    int adopted = 0;  // still running, supervised again
+    int ended = 0;    // ended while no daemon ran, reported with their status
+    int failed = 0;   // no process and no status: TaskFailed
+    int killed = 0;   // a process whose task no longer runs
+  };
+  Readopted Readopt();
 
   // Live processes (tests, Summary).
   size_t running() const { return procs_.size(); }
@@ -120,7 +183,12 @@ class LocalExecutor {
     scheduler::Timestamp kill_at = -1;  // SIGKILL then
     bool termed = false;
     bool killed = false;
+    std::string status_file;  // with state_dir: where its supervisor records its end
+    uint64_t start_time = 0;
+    int incarnation = 0;
   };
+  // Writes state_dir/processes.json (no-op without state_dir).
+  void SaveRecords() const;
   void Launch(const scheduler::Bind& b);
   void Stop(const scheduler::Eviction& e);
   void Exited(const ProcessExit& x);

@@ -38,6 +38,126 @@ TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
   EXPECT_TRUE(e->CheckInvariants().ok());
 }
 
+// A gang a failure takes below its minimum: its survivors still run, so
+// their GPUs are not free (no one else is placed on them) until the driver
+// reports them gone; then the gang restarts whole.
+struct BrokenGang {
+  scheduler::ManualClock clock{1'000'000};
+  scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  std::unique_ptr<scheduler::Engine> e;
+  scheduler::JobId gang, other;
+  BrokenGang() {
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    opts.restart_grace_ms = 5000;
+    // 2 nodes x 4 GPUs: the gang takes both; "other" (a 4-GPU job) waits.
+    e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), scheduler::DefaultPolicy(),
+                                   registry, clock, opts);
+    gang = *e->SubmitJob(JobBuilder("gang").Gang(2).GpusPerTask(4).Build());
+    Start(e->RunCycle());
+    other = *e->SubmitJob(JobBuilder("other").GpusPerTask(4).Build());
+  }
+  void Start(const scheduler::Decisions& d) {
+    for (const auto& b : d.binds) {
+      EXPECT_TRUE(e->ConfirmBind(b.job, b.task, true).ok());
+      EXPECT_TRUE(e->TaskStarted(b.job, b.task).ok());
+    }
+  }
+  const scheduler::Job& job(scheduler::JobId id) const { return e->state().job(id); }
+  int64_t FreeGpus() const {
+    int64_t n = 0;
+    for (uint32_t i = 0; i < e->state().num_nodes(); ++i) n += e->state().FreeWholeGpus(topology::NodeId(i));
+    return n;
+  }
+  // The survivor's eviction comes with the next cycle, which must not place
+  // anyone on the survivor's GPUs nor restart the gang while it runs.
+  void CheckSurvivorHeld(uint32_t survivor) {
+    EXPECT_EQ(job(gang).task(survivor).state, TaskState::kReleasing) << "stopped with a deadline, not Pending";
+    EXPECT_EQ(job(gang).task(survivor).release_deadline, clock.Now() + 5000);
+    EXPECT_EQ(FreeGpus(), 4) << "the survivor's 4 GPUs are not free while its process runs";
+    auto d = e->RunCycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].task, survivor);
+    EXPECT_EQ(d.evictions[0].kind, scheduler::Eviction::Kind::kEvict);
+    EXPECT_EQ(d.evictions[0].deadline, clock.Now() + 5000);
+    // "other" takes the free node; nothing lands on the survivor's node and
+    // the gang does not start again.
+    ASSERT_EQ(d.binds.size(), 1u);
+    EXPECT_EQ(d.binds[0].job, other);
+    EXPECT_NE(d.binds[0].node, job(gang).task(survivor).node);
+    Start(d);
+    EXPECT_EQ(job(gang).phase(), JobPhase::kInqueue);
+    EXPECT_TRUE(e->CheckInvariants().ok());
+    d = e->RunCycle();
+    EXPECT_TRUE(d.binds.empty()) << "still held by the survivor";
+    // The survivor is gone: its GPUs are free; "other" finishes and the
+    // gang restarts whole.
+    ASSERT_TRUE(e->TaskReleased(gang, survivor).ok());
+    EXPECT_EQ(job(gang).task(survivor).state, TaskState::kPending);
+    ASSERT_TRUE(e->FinishJob(other, true).ok());
+    d = e->RunCycle();
+    EXPECT_EQ(d.binds.size(), 2u);
+    Start(d);
+    EXPECT_EQ(job(gang).phase(), JobPhase::kRunning);
+    EXPECT_TRUE(e->CheckInvariants().ok());
+  }
+};
+
+TEST(EngineBrokenGang, ACrashedTaskLeavesItsSurvivorsReleasingUntilTheyAreGone) {
+  BrokenGang h;
+  ASSERT_EQ(h.job(h.gang).phase(), JobPhase::kRunning);
+  ASSERT_TRUE(h.e->TaskFailed(h.gang, 0, "exited with code 1").ok());
+  EXPECT_EQ(h.job(h.gang).task(0).state, TaskState::kPending) << "the crashed task's process is gone";
+  h.CheckSurvivorHeld(1);
+}
+
+TEST(EngineBrokenGang, ALostNodeLeavesTheSurvivorsReleasing) {
+  BrokenGang h;
+  const auto node = h.job(h.gang).task(1).node;
+  ASSERT_TRUE(h.e->FailNode(h.e->state().cluster().node(node).name).ok());
+  // One node left: "other" cannot run until the survivor is gone.
+  const auto survivor_node = h.job(h.gang).task(0).node;
+  EXPECT_EQ(h.job(h.gang).task(0).state, TaskState::kReleasing);
+  EXPECT_EQ(h.e->state().FreeWholeGpus(survivor_node), 0);
+  auto d = h.e->RunCycle();
+  EXPECT_TRUE(d.binds.empty()) << "nothing placed on the survivor's GPUs";
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].task, 0u);
+  // Its deadline passes without a report: the GPUs are free then.
+  h.clock.Advance(5000);
+  d = h.e->RunCycle();
+  EXPECT_EQ(h.job(h.gang).task(0).state, TaskState::kPending);
+  EXPECT_TRUE(h.e->CheckInvariants().ok());
+  bool other_placed = false;
+  for (const auto& b : d.binds) other_placed |= b.job == h.other && b.node == survivor_node;
+  EXPECT_TRUE(other_placed) << "the gang cannot fit on one node; the 4-GPU job takes it";
+}
+
+TEST(EngineBrokenGang, AFailedBindStopsTheStartedMembersWithADeadline) {
+  scheduler::ManualClock clock{1'000'000};
+  auto registry = plugins::BuiltinRegistry();
+  scheduler::EngineOptions opts;
+  opts.auto_confirm_binds = false;
+  opts.restart_grace_ms = 5000;
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), scheduler::DefaultPolicy(),
+                                      registry, clock, opts);
+  auto id = *e->SubmitJob(JobBuilder("g").Gang(2).GpusPerTask(8).Build());
+  e->RunCycle();
+  ASSERT_TRUE(e->ConfirmBind(id, 0, true).ok());
+  ASSERT_TRUE(e->TaskStarted(id, 0).ok());
+  ASSERT_TRUE(e->ConfirmBind(id, 1, false).ok());
+  const auto& job = e->state().job(id);
+  EXPECT_EQ(job.task(0).state, TaskState::kReleasing);
+  EXPECT_EQ(job.task(1).state, TaskState::kPending);
+  auto d = e->RunCycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_TRUE(d.binds.empty()) << "the gang waits for its started member to stop";
+  ASSERT_TRUE(e->TaskReleased(id, 0).ok());
+  d = e->RunCycle();
+  EXPECT_EQ(d.binds.size(), 2u);
+  EXPECT_TRUE(e->CheckInvariants().ok());
+}
+
 // enqueue + allocate; binpack weighted on CPU; nodesToScore n.
 scheduler::Policy CpuBinpackPolicy(int nodes_to_score) {
   return PolicyFromYaml("actions: \"enqueue, allocate\"\nnodesToScore: " + std::to_string(nodes_to_score) + R"(

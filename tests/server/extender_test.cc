@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "absl/synchronization/notification.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
 #include "server/http_server.h"
@@ -235,7 +239,14 @@ TEST_F(ExtenderTest, AGangWithoutTheAnnotationTakesItsMinMemberFromThePodGroup) 
   binder.min["ml/bert"] = 2;
   binder_ = &binder;
   Make(DefaultTopologyLabels());
-  // No min-member annotation (min 0): the PodGroup says 2.
+  // No min-member annotation (min 0): the PodGroup says 2. The filter
+  // answers at once while the lookup thread reads it; the next one knows.
+  const ExtenderFilterResult looking = extender_->Filter(FullArgs(Pod("w-0", "bert", 0, 4)));
+  ASSERT_EQ(looking.failed_and_unresolvable_nodes.size(), 0u) << ToJson(looking);
+  ASSERT_EQ(looking.failed_nodes.size(), 3u) << ToJson(looking);
+  EXPECT_NE(looking.failed_nodes.begin()->second.find("looking up PodGroup ml/bert's minMember"), std::string::npos)
+      << ToJson(looking);
+  extender_->WaitForPodGroupLookups();
   const ExtenderFilterResult first = extender_->Filter(FullArgs(Pod("w-0", "bert", 0, 4)));
   ASSERT_EQ(first.failed_and_unresolvable_nodes.size(), 0u) << ToJson(first);
   EXPECT_NE(first.failed_nodes.begin()->second.find("1 of 2 member pods seen"), std::string::npos) << ToJson(first);
@@ -246,17 +257,66 @@ TEST_F(ExtenderTest, AGangWithoutTheAnnotationTakesItsMinMemberFromThePodGroup) 
 
   // A group with no PodGroup object waits as unresolvable and is not asked
   // for again on every request.
+  extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  extender_->WaitForPodGroupLookups();
   const ExtenderFilterResult orphan = extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
   ASSERT_FALSE(orphan.failed_and_unresolvable_nodes.empty()) << ToJson(orphan);
   EXPECT_NE(orphan.failed_and_unresolvable_nodes.begin()->second.find("min member unknown"), std::string::npos);
+  EXPECT_NE(orphan.failed_and_unresolvable_nodes.begin()->second.find("PodGroup ml/orphan not found"),
+            std::string::npos)
+      << ToJson(orphan);
   extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  extender_->WaitForPodGroupLookups();
   EXPECT_EQ(binder.lookups, 2);
   // Created later: found on a retry once the retry time has passed.
   binder.min["ml/orphan"] = 1;
   clock_.Advance(10'001);
+  extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
+  extender_->WaitForPodGroupLookups();
   const ExtenderFilterResult found = extender_->Filter(FullArgs(Pod("o-0", "orphan", 0, 1)));
   EXPECT_TRUE(found.failed_and_unresolvable_nodes.empty()) << ToJson(found);
+  EXPECT_EQ(Passing(found).size(), 1u) << ToJson(found);
   EXPECT_EQ(binder.lookups, 3);
+}
+
+// The API server answers slowly (the binder's 5 s timeout): the filter does
+// not wait for it.
+class SlowPodGroupBinder : public Binder {
+ public:
+  absl::Status Bind(const ExtenderBindingArgs&) override { return absl::OkStatus(); }
+  absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
+  absl::StatusOr<int> PodGroupMinMember(const std::string&, const std::string&) override {
+    ++lookups;
+    answer.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return 2;
+  }
+  absl::Notification answer;
+  std::atomic<int> lookups{0};
+};
+
+TEST_F(ExtenderTest, ASlowPodGroupLookupDoesNotHoldUpTheFilter) {
+  SlowPodGroupBinder binder;
+  binder_ = &binder;
+  Make(DefaultTopologyLabels());
+  auto filtered = std::async(std::launch::async, [&] { return extender_->Filter(FullArgs(Pod("w-0", "slow", 0, 4))); });
+  const bool answered = filtered.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!answered) binder.answer.Notify();  // let the old, blocking filter finish
+  ASSERT_TRUE(answered) << "the filter waited for the API server";
+  const ExtenderFilterResult r = filtered.get();
+  ASSERT_EQ(r.failed_nodes.size(), 3u) << ToJson(r);
+  EXPECT_NE(r.failed_nodes.at("n1").find("looking up PodGroup ml/slow's minMember"), std::string::npos) << ToJson(r);
+  // Other pods are served meanwhile, and a second filter of the group does
+  // not ask again.
+  EXPECT_EQ(Passing(extender_->Filter(FullArgs(Pod("solo", "", 0, 1)))).size(), 1u);
+  EXPECT_NE(extender_->Filter(FullArgs(Pod("w-1", "slow", 0, 4))).failed_nodes.at("n1").find("looking up"),
+            std::string::npos);
+  binder.answer.Notify();
+  extender_->WaitForPodGroupLookups();
+  EXPECT_EQ(binder.lookups.load(), 1);
+  // The answer is in: both members seen, the gang is placed.
+  const ExtenderFilterResult placed = extender_->Filter(FullArgs(Pod("w-0", "slow", 0, 4)));
+  EXPECT_EQ(Passing(placed).size(), 1u) << ToJson(placed);
+  EXPECT_TRUE(engine_->FindJob("ml/slow").valid());
 }
 
 TEST_F(ExtenderTest, AFailedBindReleasesTheGangAndTheEnginePlacesItAgain) {

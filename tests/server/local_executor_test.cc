@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "plugins/registry.h"
 #include "scheduler/job_file.h"
@@ -44,6 +46,14 @@ class FakeLauncher : public ProcessLauncher {
     for (const auto& x : out) alive.erase(x.pid);
     return out;
   }
+  // Processes it did not start (a previous executor's) are adopted while
+  // alive with the start time they had.
+  bool Adopt(pid_t pid, uint64_t start_time, const std::string&) override {
+    if (!alive.contains(pid) || StartTimeOf(pid) != start_time) return false;
+    adopted.insert(pid);
+    return true;
+  }
+  uint64_t StartTimeOf(pid_t pid) override { return alive.contains(pid) ? 10 * static_cast<uint64_t>(pid) : 0; }
   void Exit(pid_t pid, int code) { exits.push_back({pid, code, 0, false}); }
   void Kill(pid_t pid, int sig) { exits.push_back({pid, 0, sig, true}); }
   // The pid running `task`.
@@ -58,6 +68,7 @@ class FakeLauncher : public ProcessLauncher {
   std::set<pid_t> alive;
   std::vector<ProcessExit> exits;
   std::vector<std::pair<pid_t, int>> signals;
+  std::set<pid_t> adopted;
   bool fail_next = false;
 
  private:
@@ -69,6 +80,7 @@ class ExecutorTest : public ::testing::Test {
   ExecutorTest() : registry_(plugins::BuiltinRegistry()) {
     scheduler::EngineOptions eo;
     eo.auto_confirm_binds = false;
+    eo.restart_grace_ms = 3000;  // as serve sets it
     auto e = scheduler::Engine::Create(ClusterBuilder().NodesPerRack(1).Gpus(4).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, preempt, elastic, backfill"
 configurations:
 - name: preempt
@@ -189,15 +201,25 @@ TEST_F(ExecutorTest, ACrashOfAGangBelowItsMinimumRestartsItWhole) {
   launcher_.Kill(launcher_.Of(Job(id).task(0).name), SIGSEGV);
   executor_->Poll();
   EXPECT_NE(Job(id).phase(), JobPhase::kRunning);
-  // The engine evicts the rest with its next decisions: the survivor is stopped.
+  // The survivor still runs: it is Releasing, its GPU is not free.
+  EXPECT_EQ(Count(id, TaskState::kReleasing), 1);
+  // The engine evicts it with its next decisions: the survivor is stopped,
+  // and the gang does not start again while it runs (its GPU would be
+  // shared by two processes).
   auto d = Cycle();
+  EXPECT_TRUE(d.binds.empty());
   bool stopped = false;
   for (const auto& [pid, sig] : launcher_.signals) stopped |= pid == survivor && sig == SIGTERM;
   executor_->Poll();
   for (const auto& [pid, sig] : launcher_.signals) stopped |= pid == survivor && sig == SIGTERM;
   EXPECT_TRUE(stopped);
+  clock_.Advance(1000);
+  Cycle();
+  EXPECT_EQ(executor_->started(), 2) << "no new process while the survivor runs";
+  EXPECT_EQ(launcher_.alive.size(), 1u);
   launcher_.Kill(survivor, SIGTERM);
   executor_->Poll();
+  EXPECT_EQ(Count(id, TaskState::kPending), 2) << "released once its process is gone";
   // And it starts again, whole, as new processes.
   for (int i = 0; i < 3 && Count(id, TaskState::kRunning) < 2; ++i) {
     clock_.Advance(1000);
@@ -263,6 +285,75 @@ TEST_F(ExecutorTest, EvictedTaskGetsSigtermNowAndSigkillAtTheDeadline) {
   for (const auto& t : Job(low).tasks()) launcher_.Kill(launcher_.Of(t.name), SIGKILL);
   executor_->Poll();
   EXPECT_EQ(Count(low, TaskState::kReleasing), 0);
+}
+
+// A daemon restart (serve --state): a new executor on the engine's re-adopted
+// jobs re-adopts the recorded processes still alive, reports those that
+// ended with their recorded status, fails tasks without either, and kills a
+// recorded process whose task no longer runs.
+TEST_F(ExecutorTest, ARestartedExecutorReadoptsWhatStillRuns) {
+  char dir[] = "/tmp/rm_readopt_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  LocalExecutorOptions o;
+  o.ringmaster = "/opt/ringmaster";
+  o.coordinator = "127.0.0.1:7070";
+  o.state_dir = dir;
+  auto first = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o);
+  auto run = [&](LocalExecutor& ex) {
+    auto d = engine_->RunCycle();
+    ex.OnCycle(d);
+  };
+  const auto gang = Submit(JobBuilder("gang").Gang(2).GpusPerTask(1).Build());
+  const auto solo = Submit(JobBuilder("solo").GpusPerTask(1).Build());
+  const auto gone = Submit(JobBuilder("gone").GpusPerTask(1).Build());
+  run(*first);
+  ASSERT_EQ(first->started(), 4);
+  const ProcessSpec& spec = launcher_.specs.begin()->second;
+  ASSERT_GE(spec.argv.size(), 5u);
+  EXPECT_EQ(spec.argv[1], "supervise") << "run under the supervisor, which records the exit status";
+  EXPECT_EQ(spec.argv[2], "--status-file");
+  const std::string g0 = Job(gang).task(0).name, g1 = Job(gang).task(1).name;
+  const pid_t p0 = launcher_.Of(g0), p1 = launcher_.Of(g1), ps = launcher_.Of(Job(solo).task(0).name),
+              pg = launcher_.Of(Job(gone).task(0).name);
+  // The records, as the killed daemon left them.
+  std::ifstream in(std::string(dir) + "/processes.json");
+  const nlohmann::json records = nlohmann::json::parse(in);
+  ASSERT_EQ(records.at("processes").size(), 4u);
+  std::string status_g1;
+  for (const auto& r : records.at("processes")) {
+    EXPECT_EQ(r.at("start_time").get<uint64_t>(), 10 * r.at("pid").get<uint64_t>());
+    if (r.at("task") == g1) status_g1 = r.at("status_file");
+  }
+  ASSERT_FALSE(status_g1.empty());
+  first.reset();  // kill -9: nothing stopped
+  // While no daemon ran: g1 exited 0 (its supervisor wrote the status), the
+  // solo job's process vanished without one, and "gone" is no longer
+  // running in the restored state (here: cancelled) while its process lives.
+  launcher_.alive.erase(p1);
+  std::ofstream(status_g1) << "exit 0\n";
+  launcher_.alive.erase(ps);
+  ASSERT_TRUE(engine_->CancelJob(gone).ok());
+  LocalExecutor second(*engine_, clock_, launcher_, o);
+  const LocalExecutor::Readopted r = second.Readopt();
+  EXPECT_EQ(r.adopted, 1);
+  EXPECT_EQ(r.ended, 1);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.killed, 1);
+  EXPECT_EQ(second.PidOf(g0), p0) << "the live process is supervised again";
+  EXPECT_TRUE(launcher_.adopted.contains(p0));
+  EXPECT_TRUE(std::find(launcher_.signals.begin(), launcher_.signals.end(), std::make_pair(pg, SIGKILL)) !=
+              launcher_.signals.end())
+      << "the stray process is killed";
+  EXPECT_EQ(Job(gang).phase(), JobPhase::kRunning) << "g1's exit 0: the program is ending";
+  EXPECT_EQ(Count(solo, TaskState::kPending), 1) << "no process, no status: failed, waits again";
+  // The solo job starts again as a new process; g0 ends with 0: the gang completes.
+  run(second);
+  EXPECT_EQ(second.started(), 1);
+  EXPECT_EQ(Count(solo, TaskState::kRunning), 1);
+  launcher_.Exit(p0, 0);
+  second.Poll();
+  EXPECT_EQ(Job(gang).phase(), JobPhase::kCompleted);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(JobCommand, JobFileListOrShellStringAndTheAdminApiCarryIt) {

@@ -7,8 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
+#include "plugins/registry.h"
+#include "server/extender.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -293,6 +297,89 @@ configurations:
   ASSERT_EQ(st->generation(), 3);
   ASSERT_EQ(st->members_size(), 4);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(st->members(i).worker_id(), target.workers[i]) << "rank " << i;
+}
+
+// A gang of pods through the extender: the coordinator's job is the gang
+// and its workers are the pods' names (what a shim in the pod knows from the
+// downward API), ranked as the engine ranked the tasks the pods run as.
+TEST(MembershipBridgeExtender, APodsShimJoinsAsThePodItRunsIn) {
+  using namespace ringmaster::testing;
+  using nlohmann::json;
+  auto registry = plugins::BuiltinRegistry();
+  scheduler::ManualClock clock{1'000};
+  scheduler::EngineOptions eo;
+  eo.auto_confirm_binds = false;
+  const TopologyLabels labels = DefaultTopologyLabels();
+  auto engine = *scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(labels), {}),
+                                           scheduler::DefaultPolicy(), registry, clock, eo);
+  CoordinatorOptions co;
+  Coordinator coord(co);
+  MembershipBridge bridge(coord);
+  std::vector<MembershipChange> seen;
+  ExtenderOptions o;
+  o.on_cycle = [&](const scheduler::Decisions& d) {
+    for (const auto& m : d.membership) seen.push_back(m);
+    EXPECT_TRUE(bridge.OnCycle(d).ok());
+  };
+  Extender ext(*engine, clock, o, nullptr);
+  bridge.SetNames([&](scheduler::JobId id) -> std::optional<CoordinatorNames> {  // as serve sets it
+    CoordinatorNames n;
+    if (!ext.PodNamesLocked(id, &n.job, &n.workers)) return std::nullopt;
+    return n;
+  });
+  auto node = [](const std::string& name, const std::string& rack) {
+    return json{{"metadata", {{"name", name}, {"labels", {{"topology.ringmaster.io/rack", rack}}}}},
+                {"status", {{"allocatable", {{"cpu", "96"}, {"memory", "1Ti"}, {"nvidia.com/gpu", "8"}}}}}};
+  };
+  // Pod names that do not sort in arrival order, one 8-GPU pod per node.
+  const std::vector<std::string> pods = {"bert-zeta", "bert-alpha", "bert-mid"};
+  auto pod = [](const std::string& name) {
+    return json{{"metadata",
+                 {{"name", name}, {"namespace", "ml"}, {"uid", "uid-" + name},
+                  {"labels", {{"scheduling.x-k8s.io/pod-group", "bert"}}},
+                  {"annotations", {{"scheduling.volcano.sh/group-min-member", "3"}}}}},
+                {"spec",
+                 {{"containers",
+                   {{{"name", "t"}, {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}, {"requests", {{"cpu", "4"}}}}}}}}}}};
+  };
+  ExtenderArgs args;
+  args.nodes = std::vector<json>{node("n1", "r1"), node("n2", "r2"), node("n3", "r1"), node("n4", "r2")};
+  for (const auto& p : pods) {
+    args.pod = pod(p);
+    ext.Filter(args);
+  }
+  ASSERT_EQ(seen.size(), 1u) << "the gang started";
+  ASSERT_EQ(seen[0].kind, MembershipChange::Kind::kStart);
+  ASSERT_EQ(seen[0].members.size(), 3u);
+  // The engine's task names are its own ("ml/bert-worker-N") ...
+  for (const auto& m : seen[0].members) EXPECT_EQ(m.task_name.rfind("ml/bert-worker-", 0), 0u) << m.task_name;
+  // ... the coordinator waits for the pods by their names, under the gang's.
+  std::map<std::string, Subscription> subs;
+  for (const auto& p : pods) {
+    auto st = coord.GetJob("ml/bert");
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->generation(), 0) << "not every pod has joined";
+    api::JoinRequest r;
+    r.set_job("ml/bert");
+    r.set_worker_id(p);
+    auto sub = coord.Join(r);
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    subs.emplace(p, *sub);
+  }
+  auto st = coord.GetJob("ml/bert");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->generation(), 1);
+  ASSERT_EQ(st->members_size(), 3);
+  // Rank r is the pod reserved where the engine put its rank-r task.
+  for (const auto& m : seen[0].members) {
+    const std::string& worker = st->members(m.rank).worker_id();
+    ASSERT_TRUE(std::find(pods.begin(), pods.end(), worker) != pods.end()) << worker;
+    EXPECT_EQ(ext.ReservedNode("ml/" + worker), m.node_name) << "rank " << m.rank << " is " << worker;
+    auto u = coord.NextUpdate(subs.at(worker), absl::ZeroDuration());
+    ASSERT_TRUE(u.ok() && u->has_value());
+    EXPECT_EQ((*u)->rank(), m.rank) << worker;
+  }
+  EXPECT_FALSE(coord.GetJob("ml/bert-worker-0").ok()) << "nothing under the engine's task names";
 }
 
 }  // namespace
