@@ -315,13 +315,17 @@ pid_t LocalExecutor::PidOf(const std::string& task_name) const {
 }
 
 void LocalExecutor::OnCycle(const scheduler::Decisions& d) {
-  for (const scheduler::Bind& b : d.binds) {
-    if (!engine_.state().has_job(b.job) || !Executes(engine_.state().job(b.job))) continue;
-    Launch(b);
-  }
+  // Evictions first: they name processes that ran before this cycle. A cycle
+  // can stop a task and bind it again (a gang broken by a failure that is
+  // released and restarted whole within the cycle); stopping after the launch
+  // would kill the new incarnation.
   for (const scheduler::Eviction& e : d.evictions) {
     if (!engine_.state().has_job(e.job) || !Executes(engine_.state().job(e.job))) continue;
     Stop(e);
+  }
+  for (const scheduler::Bind& b : d.binds) {
+    if (!engine_.state().has_job(b.job) || !Executes(engine_.state().job(b.job))) continue;
+    Launch(b);
   }
 }
 

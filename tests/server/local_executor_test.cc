@@ -287,6 +287,33 @@ TEST_F(ExecutorTest, EvictedTaskGetsSigtermNowAndSigkillAtTheDeadline) {
   EXPECT_EQ(Count(low, TaskState::kReleasing), 0);
 }
 
+// Every process of a gang fails at once (both exits read in one poll): the
+// failure stops the survivor and the gang restarts whole in the next cycle,
+// whose decisions hold both the stale stop and the new binds. The new
+// processes must not be stopped by the stale eviction.
+TEST_F(ExecutorTest, AGangRestartedInTheCycleThatStopsItKeepsItsNewProcesses) {
+  const auto id = Submit(JobBuilder("crash").Gang(2).GpusPerTask(1).Build());
+  Cycle();
+  ASSERT_EQ(Count(id, TaskState::kRunning), 2);
+  const pid_t a = launcher_.Of(Job(id).task(0).name), b = launcher_.Of(Job(id).task(1).name);
+  launcher_.Exit(a, 3);
+  launcher_.Exit(b, 3);
+  executor_->Poll();
+  for (int i = 0; i < 3; ++i) {
+    Cycle();
+    executor_->Poll();
+  }
+  const pid_t a2 = launcher_.Of(Job(id).task(0).name), b2 = launcher_.Of(Job(id).task(1).name);
+  ASSERT_NE(a2, 0);
+  ASSERT_NE(b2, 0);
+  EXPECT_NE(a2, a);
+  EXPECT_NE(b2, b);
+  for (const auto& [pid, sig] : launcher_.signals) {
+    EXPECT_TRUE(pid != a2 && pid != b2) << "new process " << pid << " got signal " << sig;
+  }
+  EXPECT_EQ(Count(id, TaskState::kRunning), 2);
+}
+
 // A daemon restart (serve --state): a new executor on the engine's re-adopted
 // jobs re-adopts the recorded processes still alive, reports those that
 // ended with their recorded status, fails tasks without either, and kills a
