@@ -160,13 +160,22 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   if (it != offers_.end()) return it->second;
   Offer& offer = offers_[key];
   const State& st = s_.state();
-  std::vector<TaskRef> candidates;
+  // Eligible jobs first, then their tasks into a vector of the right size
+  // (growing it by doubling copied it over and over).
+  std::vector<const Job*> eligible;
+  size_t task_count = 0;
   for (JobId id : st.active_jobs()) {
     const Job& v = st.job(id);
     if (v.phase() != JobPhase::kRunning) continue;  // before asking its priority
     if (!Eligible(p, p_priority, v, PriorityOf(v))) continue;
-    for (const Task& t : v.tasks()) {
-      if (Stoppable(t.state)) candidates.push_back({&v, t.index});
+    eligible.push_back(&v);
+    task_count += v.tasks().size();
+  }
+  std::vector<TaskRef> candidates;
+  candidates.reserve(task_count);
+  for (const Job* v : eligible) {
+    for (const Task& t : v->tasks()) {
+      if (Stoppable(t.state)) candidates.push_back({v, t.index});
     }
   }
   uint32_t first = 0;
