@@ -1,6 +1,6 @@
 #include "plugins/gang.h"
 
-#include <unordered_map>
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -58,7 +58,7 @@ std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates)
     int total = 0;
     int seen = 0;
   };
-  std::unordered_map<const Job*, Count> count;
+  absl::flat_hash_map<const Job*, Count> count;
   count.reserve(candidates.size());
   for (const TaskRef& t : candidates) ++count[t.job].total;
   std::vector<TaskRef> out;

@@ -29,6 +29,7 @@ int PriorityPlugin::QueueOrder(const scheduler::QueueInfo& l, const scheduler::Q
 std::vector<TaskRef> PriorityPlugin::Preemptable(const TaskRef& preemptor,
                                                  const std::vector<TaskRef>& candidates) {
   std::vector<TaskRef> out;
+  out.reserve(candidates.size());
   for (const TaskRef& t : candidates) {
     if (t.job->priority() < preemptor.job->priority()) out.push_back(t);
   }

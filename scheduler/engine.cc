@@ -543,13 +543,18 @@ void Engine::AfterClose(Decisions& d) {
   // Shrinks and evictions with a grace period: remember their deadlines; a
   // shrunk job gets its next generation (the leavers are out of it).
   std::map<JobId, const Eviction*> shrunk;
+  // A preemptor's victims come one after another: look its name up once.
+  const std::string* last_preemptor = nullptr;
   for (const Eviction& e : d.evictions) {
     const Job& job = state_->job(e.job);
     if (job.task(e.task).state == TaskState::kReleasing) {
-      releasing_.insert({job.task(e.task).release_deadline, e.job, e.task});
+      // A cycle's deadlines are the latest so far: the end is the usual
+      // place (a wrong hint costs a normal insert).
+      releasing_.insert(releasing_.end(), {job.task(e.task).release_deadline, e.job, e.task});
     }
     if (e.kind == Eviction::Kind::kShrink) shrunk.emplace(e.job, &e);
-    if (!e.preemptor.empty()) {
+    if (!e.preemptor.empty() && !(last_preemptor && *last_preemptor == e.preemptor)) {
+      last_preemptor = &e.preemptor;
       const JobId p = FindJob(e.preemptor);
       if (p.valid() && state_->job(p).nominated()) held_.insert(p);
     }

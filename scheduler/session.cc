@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_set>
+
+#include "absl/container/flat_hash_set.h"
 
 namespace ringmaster::scheduler {
 
@@ -172,7 +173,7 @@ std::vector<TaskRef> IntersectVictims(const List& fns, const TaskRef& who,
         continue;
       }
       auto key = [](const TaskRef& t) { return (uint64_t{t.job->id().value()} << 32) | t.index; };
-      std::unordered_set<uint64_t> keep;
+      absl::flat_hash_set<uint64_t> keep;  // open addressing: no allocation per task
       keep.reserve(v.size());
       for (const TaskRef& t : v) keep.insert(key(t));
       std::erase_if(result, [&](const TaskRef& t) { return !keep.count(key(t)); });

@@ -66,6 +66,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   j.set_phase(terminal);
   active_.erase(id);
   waiting_.erase(id);
+  elastic_room_.erase(id);
   flags_[id.value()] = 0;
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
 }
@@ -95,13 +96,25 @@ void State::UpdateWaiting(const Job& job) {
   // change whether the job waits).
   const uint32_t id = job.id().value();
   const bool wait = (flags_[id] & kActive) && job.Count(TaskState::kPending) > 0;
-  if (wait == ((flags_[id] & kWaiting) != 0)) return;
-  if (wait) {
-    waiting_.insert(job.id());
-    flags_[id] |= kWaiting;
-  } else {
-    waiting_.erase(job.id());
-    flags_[id] &= static_cast<uint8_t>(~kWaiting);
+  if (wait != ((flags_[id] & kWaiting) != 0)) {
+    if (wait) {
+      waiting_.insert(job.id());
+      flags_[id] |= kWaiting;
+    } else {
+      waiting_.erase(job.id());
+      flags_[id] &= static_cast<uint8_t>(~kWaiting);
+    }
+  }
+  if (!job.elastic()) return;
+  const bool room = (flags_[id] & kActive) && job.ReadyCount() < job.max_member();
+  if (room != ((flags_[id] & kRoom) != 0)) {
+    if (room) {
+      elastic_room_.insert(job.id());
+      flags_[id] |= kRoom;
+    } else {
+      elastic_room_.erase(job.id());
+      flags_[id] &= static_cast<uint8_t>(~kRoom);
+    }
   }
 }
 
@@ -280,10 +293,15 @@ absl::Status State::CheckInvariants() const {
   // queue would break the node and queue recounts, which add up active jobs
   // only. So the check costs O(active jobs + nodes), not O(every job ever
   // submitted).
-  size_t active_flags = 0, waiting_flags = 0;
+  size_t active_flags = 0, waiting_flags = 0, room_flags = 0;
   for (uint8_t f : flags_) {
     active_flags += (f & kActive) != 0;
     waiting_flags += (f & kWaiting) != 0;
+    room_flags += (f & kRoom) != 0;
+  }
+  if (room_flags != elastic_room_.size()) {
+    return absl::InternalError(absl::StrCat("8: ", room_flags, " jobs flagged elastic below their maximum, but the ",
+                                            "set holds ", elastic_room_.size()));
   }
   if (active_flags != active_.size() || waiting_flags != waiting_.size()) {
     return absl::InternalError(absl::StrCat("7: ", active_flags, " jobs flagged active and ", waiting_flags,
@@ -300,6 +318,10 @@ absl::Status State::CheckInvariants() const {
         should_wait != ((flags_[j.id().value()] & kWaiting) != 0) ||
         (flags_[j.id().value()] & kActive) == 0) {
       return absl::InternalError(absl::StrCat("7: job ", j.name(), " waiting set is off"));
+    }
+    const bool room = j.elastic() && j.ReadyCount() < j.max_member();
+    if (room != (elastic_room_.count(j.id()) > 0) || room != ((flags_[j.id().value()] & kRoom) != 0)) {
+      return absl::InternalError(absl::StrCat("8: job ", j.name(), " elastic-below-maximum set is off"));
     }
     Resources jalloc;
     for (const Task& t : j.tasks()) {

@@ -15,6 +15,8 @@
 //      its descendants'.
 //   6. A Running job has ReadyCount() >= min_member().
 //   7. waiting_jobs() holds exactly the active jobs with a Pending task.
+//   8. elastic_below_max() holds exactly the active elastic jobs with
+//      ReadyCount() < max_member().
 #ifndef RINGMASTER_SCHEDULER_STATE_H_
 #define RINGMASTER_SCHEDULER_STATE_H_
 
@@ -92,6 +94,9 @@ class State {
   // Kept incrementally, so a cycle's cost follows the backlog, not the
   // number of running jobs.
   const std::set<JobId>& waiting_jobs() const { return waiting_; }
+  // Active elastic jobs below their maximum (what the elastic action may
+  // grow), kept like waiting_jobs().
+  const std::set<JobId>& elastic_below_max() const { return elastic_room_; }
 
   JobId AddJob(JobSpec spec, QueueId queue, Timestamp now);
   // Marks a job terminal and takes it off the active set. Every task must have
@@ -171,8 +176,10 @@ class State {
   std::vector<std::unique_ptr<Job>> jobs_;
   std::set<JobId> active_;
   std::set<JobId> waiting_;
-  // Per job id: whether it is in active_ and in waiting_ (kept with them).
-  static constexpr uint8_t kActive = 1, kWaiting = 2;
+  std::set<JobId> elastic_room_;
+  // Per job id: whether it is in active_, waiting_ and elastic_room_ (kept
+  // with them).
+  static constexpr uint8_t kActive = 1, kWaiting = 2, kRoom = 4;
   std::vector<uint8_t> flags_;
   // Per node: (job, task) pairs holding or pipelined to it.
   std::vector<std::vector<std::pair<JobId, uint32_t>>> node_tasks_;

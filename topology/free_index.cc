@@ -19,31 +19,63 @@ FreeGpuIndex::FreeGpuIndex(const Cluster& cluster) : cluster_(&cluster), tiers_(
 void FreeGpuIndex::Init(Counter& c, const Cluster& cluster) {
   c.free.resize(tiers_ + 1);
   c.by_free.resize(tiers_ + 1);
+  c.keyed.resize(tiers_ + 1);
+  c.dirty.resize(tiers_ + 1);
+  c.marked.resize(tiers_ + 1);
   c.free[0].assign(cluster.num_nodes(), 0);
+  c.keyed[0].assign(cluster.num_nodes(), kAbsent);
+  c.marked[0].assign(cluster.num_nodes(), 0);
   for (int t = 1; t <= tiers_; ++t) {
     c.free[t].assign(cluster.domains(t).size(), 0);
+    c.keyed[t].assign(cluster.domains(t).size(), 0);
+    c.marked[t].assign(cluster.domains(t).size(), 0);
     for (uint32_t d = 0; d < cluster.domains(t).size(); ++d) c.by_free[t].insert({0, d});
   }
 }
 
 void FreeGpuIndex::Grow(Counter& c) {
   // Nodes and domains the cluster gained after construction.
-  if (c.free[0].size() < indexed_.size()) c.free[0].resize(indexed_.size(), 0);
+  if (c.free[0].size() < indexed_.size()) {
+    c.free[0].resize(indexed_.size(), 0);
+    c.keyed[0].resize(indexed_.size(), kAbsent);
+    c.marked[0].resize(indexed_.size(), 0);
+  }
   for (int t = 1; t <= tiers_; ++t) {
     while (c.free[t].size() < cluster_->domains(t).size()) {
       c.by_free[t].insert({0, static_cast<uint32_t>(c.free[t].size())});
       c.free[t].push_back(0);
+      c.keyed[t].push_back(0);
+      c.marked[t].push_back(0);
     }
   }
 }
 
 void FreeGpuIndex::Move(Counter& c, int tier, uint32_t id, int64_t delta) {
-  int64_t& v = c.free[tier][id];
-  // Re-key the set's own node: no allocation per move.
-  auto node = c.by_free[tier].extract({v, id});
-  v += delta;
-  node.value().first = v;
-  c.by_free[tier].insert(std::move(node));
+  c.free[tier][id] += delta;
+  Mark(c, tier, id);
+}
+
+void FreeGpuIndex::SyncDirty(const Counter& c, int tier) const {
+  auto& set = c.by_free[tier];
+  for (uint32_t id : c.dirty[tier]) {
+    c.marked[tier][id] = 0;
+    const bool present = tier > 0 || indexed_[id];
+    const int64_t want = present ? c.free[tier][id] : kAbsent;
+    int64_t& have = c.keyed[tier][id];
+    if (want == have) continue;  // moved and came back: nothing to re-key
+    if (have == kAbsent) {
+      set.insert({want, id});
+    } else if (want == kAbsent) {
+      set.erase({have, id});
+    } else {
+      // Re-key the set's own node: no allocation per move.
+      auto node = set.extract({have, id});
+      node.value().first = want;
+      set.insert(std::move(node));
+    }
+    have = want;
+  }
+  c.dirty[tier].clear();
 }
 
 bool FreeGpuIndex::Contains(NodeId node) const {
@@ -59,7 +91,7 @@ void FreeGpuIndex::AddNode(NodeId node, int64_t free) {
   indexed_[n] = true;
   for (auto [c, v] : {std::pair<Counter*, int64_t>{&whole_, free}, {&milli_, free * 1000}}) {
     c->free[0][n] = v;
-    c->by_free[0].insert({v, n});
+    Mark(*c, 0, n);
     for (int t = 1; t <= tiers_; ++t) Move(*c, t, cluster_->DomainOf(node, t).value(), v);
     c->total += v;
   }
@@ -70,7 +102,7 @@ void FreeGpuIndex::RemoveNode(NodeId node) {
   if (!Contains(node)) return;
   for (Counter* c : {&whole_, &milli_}) {
     const int64_t v = c->free[0][n];
-    c->by_free[0].erase({v, n});
+    Mark(*c, 0, n);  // the next sync takes it out of the order
     for (int t = 1; t <= tiers_; ++t) Move(*c, t, cluster_->DomainOf(node, t).value(), -v);
     c->total -= v;
     c->free[0][n] = 0;
@@ -89,6 +121,7 @@ void FreeGpuIndex::Set(Counter& c, NodeId node, int64_t free) {
 }
 
 DomainId FreeGpuIndex::SmallestFitting(int tier, int64_t need) const {
+  Sync(whole_, tier);
   auto it = whole_.by_free[tier].lower_bound({need, 0});
   if (it == whole_.by_free[tier].end()) return DomainId();
   return DomainId(it->second);
@@ -96,18 +129,22 @@ DomainId FreeGpuIndex::SmallestFitting(int tier, int64_t need) const {
 
 int64_t FreeGpuIndex::LargestFree(int tier) const {
   if (tier > tiers_) return whole_.total;
+  Sync(whole_, tier);
   if (whole_.by_free[tier].empty()) return 0;
   return whole_.by_free[tier].rbegin()->first;
 }
 
 int64_t FreeGpuIndex::LargestFreeMilli(int tier) const {
   if (tier > tiers_) return milli_.total;
+  Sync(milli_, tier);
   if (milli_.by_free[tier].empty()) return 0;
   return milli_.by_free[tier].rbegin()->first;
 }
 
 absl::Status FreeGpuIndex::Check(const Counter& c, const char* what, const Cluster& cluster) const {
+  for (int t = 0; t <= tiers_; ++t) Sync(c, t);
   int64_t total = 0;
+  size_t present = 0;
   std::vector<std::vector<int64_t>> recount(tiers_ + 1);
   for (int t = 1; t <= tiers_; ++t) recount[t].assign(cluster.domains(t).size(), 0);
   for (uint32_t n = 0; n < indexed_.size(); ++n) {
@@ -119,8 +156,13 @@ absl::Status FreeGpuIndex::Check(const Counter& c, const char* what, const Clust
     if (!c.by_free[0].count({c.free[0][n], n})) {
       return absl::InternalError(absl::StrCat("free index (", what, ") node ", n, " not ordered"));
     }
+    ++present;
     total += c.free[0][n];
     for (int t = 1; t <= tiers_; ++t) recount[t][cluster.DomainOf(id, t).value()] += c.free[0][n];
+  }
+  if (c.by_free[0].size() != present) {
+    return absl::InternalError(absl::StrCat("free index (", what, ") orders ", c.by_free[0].size(), " nodes, ",
+                                            present, " present"));
   }
   if (total != c.total) {
     return absl::InternalError(absl::StrCat("free index (", what, ") total ", c.total, " != recount ", total));

@@ -7,10 +7,20 @@
 // Invariants (per counter):
 //   1. DomainFree(t, d) == sum of NodeFree(n) over the present nodes n of d.
 //   2. The ordered set of tier t holds exactly one (free, id) entry per
-//      domain at tier t (per present node at tier 0), matching the counter.
+//      domain at tier t (per present node at tier 0), matching the counter,
+//      whenever it is read.
+//
+// The counters change at once; the ordered sets only when one is read: a
+// change marks its domain, and the first ordered read of that tier and
+// counter re-keys the marked entries whose value really moved. A statement
+// that vacates a node and fills it again, or a counter nobody orders by
+// (GPU milli without GPU-share gangs), costs no tree work. Like the rest of
+// the engine's state this is for one thread: the const readers update the
+// ordered sets.
 #ifndef RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 #define RINGMASTER_TOPOLOGY_FREE_INDEX_H_
 
+#include <cstdint>
 #include <iterator>
 #include <set>
 #include <utility>
@@ -28,7 +38,7 @@ class FreeGpuIndex {
   explicit FreeGpuIndex(const Cluster& cluster);
 
   // Sets the number of free whole GPUs on `node` and updates every domain
-  // above it. O(tiers x log n).
+  // above it. O(tiers); the ordered sets follow on the next ordered read.
   void SetNodeFree(NodeId node, int64_t free) { Set(whole_, node, free); }
   // Sets the free GPU milli on `node` (sum over its GPUs of 1000 - used).
   void SetNodeFreeMilli(NodeId node, int64_t milli) { Set(milli_, node, milli); }
@@ -58,6 +68,7 @@ class FreeGpuIndex {
   // fewest free first (best fit), ties by id, until f returns false.
   template <typename F>
   void ForEachNodeWithFree(int64_t min_free, F&& f) const {
+    Sync(whole_, 0);
     for (auto it = whole_.by_free[0].lower_bound({min_free, 0}); it != whole_.by_free[0].end(); ++it) {
       if (!f(NodeId(it->second))) return;
     }
@@ -66,6 +77,7 @@ class FreeGpuIndex {
   // until f returns false.
   template <typename F>
   void ForEachNodeMostFreeFirst(F&& f) const {
+    Sync(whole_, 0);
     const auto& set = whole_.by_free[0];
     auto hi = set.end();
     while (hi != set.begin()) {
@@ -79,6 +91,8 @@ class FreeGpuIndex {
   // Calls f(DomainId) for the domains at `tier` (0 = nodes, as DomainId of
   // the node's index) with at least `min_free` free GPUs, fewest free first
   // (best fit), ties by id, until f returns false. O(log n) to the first.
+  // In every walk, f may change the counters (the walk goes on over the
+  // order as it was) but must not read an order of the index.
   template <typename F>
   void ForEachDomainWithFree(int tier, int64_t min_free, F&& f) const {
     Walk(whole_, tier, min_free, f);
@@ -94,13 +108,31 @@ class FreeGpuIndex {
   absl::Status CheckConsistent(const Cluster& cluster) const;
 
  private:
+  static constexpr int64_t kAbsent = INT64_MIN;  // Counter::keyed: not in by_free
   struct Counter {
-    std::vector<std::vector<int64_t>> free;                       // [tier][id]
-    std::vector<std::set<std::pair<int64_t, uint32_t>>> by_free;  // [tier]
+    std::vector<std::vector<int64_t>> free;  // [tier][id], always current
+    // The order, synced on read: by_free[t] holds (keyed[t][id], id) for
+    // every id whose keyed value is not kAbsent; ids changed since the last
+    // sync are in dirty[t] (once: marked[t][id]).
+    mutable std::vector<std::set<std::pair<int64_t, uint32_t>>> by_free;  // [tier]
+    mutable std::vector<std::vector<int64_t>> keyed;                      // [tier][id]
+    mutable std::vector<std::vector<uint32_t>> dirty;                     // [tier]
+    mutable std::vector<std::vector<uint8_t>> marked;                     // [tier][id]
     int64_t total = 0;
   };
+  // Brings by_free[tier] up to date with the counters.
+  void Sync(const Counter& c, int tier) const {
+    if (!c.dirty[tier].empty()) SyncDirty(c, tier);
+  }
+  void SyncDirty(const Counter& c, int tier) const;
+  void Mark(Counter& c, int tier, uint32_t id) {
+    if (c.marked[tier][id]) return;
+    c.marked[tier][id] = 1;
+    c.dirty[tier].push_back(id);
+  }
   template <typename F>
-  static void Walk(const Counter& c, int tier, int64_t min_free, F& f) {
+  void Walk(const Counter& c, int tier, int64_t min_free, F& f) const {
+    Sync(c, tier);
     for (auto it = c.by_free[tier].lower_bound({min_free, 0}); it != c.by_free[tier].end(); ++it) {
       if (!f(DomainId(it->second))) return;
     }

@@ -6,6 +6,7 @@
 #ifndef RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 #define RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,16 @@ std::unique_ptr<Action> NewBackfillAction();
 std::unique_ptr<Action> NewPreemptAction(EvictionArgs args);
 std::unique_ptr<Action> NewReclaimAction(EvictionArgs args);
 std::unique_ptr<Action> NewElasticAction(ElasticArgs args);
+// Sorts jobs by Session::JobOrder (a total order: ties go by creation, then
+// id, so the result does not depend on the input's order). Jobs mostly come
+// in that order already (the session's jobs go by id, and ids follow
+// submission), so one pass checks first and the sort runs only when needed.
+template <typename It>
+void SortInJobOrder(const Session& s, It first, It last) {
+  auto before = [&s](const Job* a, const Job* b) { return s.JobOrder(*a, *b); };
+  if (!std::is_sorted(first, last, before)) std::sort(first, last, before);
+}
+
 // Admitted gangs below their minimum that hold nothing and wait on no
 // victim, in job order (the preemptors of preempt and reclaim).
 std::vector<Job*> WaitingGangs(Session& s);

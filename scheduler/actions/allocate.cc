@@ -140,7 +140,7 @@ class AllocateAction : public Action {
     for (uint32_t q = 0; q < by_queue.size(); ++q) {
       auto& jobs = by_queue[q];
       if (jobs.empty()) continue;
-      std::sort(jobs.begin(), jobs.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+      SortInJobOrder(s, jobs.begin(), jobs.end());
       live.push_back(q);
     }
     DropIfOvertaken(s, by_queue);

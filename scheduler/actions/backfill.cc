@@ -35,7 +35,7 @@ class BackfillAction : public Action {
         waiting.push_back(&j);
       }
     }
-    std::sort(waiting.begin(), waiting.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+    SortInJobOrder(s, waiting.begin(), waiting.end());
     GangPlacer placer(s, ReservationUse::kBackfill);
     for (Job* j : waiting) {
       if (!st.reservation()) break;

@@ -70,9 +70,10 @@ class ElasticAction : public Action {
       if (!blocked || s.JobPriority(w) > block_priority) block_priority = s.JobPriority(w);
       blocked = true;
     }
-    // 3. Candidates in job order.
+    // 3. Candidates in job order (the state keeps the elastic jobs below
+    // their maximum: no walk over every job).
     std::vector<Job*> grow;
-    for (JobId id : st.active_jobs()) {
+    for (JobId id : st.elastic_below_max()) {
       Job& j = st.job(id);
       if (!j.elastic() || j.phase() != JobPhase::kRunning) continue;
       if (j.ReadyCount() >= j.max_member()) continue;
@@ -80,7 +81,7 @@ class ElasticAction : public Action {
       if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) continue;
       grow.push_back(&j);
     }
-    std::sort(grow.begin(), grow.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+    SortInJobOrder(s, grow.begin(), grow.end());
     int budget = args_.max_grow > 0 ? args_.max_grow : std::numeric_limits<int>::max();
     for (Job* j : grow) {
       if (budget <= 0 || st.free_index().TotalFree() == 0) break;

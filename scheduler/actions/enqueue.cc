@@ -24,8 +24,7 @@ class EnqueueAction : public Action {
       Job& j = s.mutable_state().job(id);
       if (j.phase() == JobPhase::kPending) pending.push_back(&j);
     }
-    std::sort(pending.begin(), pending.end(),
-              [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+    SortInJobOrder(s, pending.begin(), pending.end());
     for (Job* j : pending) {
       if (Verdict valid = s.JobValid(*j); !valid.ok()) {
         s.SetPendingReason(*j, std::string(valid.reason()));

@@ -22,7 +22,7 @@ std::vector<Job*> WaitingGangs(Session& s) {
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;
     out.push_back(&j);
   }
-  std::sort(out.begin(), out.end(), [&](const Job* a, const Job* b) { return s.JobOrder(*a, *b); });
+  SortInJobOrder(s, out.begin(), out.end());
   return out;
 }
 

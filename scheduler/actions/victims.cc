@@ -4,8 +4,9 @@
 #include <functional>
 #include <queue>
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/actions/placement.h"
@@ -159,13 +160,22 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   if (it != offers_.end()) return it->second;
   Offer& offer = offers_[key];
   const State& st = s_.state();
-  std::vector<TaskRef> candidates;
+  // Eligible jobs first, then their tasks into a vector of the right size
+  // (growing it by doubling copied it over and over).
+  std::vector<const Job*> eligible;
+  size_t task_count = 0;
   for (JobId id : st.active_jobs()) {
     const Job& v = st.job(id);
     if (v.phase() != JobPhase::kRunning) continue;  // before asking its priority
     if (!Eligible(p, p_priority, v, PriorityOf(v))) continue;
-    for (const Task& t : v.tasks()) {
-      if (Stoppable(t.state)) candidates.push_back({&v, t.index});
+    eligible.push_back(&v);
+    task_count += v.tasks().size();
+  }
+  std::vector<TaskRef> candidates;
+  candidates.reserve(task_count);
+  for (const Job* v : eligible) {
+    for (const Task& t : v->tasks()) {
+      if (Stoppable(t.state)) candidates.push_back({v, t.index});
     }
   }
   uint32_t first = 0;
@@ -178,7 +188,7 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   // otherwise sort it (units are fully ordered by cost below either way).
   bool grouped = true;
   {
-    std::unordered_set<uint32_t> seen;
+    absl::flat_hash_set<uint32_t> seen;
     for (size_t k = 0; k < allowed.size() && grouped; ++k) {
       if (k > 0 && allowed[k].job == allowed[k - 1].job) continue;
       grouped = seen.insert(allowed[k].job->id().value()).second;
@@ -195,7 +205,10 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     tasks.clear();
     for (; k < allowed.size() && allowed[k].job == job; ++k) tasks.push_back(allowed[k].index);
     std::sort(tasks.begin(), tasks.end());
+    const int first = static_cast<int>(offer.units.size());
     BuildUnits(offer, *job, PriorityOf(*job), tasks);
+    const int last = static_cast<int>(offer.units.size());
+    if (last > first) offer.by_job[job->id().value()] = {first, last};
   }
   // Per-node lists (CSR): count, fill, then order each node's list
   // cheapest first (a handful of units per node: no global sort needed).
@@ -204,7 +217,6 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   offer.node_start.assign(n_nodes + 1, 0);
   for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
     const Unit& unit = offer.units[u];
-    offer.by_job[unit.job->id().value()].push_back(u);
     for (uint32_t t : unit.tasks) {
       const uint32_t n = unit.job->task(t).node.value();
       if (last[n] == u) continue;
@@ -248,9 +260,9 @@ bool VictimPicker::Usable(const Job* p, const Unit& u) const {
 }
 
 struct VictimPicker::Draft {
-  std::unordered_map<uint32_t, Room> free;  // nodes touched: room once the taken units are gone
-  std::set<int> taken;
-  std::set<JobId> whole_taken;
+  absl::flat_hash_map<uint32_t, Room> free;  // nodes touched: room once the taken units are gone
+  absl::flat_hash_set<int> taken;
+  absl::flat_hash_set<uint32_t> whole_taken;  // by JobId value
 };
 
 bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, uint32_t node, const Draft* draft,
@@ -267,7 +279,7 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, ui
   for (int u : list) {
     const Unit& unit = offer.units[u];
     if (!Usable(p, unit)) continue;
-    if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id()))) continue;
+    if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id().value()))) continue;
     Room freed;
     for (uint32_t t : unit.tasks) {
       if (unit.job->task(t).node.value() != node) continue;
@@ -297,14 +309,18 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, ui
 VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& need) {
   auto [it, inserted] = offer.steps.try_emplace(need);
   if (inserted) {
+    Offer::Steps& steps = it->second;
+    steps.heap.reserve(offer.nodes.size());
+    steps.live.reserve(offer.nodes.size());
     for (uint32_t node : offer.nodes) {
       if (!s_.state().node(NodeId(node)).schedulable) continue;
       Cost c;
       if (StepAt(offer, nullptr, need, node, nullptr, &c, nullptr)) {
-        it->second.order.insert({c, node});
-        it->second.of[node] = c;
+        steps.heap.push_back({c, node, steps.next_stamp});
+        steps.live[node] = steps.next_stamp++;
       }
     }
+    std::make_heap(steps.heap.begin(), steps.heap.end());
   }
   return it->second;
 }
@@ -312,14 +328,12 @@ VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& nee
 void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes) {
   for (auto& [need, steps] : offer.steps) {
     for (uint32_t n : nodes) {
-      if (auto old = steps.of.find(n); old != steps.of.end()) {
-        steps.order.erase({old->second, n});
-        steps.of.erase(old);
-      }
+      steps.live.erase(n);  // its entry, if any, is stale from now on
       Cost c;
       if (s_.state().node(NodeId(n)).schedulable && StepAt(offer, nullptr, need, n, nullptr, &c, nullptr)) {
-        steps.order.insert({c, n});
-        steps.of[n] = c;
+        steps.heap.push_back({c, n, steps.next_stamp});
+        std::push_heap(steps.heap.begin(), steps.heap.end());
+        steps.live[n] = steps.next_stamp++;
       }
     }
   }
@@ -356,7 +370,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
   // the nodes this choice has changed; otherwise from the local heap alone.
   const bool global = tier < 0 && mode_ == EvictMode::kPreempt && p.yielded_to().empty();
   Draft draft;
-  std::unordered_map<uint32_t, uint64_t> version;
+  absl::flat_hash_map<uint32_t, uint64_t> version;
   struct Step {
     Cost cost;
     uint32_t node;
@@ -369,7 +383,22 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     if (in_scope(n) && StepAt(offer, &p, need, n, &draft, &cost, nullptr)) heap.push({cost, n, version[n]});
   };
   Offer::Steps* steps = global ? &StepsFor(offer, need) : nullptr;
-  auto it = steps ? steps->order.begin() : std::set<std::pair<Cost, uint32_t>>::iterator();
+  // The global order's cheapest entry for a node this choice has not
+  // touched; live entries taken off the heap on the way are put back when
+  // the choice is made (it changes nothing shared), stale ones are dropped.
+  std::vector<Offer::Steps::Entry> set_aside;
+  auto global_top = [&]() -> const Offer::Steps::Entry* {
+    while (!steps->heap.empty()) {
+      const Offer::Steps::Entry& e = steps->heap.front();
+      auto live = steps->live.find(e.node);
+      const bool stale = live == steps->live.end() || live->second != e.stamp;
+      if (!stale && !version.count(e.node)) return &e;
+      if (!stale) set_aside.push_back(e);
+      std::pop_heap(steps->heap.begin(), steps->heap.end());
+      steps->heap.pop_back();
+    }
+    return nullptr;
+  };
   if (!global) {
     for (uint32_t n : offer.nodes) push(n);
   }
@@ -379,7 +408,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     out.units.push_back(u);
     out.worst = std::max(out.worst, unit.cost);
     if (!unit.shrink) {
-      draft.whole_taken.insert(unit.job->id());
+      draft.whole_taken.insert(unit.job->id().value());
       ++out.whole;
     }
     for (uint32_t t : unit.tasks) {
@@ -399,13 +428,11 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
   std::vector<uint32_t> touched;
   while (cap < count) {
     while (!heap.empty() && heap.top().version != version[heap.top().node]) heap.pop();
-    if (global) {
-      while (it != steps->order.end() && version.count(it->second)) ++it;
-    }
-    const bool from_heap = !heap.empty() && (!global || it == steps->order.end() ||
-                                             std::tie(heap.top().cost, heap.top().node) < std::tie(it->first, it->second));
-    if (!from_heap && (!global || it == steps->order.end())) break;
-    const uint32_t node = from_heap ? heap.top().node : it->second;
+    const Offer::Steps::Entry* top = global ? global_top() : nullptr;
+    const bool from_heap =
+        !heap.empty() && (!top || std::tie(heap.top().cost, heap.top().node) < std::tie(top->cost, top->node));
+    if (!from_heap && !top) break;
+    const uint32_t node = from_heap ? heap.top().node : top->node;
     if (from_heap) heap.pop();
     // The step's units, as the preemptor sees them now (for a global entry:
     // the same as the generic answer, the node being untouched so far).
@@ -423,6 +450,12 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint32_t n : touched) push(n);
     push(node);
+  }
+  if (steps) {
+    for (const Offer::Steps::Entry& e : set_aside) {
+      steps->heap.push_back(e);
+      std::push_heap(steps->heap.begin(), steps->heap.end());
+    }
   }
   out.ok = cap >= count;
   return out;
@@ -516,10 +549,21 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   std::vector<std::vector<NodeId>> were_on(chosen.size());
   std::vector<std::pair<JobId, uint32_t>> vacated;
   Statement stmt(s_);
+  // The reason depends on the unit's kind and on its job's priority
+  // (preempt) or queue (reclaim): made once per distinct pair.
+  std::vector<std::tuple<bool, int64_t, std::string>> reasons;
+  auto reason_for = [&](const Unit& u) -> const std::string& {
+    const int64_t key = mode_ == EvictMode::kPreempt ? std::get<1>(u.cost) : u.job->queue().value();
+    for (const auto& [shrink, k, why] : reasons) {
+      if (shrink == u.shrink && k == key) return why;
+    }
+    reasons.emplace_back(u.shrink, key, Reason(p, u));
+    return std::get<2>(reasons.back());
+  };
   for (size_t k = 0; k < chosen.size(); ++k) {
     const Unit& u = units[chosen[k]];
     if (!u.shrink && u.job->phase() == JobPhase::kRunning) stmt.SetPhase(*u.job, JobPhase::kInqueue);
-    const std::string why = Reason(p, u);
+    const std::string& why = reason_for(u);
     for (uint32_t t : u.tasks) {
       were_on[k].push_back(u.job->task(t).node);
       vacated.push_back({u.job->id(), t});
@@ -564,8 +608,9 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
     for (const auto& [job, task] : tasks) {
       auto it = offer.by_job.find(job.value());
       if (it == offer.by_job.end()) continue;
-      const bool stopped = offer.units[it->second.front()].job->phase() != JobPhase::kRunning;
-      for (int u : it->second) {
+      const auto [first, last] = it->second;
+      const bool stopped = offer.units[first].job->phase() != JobPhase::kRunning;
+      for (int u = first; u < last; ++u) {
         Unit& unit = offer.units[u];
         if (stopped || (unit.shrink && unit.tasks.front() == task)) {
           unit.dead = true;

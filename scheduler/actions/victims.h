@@ -41,11 +41,11 @@
 #include <map>
 #include <set>
 #include <span>
-#include <unordered_map>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "scheduler/plugin.h"
@@ -103,16 +103,28 @@ class VictimPicker {
     std::vector<int> node_start;
     std::vector<int> node_units;
     std::vector<uint32_t> nodes;  // the nodes with at least one unit, ascending
-    std::unordered_map<uint32_t, std::vector<int>> by_job;  // by JobId value
+    // By JobId value: the job's units, units[first .. last) (grouped).
+    absl::flat_hash_map<uint32_t, std::pair<int, int>> by_job;
     std::span<const int> AtNode(uint32_t n) const {
       if (n + 1 >= node_start.size()) return {};
       return {node_units.data() + node_start[n], node_units.data() + node_start[n + 1]};
     }
     // Per whole-GPU task size: every node's cheapest step (the units that
-    // let one more task fit there), ordered by cost.
+    // let one more task fit there), cheapest first. A binary heap over
+    // (cost, node): built in linear time, and a choice reads only its first
+    // few entries (taken off and put back). An entry whose stamp is no
+    // longer its node's (the node changed: RefreshSteps) is dropped when met.
     struct Steps {
-      std::set<std::pair<Cost, uint32_t>> order;
-      std::unordered_map<uint32_t, Cost> of;
+      struct Entry {
+        Cost cost;
+        uint32_t node;
+        uint32_t stamp;
+        // Heap order: the top is the cheapest (cost, node).
+        bool operator<(const Entry& o) const { return std::tie(o.cost, o.node) < std::tie(cost, node); }
+      };
+      std::vector<Entry> heap;
+      absl::flat_hash_map<uint32_t, uint32_t> live;  // node -> stamp of its entry (absent: no step there)
+      uint32_t next_stamp = 0;
     };
     std::map<Need, Steps> steps;
   };
