@@ -22,6 +22,11 @@ rounds of --reps each, so load drift hits them alike.
 The hook that precedes boundary_skip and commit is not timed; the
 per-call renormalization of the bucket (one multiply) is not timed.
 
+--thread-cpu N instead times the four all-reduces in blocks of N calls
+(twice over) and charges the CPU of each block to the threads that spent
+it (/proc/self/task, user and system, 10 ms ticks): where an all-reduce's
+CPU goes (the caller, Gloo's device loop threads, torch's worker threads).
+
   /usr/bin/python3 bench/pytorch/component_costs.py --build build/dev
 """
 
@@ -54,6 +59,8 @@ def args(argv=None):
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--out", default="")
+    p.add_argument("--thread-cpu", type=int, default=0, metavar="N",
+                   help="per-thread CPU of the all-reduces, blocks of N")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -69,6 +76,49 @@ class _Bucket:
 
     def index(self):
         return 0
+
+
+def _task_cpu():
+    """{tid: (name, user ticks, system ticks)} of this process's threads."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue  # the thread ended
+        fields = raw.rsplit(")", 1)[1].split()
+        out[tid] = (raw[raw.index("(") + 1:raw.rindex(")")],
+                    int(fields[11]), int(fields[12]))
+    return out
+
+
+def thread_cpu(ops, calls, renorm):
+    """Per-thread CPU (us per call) of each all-reduce over blocks of
+    `calls` calls, two passes."""
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    blocks = []
+    for _ in range(2):
+        for op in ["pg_allreduce", "shim_allreduce", "pg_allreduce_8B",
+                   "shim_allreduce_8B"]:
+            before = _task_cpu()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                ops[op]()
+                renorm()
+            wall = (time.perf_counter() - t0) / calls * 1e6
+            after = _task_cpu()
+            threads = []
+            for tid, (name, user, system) in after.items():
+                u0, s0 = before.get(tid, (name, 0, 0))[1:]
+                u = (user - u0) * tick_us / calls
+                s = (system - s0) * tick_us / calls
+                if u + s > 0:
+                    threads.append({"tid": tid, "name": name,
+                                    "user_us": u, "sys_us": s})
+            threads.sort(key=lambda t: -(t["user_us"] + t["sys_us"]))
+            blocks.append({"op": op, "wall_us": wall, "threads": threads})
+    return blocks
 
 
 def worker(a):
@@ -129,6 +179,13 @@ def worker(a):
         for _ in range(5):
             ops[op]()
             grads.mul_(1.0 / a.n)  # keep the values bounded
+    if a.thread_cpu > 0:
+        blocks = thread_cpu(ops, a.thread_cpu, lambda: grads.mul_(1.0 / a.n))
+        if a.out and ctx.rank == 0:
+            with open(a.out, "w") as f:
+                json.dump({"thread_cpu": blocks, "bucket_floats": n}, f)
+        rmt.shutdown(finished=True)
+        return 0
     rounds = []
     for r in range(a.rounds):
         order = OPS if r % 2 == 0 else OPS[::-1]
@@ -165,7 +222,8 @@ def main(argv=None):
     passthrough = ["--rounds", str(a.rounds), "--reps", str(a.reps),
                    "--dim", str(a.dim), "--hidden", str(a.hidden),
                    "--layers", str(a.layers), "--n", str(a.n),
-                   "--out", out, "--worker", "1"]
+                   "--out", out, "--worker", "1",
+                   "--thread-cpu", str(a.thread_cpu)]
     load_before = os.getloadavg()
     t0 = time.time()
     procs = []
@@ -187,6 +245,14 @@ def main(argv=None):
         return 1
     with open(out) as f:
         res = json.load(f)
+    if a.thread_cpu > 0:
+        print(f"N={a.n} per-thread CPU, blocks of {a.thread_cpu} calls; load "
+              f"{load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}")
+        for b in res["thread_cpu"]:
+            top = "  ".join(f"{t['tid']}: u{t['user_us']:.0f} s{t['sys_us']:.0f}"
+                            for t in b["threads"][:4])
+            print(f"  {b['op']:18} wall {b['wall_us']:7.0f} us/call   {top}")
+        return 0
     res["load_before"], res["load_after"] = load_before, os.getloadavg()
     res["seconds"] = time.time() - t0
     summary = {}
