@@ -107,23 +107,28 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   // few (a linear search), scoring every node a set (O(1) per node).
   std::vector<uint64_t> scored;
   absl::flat_hash_set<uint64_t> scored_all;
+  if (limit == std::numeric_limits<int>::max()) scored_all.reserve(256);
 
   const GpuRequest& share = job.gpu(i);
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
   const bool every = limit == std::numeric_limits<int>::max();
   const bool defer_gpus = !s_.has_gpu_select() && share_milli == 0;
+  // The two most common rejections, counted here and added once (the
+  // reason's counts do not depend on the order they were added in).
+  int short_whole = 0;
+  int short_share = 0;
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
     if (!ns.schedulable) return true;
     if (st.FreeWholeGpus(n) < whole) {
-      Reject("insufficient GPU");
+      ++short_whole;
       return true;
     }
     // A GPU share needs one GPU with that much free now (cheaper than the
     // predicates; the GPU choice below would refuse the node anyway).
     if (ns.max_gpu_free < share_milli) {
-      Reject("insufficient GPU share");
+      ++short_share;
       return true;
     }
     // A node in the same state as one already scored would score the same
@@ -191,6 +196,8 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       return consider(n);
     });
   }
+  Reject("insufficient GPU", short_whole);
+  Reject("insufficient GPU share", short_share);
   if (best.valid() && defer_gpus && !s_.SelectGpus(ref, best, &best_gpus)) return NodeId();  // cannot happen
   if (best.valid()) *gpus = std::move(best_gpus);
   return best;
