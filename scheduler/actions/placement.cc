@@ -33,12 +33,6 @@ Timestamp ReservationStart(const State& state, Timestamp now) {
   return start;
 }
 
-// The node's hardware (Cluster::shape_hash) and what is used on it, per GPU:
-// nodes with equal hashes are interchangeable to the scoring plugins.
-uint64_t StateHash(const State& st, NodeId n) {
-  return st.cluster().shape_hash(n) * 0x9e3779b97f4a7c15ULL ^ st.node(n).usage_hash;
-}
-
 }  // namespace
 
 bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
@@ -137,10 +131,10 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     // the window, and when every node is scored it is not scored again.
     uint64_t state = 0;
     if (window) {
-      state = StateHash(st, n);
+      state = st.NodeStateHash(n);
       if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
     } else if (every) {
-      state = StateHash(st, n);
+      state = st.NodeStateHash(n);
       if (scored_all.contains(state)) return true;
     }
     Verdict v = s_.Predicate(ref, n);
@@ -162,13 +156,19 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     ++feasible;
     if (window) scored.push_back(state);
     if (every) scored_all.insert(state);
+    // Every state the walk can still meet scored already: each node left
+    // would be skipped above, and (no share asked) none would be counted as
+    // a rejection first, so stopping here changes nothing.
+    const bool all_seen = (window || every) && share_milli == 0 &&
+                          static_cast<int64_t>(window ? scored.size() : scored_all.size()) >=
+                              st.DistinctStatesWithFree(whole);
     const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;
     if (!best.valid() || score > best_score) {
       best = n;
       best_score = score;
       if (!defer_gpus) best_gpus = cand_gpus;
     }
-    return feasible < limit;
+    return feasible < limit && !all_seen;
   };
 
   if (scope.tier == 0) {
