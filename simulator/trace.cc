@@ -20,9 +20,12 @@ constexpr TraceFormat kConcreteFormats[] = {TraceFormat::kNative,   TraceFormat:
                                             TraceFormat::kGavel,    TraceFormat::kTiresias,
                                             TraceFormat::kAlibaba2023, TraceFormat::kDlrm2025};
 
-std::string FormatList() {
-  std::string s = "auto";
-  for (TraceFormat f : kConcreteFormats) absl::StrAppend(&s, ", ", std::string(TraceFormatName(f)));
+// The formats a trace can be in, with "auto" first unless `concrete_only`.
+std::string FormatList(bool concrete_only = false) {
+  std::string s = concrete_only ? "" : "auto";
+  for (TraceFormat f : kConcreteFormats) {
+    absl::StrAppend(&s, s.empty() ? "" : ", ", std::string(TraceFormatName(f)));
+  }
   return s;
 }
 
@@ -110,7 +113,7 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string
   }
   return absl::InvalidArgumentError(absl::StrCat(
       std::string(filename), ":1: header: no trace format recognizes it; give --format (one of ",
-      FormatList(), "; docs/TRACE_FORMAT.md)"));
+      FormatList(/*concrete_only=*/true), "; docs/TRACE_FORMAT.md)"));
 }
 
 absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
