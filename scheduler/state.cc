@@ -391,6 +391,27 @@ absl::Status State::CheckInvariants() const {
     if (nodes_[n].usage_hash != UsageHash(nodes_[n])) {
       return absl::InternalError(absl::StrCat("4: node ", name, " usage_hash is stale"));
     }
+    if (nodes_[n].schedulable && (n >= node_state_.size() || node_state_[n].free != free_.NodeFree(NodeId(n)) ||
+                                  node_state_[n].hash != NodeStateHash(NodeId(n)))) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " distinct-state count is stale"));
+    }
+  }
+  {
+    // (Part of invariant 4.) The distinct-state counts add up the nodes as
+    // counted, and every schedulable node is counted in its current state.
+    absl::flat_hash_map<std::pair<int64_t, uint64_t>, int32_t> count;
+    for (const StateCount& c : node_state_) {
+      if (c.free >= 0) ++count[std::pair{c.free, c.hash}];
+    }
+    std::vector<int64_t> distinct(distinct_by_free_.size(), 0);
+    for (const auto& [key, k] : count) {
+      if (static_cast<size_t>(key.first) >= distinct.size()) distinct.resize(key.first + 1, 0);
+      ++distinct[key.first];
+    }
+    distinct.resize(std::max(distinct.size(), distinct_by_free_.size()), 0);
+    if (count != state_count_ || distinct != distinct_by_free_) {
+      return absl::InternalError("4: distinct node states per free-GPU count are off");
+    }
   }
   for (size_t q = 0; q < queues_.size(); ++q) {
     if (!(qalloc[q] == queue_usage_[q].allocated)) {
