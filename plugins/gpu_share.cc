@@ -183,6 +183,7 @@ void GpuSharePlugin::Learn(const scheduler::State& state, const std::vector<sche
   modelled_ += unmodelled_;
   unmodelled_ = 0;
   verdicts_for_.reset();  // verdicts of the old model
+  verdicts_.clear();
   last_ = nullptr;
 }
 
@@ -206,8 +207,10 @@ const GpuSharePlugin::Verdict& GpuSharePlugin::Judge(const scheduler::State& sta
   const std::pair<scheduler::JobId, uint32_t> who{task.job->id(), task.index};
   const scheduler::NodeState& ns = state.node(node);
   if (verdicts_for_ != who) {
-    verdicts_.clear();
     verdicts_for_ = who;
+    ClassKey key{r.cpu_milli(), g.count, g.count > 0 ? g.milli : 0, task.job->spec().gpu_models};
+    std::sort(key.gpu_models.begin(), key.gpu_models.end());
+    task_class_ = class_ids_.try_emplace(std::move(key), class_ids_.size()).first->second;
     last_ = nullptr;
   } else if (last_ != nullptr && node == last_node_ && ns.usage_hash == last_usage_) {
     return *last_;
@@ -222,7 +225,8 @@ const GpuSharePlugin::Verdict& GpuSharePlugin::Judge(const scheduler::State& sta
     const scheduler::NodeGpuView view(state, node, true);
     extra |= HashOf(view.get().hosted_gpu_milli) << 1;
   }
-  auto [it, fresh] = verdicts_.try_emplace(StateKey{state.cluster().shape_hash(node), usage, extra});
+  if (verdicts_.size() >= kMaxVerdicts) verdicts_.clear();
+  auto [it, fresh] = verdicts_.try_emplace(StateKey{task_class_, state.cluster().shape_hash(node), usage, extra});
   if (fresh) judge(&it->second);
   last_node_ = node;
   last_usage_ = ns.usage_hash;

@@ -121,15 +121,25 @@ class GpuSharePlugin : public scheduler::Plugin {
   // ScoreNode looks at: the node's shape, its CPU and per-GPU use, whether
   // the task's memory fits, and (gpuclustering) the shares it hosts. Nodes
   // in equal states share a verdict, so a cycle scores each state once.
+  // The task enters the key as its class (task_class_: CPU, GPU count and
+  // share, allowed models; its memory only through the fit bit in `extra`),
+  // so tasks of one class share verdicts across tasks and cycles until the
+  // model changes: ScoreNode is a function of the node's view and the task's
+  // class (random excepted, which draws per call).
   struct StateKey {
-    uint64_t shape, usage, extra;
+    uint64_t task, shape, usage, extra;
     bool operator==(const StateKey&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const StateKey& k) {
-      return H::combine(std::move(h), k.shape, k.usage, k.extra);
+      return H::combine(std::move(h), k.task, k.shape, k.usage, k.extra);
     }
   };
+  // Bound on the verdicts kept (then they are dropped and recomputed: the
+  // cache never changes a verdict, only saves recomputing it).
+  static constexpr size_t kMaxVerdicts = size_t{1} << 18;
   std::optional<std::pair<scheduler::JobId, uint32_t>> verdicts_for_;
+  uint64_t task_class_ = 0;  // interned ClassKey of verdicts_for_
+  std::map<ClassKey, uint64_t> class_ids_;
   // Node-based map: a Verdict stays where it is while others are added.
   absl::node_hash_map<StateKey, Verdict> verdicts_;
   // The last node judged, its engine usage hash and verdict: the GPU choice

@@ -25,6 +25,29 @@ State::State(topology::Cluster cluster, queue::QueueTree queues, const Clock* cl
     nodes_[n].schedulable = cluster_->present(id);
     if (nodes_[n].schedulable) total_ += spec.allocatable;
   }
+  for (uint32_t n = 0; n < cluster_->num_nodes(); ++n) TrackState(NodeId(n));
+}
+
+void State::TrackState(NodeId n) {
+  if (node_state_.size() <= n.value()) node_state_.resize(n.value() + 1);
+  StateCount& c = node_state_[n.value()];
+  const int64_t free = free_.NodeFree(n);
+  const uint64_t hash = NodeStateHash(n);
+  if (c.free == free && c.hash == hash) return;
+  if (c.free >= 0) {
+    auto it = state_count_.find(std::pair{c.free, c.hash});
+    if (--it->second == 0) {
+      state_count_.erase(it);
+      --distinct_by_free_[c.free];
+    }
+  }
+  c.free = free;
+  c.hash = hash;
+  if (free < 0) return;
+  if (++state_count_[std::pair{free, hash}] == 1) {
+    if (distinct_by_free_.size() <= static_cast<size_t>(free)) distinct_by_free_.resize(free + 1, 0);
+    ++distinct_by_free_[free];
+  }
 }
 
 JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
@@ -141,6 +164,7 @@ void State::Refresh(NodeId n) {
   s.max_gpu_free = s.gpu_used.empty() ? 0 : static_cast<int16_t>(topology::kMilliPerGpu - least);
   free_.SetNodeFree(n, free);
   free_.SetNodeFreeMilli(n, milli);
+  TrackState(n);
 }
 
 void State::AddUsage(Job& job, uint32_t i, int sign) {
@@ -257,6 +281,7 @@ absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   node_tasks_.emplace_back();
   free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
   total_ += s.allocatable;
+  TrackState(*id);
   return *id;
 }
 
@@ -387,6 +412,27 @@ absl::Status State::CheckInvariants() const {
     }
     if (nodes_[n].usage_hash != UsageHash(nodes_[n])) {
       return absl::InternalError(absl::StrCat("4: node ", name, " usage_hash is stale"));
+    }
+    if (nodes_[n].schedulable && (n >= node_state_.size() || node_state_[n].free != free_.NodeFree(NodeId(n)) ||
+                                  node_state_[n].hash != NodeStateHash(NodeId(n)))) {
+      return absl::InternalError(absl::StrCat("4: node ", name, " distinct-state count is stale"));
+    }
+  }
+  {
+    // (Part of invariant 4.) The distinct-state counts add up the nodes as
+    // counted, and every schedulable node is counted in its current state.
+    absl::flat_hash_map<std::pair<int64_t, uint64_t>, int32_t> count;
+    for (const StateCount& c : node_state_) {
+      if (c.free >= 0) ++count[std::pair{c.free, c.hash}];
+    }
+    std::vector<int64_t> distinct(distinct_by_free_.size(), 0);
+    for (const auto& [key, k] : count) {
+      if (static_cast<size_t>(key.first) >= distinct.size()) distinct.resize(key.first + 1, 0);
+      ++distinct[key.first];
+    }
+    distinct.resize(std::max(distinct.size(), distinct_by_free_.size()), 0);
+    if (count != state_count_ || distinct != distinct_by_free_) {
+      return absl::InternalError("4: distinct node states per free-GPU count are off");
     }
   }
   for (size_t q = 0; q < queues_.size(); ++q) {

@@ -20,6 +20,7 @@
 #ifndef RINGMASTER_SCHEDULER_STATE_H_
 #define RINGMASTER_SCHEDULER_STATE_H_
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "queue/queue.h"
 #include "scheduler/clock.h"
@@ -117,6 +119,23 @@ class State {
   // Idle once releasing tasks are gone, less what pipelined tasks were promised.
   Resources FutureIdle(NodeId n) const;
   int64_t FreeWholeGpus(NodeId n) const { return free_.NodeFree(n); }
+  // The node's hardware (Cluster::shape_hash) and what is used on it, per
+  // GPU: nodes with equal hashes are interchangeable to the scoring plugins.
+  uint64_t NodeStateHash(NodeId n) const {
+    return cluster_->shape_hash(n) * 0x9e3779b97f4a7c15ULL ^ nodes_[n.value()].usage_hash;
+  }
+  // An upper bound on the number of distinct NodeStateHash values among the
+  // nodes with at least `k` whole GPUs free (exact but for hash collisions
+  // and nodes taken out, which only make it larger). The planner stops a
+  // walk once it has scored that many distinct states: every node left
+  // would repeat one.
+  int64_t DistinctStatesWithFree(int64_t k) const {
+    int64_t n = 0;
+    for (size_t f = static_cast<size_t>(std::max<int64_t>(k, 0)); f < distinct_by_free_.size(); ++f) {
+      n += distinct_by_free_[f];
+    }
+    return n;
+  }
   // Tasks now Releasing anywhere; pipelining is pointless while this is 0.
   int64_t releasing_tasks() const { return releasing_tasks_; }
   // Milli of GPU d on node n free now, or (future) once releasing tasks are
@@ -167,10 +186,22 @@ class State {
   void AddUsage(Job& job, uint32_t i, int sign);
   void UpdateWaiting(const Job& job);
   void Refresh(NodeId n);
+  // Keeps state_count_ and distinct_by_free_ in step with node n's free
+  // whole GPUs and NodeStateHash.
+  void TrackState(NodeId n);
 
   std::unique_ptr<topology::Cluster> cluster_;  // heap: free_ points into it
   std::vector<NodeState> nodes_;
   topology::FreeGpuIndex free_;
+  struct StateCount {
+    int64_t free = -1;  // -1: not counted yet
+    uint64_t hash = 0;
+  };
+  std::vector<StateCount> node_state_;  // [node]: as counted
+  // Nodes per (free whole GPUs, NodeStateHash), and per free count the
+  // number of distinct hashes among them.
+  absl::flat_hash_map<std::pair<int64_t, uint64_t>, int32_t> state_count_;
+  std::vector<int64_t> distinct_by_free_;
   queue::QueueTree queues_;
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;

@@ -45,6 +45,8 @@ std::string_view BetterName(Better b) {
 std::string FormatValue(const std::optional<double>& v) {
   if (!v) return "-";
   if (*v == std::floor(*v) && std::fabs(*v) < 1e15) return absl::StrFormat("%.0f", *v);
+  // Seconds and counts in the thousands read better whole than as 3.379e+04.
+  if (std::fabs(*v) >= 1000 && std::fabs(*v) < 1e15) return absl::StrFormat("%.0f", *v);
   return absl::StrFormat("%.4g", *v);
 }
 

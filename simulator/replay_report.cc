@@ -2,7 +2,9 @@
 #include "simulator/replay_report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +16,30 @@ namespace ringmaster::simulator {
 namespace {
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000; }
+
+// printf's "%.<precision>f" (std::to_chars is specified to match it), for
+// the CSVs' many numbers.
+void AppendFixed(std::string* out, double v, int precision) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, precision);
+  if (ec != std::errc()) {
+    absl::StrAppend(out, absl::StrFormat("%.*f", precision, v));
+    return;
+  }
+  out->append(buf, end);
+}
+
+// Milliseconds as seconds with three decimals: what "%.3f" prints for
+// ms / 1000.0 (exact below 2^53 / 1000 ms), without the floating point.
+void AppendMs(std::string* out, int64_t ms) {
+  if (ms < 0) out->push_back('-');
+  const uint64_t a = ms < 0 ? uint64_t{0} - static_cast<uint64_t>(ms) : static_cast<uint64_t>(ms);
+  absl::StrAppend(out, a / 1000);
+  const unsigned frac = static_cast<unsigned>(a % 1000);
+  const char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                          static_cast<char>('0' + frac % 10)};
+  out->append(digits, 4);
+}
 
 // Nearest-rank percentile of sorted values (0 when empty).
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -142,25 +168,38 @@ std::string JobsCsv(const ReplayResult& r) {
   std::string out =
       "job_id,queue,submit_s,start_s,end_s,jct_s,queue_delay_s,gpus,tier_spanned,preemptions,evictions,"
       "shrinks,grows,gpu_seconds\n";
+  out.reserve(out.size() + r.jobs.size() * 96);
   for (const JobOutcome& j : r.jobs) {
     const bool started = j.start_ms >= 0;
     const bool ended = j.end_ms >= 0;
-    absl::StrAppend(&out, j.id, ",", j.queue, ",", absl::StrFormat("%.3f,", Seconds(j.submit_ms)),
-                    started ? absl::StrFormat("%.3f", Seconds(j.start_ms)) : "", ",",
-                    ended ? absl::StrFormat("%.3f", Seconds(j.end_ms)) : "", ",",
-                    ended ? absl::StrFormat("%.3f", Seconds(j.end_ms - j.submit_ms)) : "", ",",
-                    started ? absl::StrFormat("%.3f", Seconds(j.start_ms - j.submit_ms)) : "",
-                    absl::StrFormat(",%d,%d,%d,%d,%d,%d,%.3f\n", j.gpus, j.tier_spanned, j.preemptions,
-                                    j.evictions, j.shrinks, j.grows, j.gpu_seconds));
+    absl::StrAppend(&out, j.id, ",", j.queue, ",");
+    AppendMs(&out, j.submit_ms);
+    out.push_back(',');
+    if (started) AppendMs(&out, j.start_ms);
+    out.push_back(',');
+    if (ended) AppendMs(&out, j.end_ms);
+    out.push_back(',');
+    if (ended) AppendMs(&out, j.end_ms - j.submit_ms);
+    out.push_back(',');
+    if (started) AppendMs(&out, j.start_ms - j.submit_ms);
+    absl::StrAppend(&out, ",", j.gpus, ",", j.tier_spanned, ",", j.preemptions, ",", j.evictions, ",", j.shrinks,
+                    ",", j.grows, ",");
+    AppendFixed(&out, j.gpu_seconds, 3);
+    out.push_back('\n');
   }
   return out;
 }
 
 std::string TimelineCsv(const ReplayResult& r) {
   std::string out = "time_s,allocated_gpus,running_jobs,pending_jobs,fragmentation\n";
+  out.reserve(out.size() + r.timeline.size() * 40);
   for (const TimelinePoint& p : r.timeline) {
-    absl::StrAppend(&out, absl::StrFormat("%.3f,%.3f,%d,%d,%.4f\n", Seconds(p.time_ms), p.allocated_gpus,
-                                          p.running, p.pending, p.fragmentation));
+    AppendMs(&out, p.time_ms);
+    out.push_back(',');
+    AppendFixed(&out, p.allocated_gpus, 3);
+    absl::StrAppend(&out, ",", p.running, ",", p.pending, ",");
+    AppendFixed(&out, p.fragmentation, 4);
+    out.push_back('\n');
   }
   return out;
 }

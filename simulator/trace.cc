@@ -20,9 +20,12 @@ constexpr TraceFormat kConcreteFormats[] = {TraceFormat::kNative,   TraceFormat:
                                             TraceFormat::kGavel,    TraceFormat::kTiresias,
                                             TraceFormat::kAlibaba2023, TraceFormat::kDlrm2025};
 
-std::string FormatList() {
-  std::string s = "auto";
-  for (TraceFormat f : kConcreteFormats) absl::StrAppend(&s, ", ", std::string(TraceFormatName(f)));
+// The formats a trace can be in, with "auto" first unless `concrete_only`.
+std::string FormatList(bool concrete_only = false) {
+  std::string s = concrete_only ? "" : "auto";
+  for (TraceFormat f : kConcreteFormats) {
+    absl::StrAppend(&s, s.empty() ? "" : ", ", std::string(TraceFormatName(f)));
+  }
   return s;
 }
 
@@ -110,7 +113,7 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string
   }
   return absl::InvalidArgumentError(absl::StrCat(
       std::string(filename), ":1: header: no trace format recognizes it; give --format (one of ",
-      FormatList(), "; docs/TRACE_FORMAT.md)"));
+      FormatList(/*concrete_only=*/true), "; docs/TRACE_FORMAT.md)"));
 }
 
 absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
@@ -150,14 +153,24 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
                                                      it->second));
     }
   }
-  std::stable_sort(jobs.begin(), jobs.end(), [](const TraceJob& a, const TraceJob& b) {
-    return a.submit_s != b.submit_s ? a.submit_s < b.submit_s : a.line < b.line;
+  // Sorted through an index (a TraceJob is large to move), into the same
+  // order as a stable sort of the jobs.
+  std::vector<uint32_t> order(jobs.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&jobs](uint32_t a, uint32_t b) {
+    const TraceJob& x = jobs[a];
+    const TraceJob& y = jobs[b];
+    return x.submit_s != y.submit_s ? x.submit_s < y.submit_s : x.line < y.line;
   });
-  return jobs;
+  std::vector<TraceJob> sorted;
+  sorted.reserve(jobs.size());
+  for (uint32_t i : order) sorted.push_back(std::move(jobs[i]));
+  return sorted;
 }
 
 std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice) {
   std::vector<TraceJob> out;
+  out.reserve(jobs.size());
   for (TraceJob& j : jobs) {
     if (j.submit_s < slice.from_s) continue;
     if (slice.until_s >= 0 && j.submit_s >= slice.until_s) break;

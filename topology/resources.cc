@@ -55,20 +55,12 @@ Resources& Resources::set_scalar(std::string_view name, Quantity v) {
   return *this;
 }
 
-Resources& Resources::operator+=(const Resources& o) {
-  cpu_milli_ += o.cpu_milli_;
-  memory_ += o.memory_;
-  gpu_milli_ += o.gpu_milli_;
-  MergeScalars(scalars_, o.scalars_, [](Quantity x, Quantity y) { return x + y; });
-  return *this;
-}
-
-Resources& Resources::operator-=(const Resources& o) {
-  cpu_milli_ -= o.cpu_milli_;
-  memory_ -= o.memory_;
-  gpu_milli_ -= o.gpu_milli_;
-  MergeScalars(scalars_, o.scalars_, [](Quantity x, Quantity y) { return x - y; });
-  return *this;
+void Resources::AddScalars(const Resources& o, int sign) {
+  if (sign > 0) {
+    MergeScalars(scalars_, o.scalars_, [](Quantity x, Quantity y) { return x + y; });
+  } else {
+    MergeScalars(scalars_, o.scalars_, [](Quantity x, Quantity y) { return x - y; });
+  }
 }
 
 Resources Resources::operator*(int64_t n) const {
@@ -80,18 +72,9 @@ Resources Resources::operator*(int64_t n) const {
   return r;
 }
 
-bool Resources::LessEqual(const Resources& o) const {
-  if (cpu_milli_ > o.cpu_milli_ || memory_ > o.memory_ || gpu_milli_ > o.gpu_milli_) return false;
+bool Resources::ScalarsLessEqual(const Resources& o) const {
   for (const auto& [name, v] : scalars_) {
     if (v > o.scalar(name)) return false;
-  }
-  return true;
-}
-
-bool Resources::IsZero() const {
-  if (cpu_milli_ != 0 || memory_ != 0 || gpu_milli_ != 0) return false;
-  for (const auto& [name, v] : scalars_) {
-    if (v != 0) return false;
   }
   return true;
 }
@@ -104,7 +87,7 @@ bool Resources::AnyNegative() const {
   return false;
 }
 
-Resources Resources::Min(const Resources& a, const Resources& b) {
+Resources Resources::MinWithScalars(const Resources& a, const Resources& b) {
   Resources r(std::min(a.cpu_milli_, b.cpu_milli_), std::min(a.memory_, b.memory_),
               std::min(a.gpu_milli_, b.gpu_milli_));
   for (const auto& [name, v] : a.scalars_) r.set_scalar(name, std::min(v, b.scalar(name)));
@@ -112,7 +95,7 @@ Resources Resources::Min(const Resources& a, const Resources& b) {
   return r;
 }
 
-Resources Resources::Max(const Resources& a, const Resources& b) {
+Resources Resources::MaxWithScalars(const Resources& a, const Resources& b) {
   Resources r(std::max(a.cpu_milli_, b.cpu_milli_), std::max(a.memory_, b.memory_),
               std::max(a.gpu_milli_, b.gpu_milli_));
   for (const auto& [name, v] : a.scalars_) r.set_scalar(name, std::max(v, b.scalar(name)));

@@ -41,8 +41,22 @@ class Resources {
   Resources& set_gpu_milli(Quantity v) { gpu_milli_ = v; return *this; }
   Resources& set_scalar(std::string_view name, Quantity v);
 
-  Resources& operator+=(const Resources& o);
-  Resources& operator-=(const Resources& o);
+  // The three fixed dimensions inline; the named scalars out of line, only
+  // when there are any (most requests have none).
+  Resources& operator+=(const Resources& o) {
+    cpu_milli_ += o.cpu_milli_;
+    memory_ += o.memory_;
+    gpu_milli_ += o.gpu_milli_;
+    if (!o.scalars_.empty()) AddScalars(o, 1);
+    return *this;
+  }
+  Resources& operator-=(const Resources& o) {
+    cpu_milli_ -= o.cpu_milli_;
+    memory_ -= o.memory_;
+    gpu_milli_ -= o.gpu_milli_;
+    if (!o.scalars_.empty()) AddScalars(o, -1);
+    return *this;
+  }
   friend Resources operator+(Resources a, const Resources& b) { return a += b; }
   friend Resources operator-(Resources a, const Resources& b) { return a -= b; }
   Resources operator*(int64_t n) const;
@@ -50,20 +64,48 @@ class Resources {
 
   // True when every dimension of *this is <= the same dimension of `o`
   // (a scalar missing from `o` counts as 0).
-  bool LessEqual(const Resources& o) const;
+  bool LessEqual(const Resources& o) const {
+    if (cpu_milli_ > o.cpu_milli_ || memory_ > o.memory_ || gpu_milli_ > o.gpu_milli_) return false;
+    return scalars_.empty() || ScalarsLessEqual(o);
+  }
   // True when every dimension is zero.
-  bool IsZero() const;
+  bool IsZero() const {
+    if (cpu_milli_ != 0 || memory_ != 0 || gpu_milli_ != 0) return false;
+    for (const auto& [name, v] : scalars_) {
+      if (v != 0) return false;
+    }
+    return true;
+  }
   // True when some dimension is negative.
   bool AnyNegative() const;
   // Element-wise min / max.
-  static Resources Min(const Resources& a, const Resources& b);
-  static Resources Max(const Resources& a, const Resources& b);
+  static Resources Min(const Resources& a, const Resources& b) {
+    if (a.scalars_.empty() && b.scalars_.empty()) {
+      return Resources(a.cpu_milli_ < b.cpu_milli_ ? a.cpu_milli_ : b.cpu_milli_,
+                       a.memory_ < b.memory_ ? a.memory_ : b.memory_,
+                       a.gpu_milli_ < b.gpu_milli_ ? a.gpu_milli_ : b.gpu_milli_);
+    }
+    return MinWithScalars(a, b);
+  }
+  static Resources Max(const Resources& a, const Resources& b) {
+    if (a.scalars_.empty() && b.scalars_.empty()) {
+      return Resources(a.cpu_milli_ < b.cpu_milli_ ? b.cpu_milli_ : a.cpu_milli_,
+                       a.memory_ < b.memory_ ? b.memory_ : a.memory_,
+                       a.gpu_milli_ < b.gpu_milli_ ? b.gpu_milli_ : a.gpu_milli_);
+    }
+    return MaxWithScalars(a, b);
+  }
 
   // "cpu=4000m mem=16Gi gpu=8" style, for reasons and logs; zero and
   // unlimited dimensions are left out ("nothing" when all are).
   std::string ToString() const;
 
  private:
+  void AddScalars(const Resources& o, int sign);  // sign 1: +=, -1: -=
+  bool ScalarsLessEqual(const Resources& o) const;
+  static Resources MinWithScalars(const Resources& a, const Resources& b);
+  static Resources MaxWithScalars(const Resources& a, const Resources& b);
+
   Quantity cpu_milli_ = 0;
   Quantity memory_ = 0;
   Quantity gpu_milli_ = 0;

@@ -14,7 +14,7 @@
 //    elsewhere; backfill may use reserved nodes only without delaying it.
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/actions/action.h"
@@ -107,7 +107,7 @@ void Reserve(Session& s, std::optional<Reservation> r) {
 // order: when a job order that changes as time goes on (sjf, las) or a
 // higher-priority arrival puts a starving gang ahead of the holder, the
 // reservation is dropped, and this cycle gives it to whoever now fails first.
-void DropIfOvertaken(Session& s, const std::vector<std::deque<Job*>>& by_queue) {
+void DropIfOvertaken(Session& s, const std::vector<std::vector<Job*>>& by_queue) {
   const auto& r = s.state().reservation();
   if (!r) return;
   const Job& holder = s.state().job(r->job);
@@ -131,7 +131,10 @@ class AllocateAction : public Action {
       const Job& holder = st.job(r->job);
       if (!WaitsForPlacement(holder) || holder.ReadyCount() >= holder.min_member()) Reserve(s, std::nullopt);
     }
-    std::vector<std::deque<Job*>> by_queue(s.queues().size());
+    // Per queue, its waiting jobs in job order; next[q] is the first not yet
+    // tried (a vector and an index: a deque allocates even when empty).
+    std::vector<std::vector<Job*>> by_queue(s.queues().size());
+    std::vector<size_t> next(by_queue.size(), 0);
     for (JobId id : s.jobs()) {
       Job& j = st.job(id);
       if (WaitsForPlacement(j)) by_queue[j.queue().value()].push_back(&j);
@@ -153,7 +156,8 @@ class AllocateAction : public Action {
       QueueInfo& queue = s.queues()[q];
       auto& jobs = by_queue[q];
       if (s.Overused(queue)) {
-        for (Job* j : jobs) {
+        for (size_t k = next[q]; k < jobs.size(); ++k) {
+          Job* j = jobs[k];
           if (j->ReadyCount() < j->min_member()) {
             s.SetPendingReason(*j, absl::StrCat("queue '", queue.name(),
                                                 "' is using its deserved share (",
@@ -163,9 +167,8 @@ class AllocateAction : public Action {
         live.erase(it);
         continue;
       }
-      Job* job = jobs.front();
-      jobs.pop_front();
-      if (jobs.empty()) live.erase(it);
+      Job* job = jobs[next[q]++];
+      if (next[q] == jobs.size()) live.erase(it);
       PlaceOutcome out = placer.Place(*job);
       if (out.kind == PlaceOutcome::Kind::kPlaced) {
         if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);

@@ -33,12 +33,6 @@ Timestamp ReservationStart(const State& state, Timestamp now) {
   return start;
 }
 
-// The node's hardware (Cluster::shape_hash) and what is used on it, per GPU:
-// nodes with equal hashes are interchangeable to the scoring plugins.
-uint64_t StateHash(const State& st, NodeId n) {
-  return st.cluster().shape_hash(n) * 0x9e3779b97f4a7c15ULL ^ st.node(n).usage_hash;
-}
-
 }  // namespace
 
 bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
@@ -107,23 +101,28 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   // few (a linear search), scoring every node a set (O(1) per node).
   std::vector<uint64_t> scored;
   absl::flat_hash_set<uint64_t> scored_all;
+  if (limit == std::numeric_limits<int>::max()) scored_all.reserve(256);
 
   const GpuRequest& share = job.gpu(i);
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
   const bool every = limit == std::numeric_limits<int>::max();
   const bool defer_gpus = !s_.has_gpu_select() && share_milli == 0;
+  // The two most common rejections, counted here and added once (the
+  // reason's counts do not depend on the order they were added in).
+  int short_whole = 0;
+  int short_share = 0;
   auto consider = [&](NodeId n) -> bool {
     const NodeState& ns = st.node(n);
     if (!ns.schedulable) return true;
     if (st.FreeWholeGpus(n) < whole) {
-      Reject("insufficient GPU");
+      ++short_whole;
       return true;
     }
     // A GPU share needs one GPU with that much free now (cheaper than the
     // predicates; the GPU choice below would refuse the node anyway).
     if (ns.max_gpu_free < share_milli) {
-      Reject("insufficient GPU share");
+      ++short_share;
       return true;
     }
     // A node in the same state as one already scored would score the same
@@ -132,10 +131,10 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     // the window, and when every node is scored it is not scored again.
     uint64_t state = 0;
     if (window) {
-      state = StateHash(st, n);
+      state = st.NodeStateHash(n);
       if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
     } else if (every) {
-      state = StateHash(st, n);
+      state = st.NodeStateHash(n);
       if (scored_all.contains(state)) return true;
     }
     Verdict v = s_.Predicate(ref, n);
@@ -157,13 +156,19 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     ++feasible;
     if (window) scored.push_back(state);
     if (every) scored_all.insert(state);
+    // Every state the walk can still meet scored already: each node left
+    // would be skipped above, and (no share asked) none would be counted as
+    // a rejection first, so stopping here changes nothing.
+    const bool all_seen = (window || every) && share_milli == 0 &&
+                          static_cast<int64_t>(window ? scored.size() : scored_all.size()) >=
+                              st.DistinctStatesWithFree(whole);
     const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;
     if (!best.valid() || score > best_score) {
       best = n;
       best_score = score;
       if (!defer_gpus) best_gpus = cand_gpus;
     }
-    return feasible < limit;
+    return feasible < limit && !all_seen;
   };
 
   if (scope.tier == 0) {
@@ -191,6 +196,8 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
       return consider(n);
     });
   }
+  Reject("insufficient GPU", short_whole);
+  Reject("insufficient GPU share", short_share);
   if (best.valid() && defer_gpus && !s_.SelectGpus(ref, best, &best_gpus)) return NodeId();  // cannot happen
   if (best.valid()) *gpus = std::move(best_gpus);
   return best;

@@ -74,14 +74,22 @@ class GangPlacer {
   Statement* parent_;
   // Counts a node check's failure by reason (a handful of distinct reasons:
   // a list, compared by address first).
-  void Reject(std::string_view reason) {
+  void Reject(std::string_view reason, int count = 1) {
+    if (count == 0) return;
+    // Reasons are mostly literals: one pass by address, then by text.
     for (auto& [r, n] : rejections_) {
-      if ((r.data() == reason.data() && r.size() == reason.size()) || r == reason) {
-        ++n;
+      if (r.data() == reason.data() && r.size() == reason.size()) {
+        n += count;
         return;
       }
     }
-    rejections_.emplace_back(reason, 1);
+    for (auto& [r, n] : rejections_) {
+      if (r == reason) {
+        n += count;
+        return;
+      }
+    }
+    rejections_.emplace_back(reason, count);
   }
 
   std::vector<std::pair<std::string_view, int>> rejections_;

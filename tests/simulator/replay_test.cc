@@ -19,6 +19,7 @@ namespace ringmaster::simulator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 topology::Cluster Uniform(int nodes, int gpus, int per_rack, int racks_per_spine = 0) {
   topology::UniformClusterSpec spec;
@@ -346,7 +347,13 @@ TEST(ReplayPlot, QueueDelayBySizeAndTheScriptReadTheOutputs) {
   EXPECT_THAT(gp, HasSubstr("'timeline.csv'"));
   EXPECT_THAT(gp, HasSubstr("'jobs.csv'"));
   EXPECT_THAT(gp, HasSubstr("'queue_delay_by_size.csv'"));
-  EXPECT_THAT(gp, HasSubstr("'it''s: GPU allocation'"));
+  EXPECT_THAT(gp, HasSubstr("'it''s: GPU allocation and pending jobs'"));
+  // Ranges from the data, never gnuplot's [-1:1] for an all-zero series:
+  // 8 GPUs; the longest wait is d's 110 s.
+  EXPECT_THAT(gp, HasSubstr("set yrange [0:8]\n"));
+  EXPECT_THAT(gp, HasSubstr("set y2range [0:"));
+  EXPECT_THAT(gp, HasSubstr("set yrange [0:121.000]\n"));
+  EXPECT_THAT(gp, Not(HasSubstr("no job waited")));
 }
 
 }  // namespace

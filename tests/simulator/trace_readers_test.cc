@@ -155,7 +155,7 @@ TEST(TraceFormat, AutoFailsListingTheFormats) {
   auto f = DetectTraceFormat("a,b,c\n1,2,3\n", "x.csv");
   ASSERT_FALSE(f.ok());
   EXPECT_THAT(std::string(f.status().message()),
-              HasSubstr("x.csv:1: header: no trace format recognizes it; give --format (one of auto, native, "
+              HasSubstr("x.csv:1: header: no trace format recognizes it; give --format (one of native, "
                         "philly, gavel, tiresias, alibaba2023, dlrm2025"));
   EXPECT_FALSE(ParseTraceFormat("csv").ok());
 }
