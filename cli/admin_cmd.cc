@@ -392,7 +392,11 @@ int Cancel(const ClientFlags& f, const std::string& name) {
   if (c.json()) {
     PrintJson(resp);
   } else {
-    std::cout << "cancelled " << resp.job().name() << " (" << resp.job().phase() << ")\n";
+    if (resp.job().phase() == "Cancelling") {
+      std::cout << "cancelling " << resp.job().name() << " (" << resp.job().pending_reason() << ")\n";
+    } else {
+      std::cout << "cancelled " << resp.job().name() << " (" << resp.job().phase() << ")\n";
+    }
   }
   return kOk;
 }

@@ -54,6 +54,7 @@ struct ServeFlags {
   std::string executor_logs;
   int shutdown_grace_ms = 5000;
   int restart_grace_ms = 10'000;
+  int cancel_grace_ms = 10'000;
 };
 
 bool HasCluster(const ClusterFlags& f) { return !f.cluster_file.empty() || !f.nodes.empty(); }
@@ -139,6 +140,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.executor.log_dir = f.executor_logs;
   o.shutdown_grace_ms = f.shutdown_grace_ms;
   o.restart_grace_ms = f.restart_grace_ms;
+  o.cancel_grace_ms = f.cancel_grace_ms;
   return o;
 }
 
@@ -244,6 +246,10 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--restart-grace-ms", f->restart_grace_ms,
                   "a gang a failure took below its minimum: its survivors are stopped within this long, and their "
                   "GPUs count as free only once they are gone (10000)")
+      ->check(CLI::Range(1, 600'000));
+  cmd->add_option("--cancel-grace-ms", f->cancel_grace_ms,
+                  "a running job cancelled: its tasks are stopped within this long (Cancelling), and their GPUs "
+                  "count as free only once they are gone; then it is Aborted (10000)")
       ->check(CLI::Range(1, 600'000));
   AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f] { ExitCode() = Run(*f); });

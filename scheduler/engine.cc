@@ -164,19 +164,54 @@ absl::Status Engine::CancelJob(JobId id) {
   auto found = ActiveJob(id);
   if (!found.ok()) return found.status();
   Job& job = **found;
+  if (job.phase() == JobPhase::kCancelling) return absl::OkStatus();  // already stopping
+  const int64_t grace = options_.cancel_grace_ms;
+  const Timestamp deadline = clock_.Now() + grace;
+  int stopping = 0;
+  Timestamp by = -1;
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-    const Task& t = job.task(i);
-    if (HoldsNode(t.state)) {
+    const TaskState s = job.task(i).state;
+    if (grace > 0 && (s == TaskState::kBound || s == TaskState::kRunning)) {
+      // Its process runs: its GPUs are not free until it is gone.
+      RecordEvictionOf(job, i, "job cancelled");
+      carry_.evictions.back().kind = Eviction::Kind::kCancel;
+      carry_.evictions.back().deadline = deadline;
+      state_->SetState(job, i, TaskState::kReleasing);
+      state_->SetReleaseDeadline(job, i, deadline);
+      releasing_.insert({deadline, job.id(), i});
+      ++stopping;
+      by = std::max(by, deadline);
+    } else if (grace > 0 && s == TaskState::kReleasing) {
+      // Already leaving (a shrunk member, a broken gang's survivor) by its
+      // own deadline: it was told to stop.
+      ++stopping;
+      by = std::max(by, job.task(i).release_deadline);
+    } else if (HoldsNode(s)) {
       RecordEvictionOf(job, i, "job cancelled");
       carry_.evictions.back().kind = Eviction::Kind::kCancel;
       state_->Release(job, i, TaskState::kFailed);
-    } else if (t.state == TaskState::kPipelined || t.state == TaskState::kPending) {
+    } else if (s == TaskState::kPipelined || s == TaskState::kPending) {
       state_->Release(job, i, TaskState::kFailed);
     }
   }
   job.set_nominated(false);
-  state_->FinishJob(id, JobPhase::kAborted);
+  if (stopping == 0) {
+    state_->FinishJob(id, JobPhase::kAborted);
+    return absl::OkStatus();
+  }
+  job.set_phase(JobPhase::kCancelling);
+  job.set_pending_reason(absl::StrCat("cancelling: ", stopping, " task(s) stopping; their GPUs are free once they are gone (",
+                                      (std::max<Timestamp>(by - clock_.Now(), 0) + 999) / 1000, " s at the latest)"));
   return absl::OkStatus();
+}
+
+void Engine::ReleaseStopped(Job& job, uint32_t task) {
+  if (job.phase() != JobPhase::kCancelling) {
+    state_->Release(job, task, TaskState::kPending);
+    return;
+  }
+  state_->Release(job, task, TaskState::kFailed);
+  if (job.Count(TaskState::kReleasing) == 0) state_->FinishJob(job.id(), JobPhase::kAborted);
 }
 
 absl::Status Engine::FinishJob(JobId id, bool succeeded) {
@@ -194,7 +229,8 @@ absl::Status Engine::FinishJob(JobId id, bool succeeded) {
     }
   }
   job.set_nominated(false);
-  state_->FinishJob(id, succeeded ? JobPhase::kCompleted : JobPhase::kFailed);
+  const bool cancelled = job.phase() == JobPhase::kCancelling;
+  state_->FinishJob(id, cancelled ? JobPhase::kAborted : succeeded ? JobPhase::kCompleted : JobPhase::kFailed);
   return absl::OkStatus();
 }
 
@@ -239,7 +275,7 @@ absl::Status Engine::TaskReleased(JobId id, uint32_t task) {
         "task ", job.task(task).name, " is ", std::string(TaskStateName(job.task(task).state)), ", not Releasing"));
   }
   releasing_.erase({job.task(task).release_deadline, id, task});
-  state_->Release(job, task, TaskState::kPending);
+  ReleaseStopped(job, task);
   return absl::OkStatus();
 }
 
@@ -269,7 +305,7 @@ void Engine::ExpireReleases() {
     releasing_.erase(releasing_.begin());
     Job& job = state_->job(id);
     if (job.task(task).state == TaskState::kReleasing && job.task(task).release_deadline == deadline) {
-      state_->Release(job, task, TaskState::kPending);
+      ReleaseStopped(job, task);
     }
   }
 }
@@ -324,7 +360,7 @@ Timestamp Engine::ExpectedStart(JobId id) const {
   const Job& job = state_->job(id);
   const Timestamp now = clock_.Now();
   if (job.phase() == JobPhase::kRunning) return job.started();
-  if (!state_->active_jobs().count(id)) return -1;
+  if (!state_->active_jobs().count(id) || job.phase() == JobPhase::kCancelling) return -1;
   if (job.nominated()) {
     // Held for its victims: they are gone by their deadline.
     Timestamp by = now;
@@ -420,8 +456,12 @@ absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
       continue;
     }
     const bool leaving = job.task(i).state == TaskState::kReleasing;
+    if (leaving) {
+      ReleaseStopped(job, i);  // gone with its node
+      continue;
+    }
     state_->Release(job, i, TaskState::kPending);  // the task's work is lost; it waits again
-    if (!leaving) hit.push_back(jid);
+    hit.push_back(jid);
   }
   for (JobId jid : held) {
     if (state_->job(jid).nominated()) Unhold(state_->job(jid));

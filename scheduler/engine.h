@@ -44,6 +44,14 @@ struct EngineOptions {
   // gang restarts whole after that. 0: released at once (a driver whose
   // tasks are not real processes: the simulator, `schedule`, most tests).
   int64_t restart_grace_ms = 0;
+  // A job cancelled while some of its tasks run (Bound, Running): with a
+  // positive value those become Releasing with a deadline this far ahead
+  // (a kCancel Eviction carrying it tells the driver to stop them), the job
+  // is Cancelling, their GPUs count as free only once the driver reports
+  // them gone (TaskReleased) or the deadline passes, and then the job is
+  // Aborted. 0: everything is released at once and the job is Aborted at
+  // once (the simulator, `schedule`, most tests).
+  int64_t cancel_grace_ms = 0;
 };
 
 class Engine {
@@ -59,7 +67,13 @@ class Engine {
   // --- Events -----------------------------------------------------------------
   // Validates and accepts a job (Pending). Errors name the field.
   absl::StatusOr<JobId> SubmitJob(JobSpec spec);
-  // Releases whatever the job holds; the job ends Aborted.
+  // Cancels the job. Tasks not started yet are released at once. Without
+  // EngineOptions::cancel_grace_ms, or when no task has started, everything
+  // is released and the job ends Aborted now. Otherwise its started tasks
+  // are Releasing until the grace deadline (those already Releasing keep
+  // theirs), the job is Cancelling (no action touches it), and it ends
+  // Aborted when the last of them is released (TaskReleased, the deadline,
+  // its node lost). Cancelling a Cancelling job changes nothing (OK).
   absl::Status CancelJob(JobId id);
   // The job's program ended: every task released; Completed or Failed.
   absl::Status FinishJob(JobId id, bool succeeded);
@@ -174,6 +188,10 @@ class Engine {
   void AfterClose(Decisions& d);
   // Releases tasks whose release deadline has passed.
   void ExpireReleases();
+  // A Releasing task is gone: it waits again (Pending), or, in a
+  // Cancelling job, it ended (Failed) and the job is Aborted when none is
+  // left Releasing.
+  void ReleaseStopped(Job& job, uint32_t task);
   // Binds the gangs held for releasing victims once their GPUs are free.
   void PromoteHeld(Session& session);
   // Drops a held gang's promises (its victims' node was lost).

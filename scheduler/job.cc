@@ -16,6 +16,7 @@ std::string_view PhaseName(JobPhase p) {
     case JobPhase::kCompleted: return "Completed";
     case JobPhase::kFailed: return "Failed";
     case JobPhase::kAborted: return "Aborted";
+    case JobPhase::kCancelling: return "Cancelling";
   }
   return "?";
 }

@@ -31,7 +31,11 @@ using JobId = topology::StrongId<JobIdTag>;
 struct QueueIdTag {};
 using QueueId = topology::StrongId<QueueIdTag>;
 
-enum class JobPhase { kPending, kInqueue, kRunning, kCompleted, kFailed, kAborted };
+// kCancelling: cancelled while some of its tasks ran; they are Releasing
+// (stopping within the engine's cancel grace period) and the job ends
+// Aborted once the last is gone. Last, so the journal's phase numbers of
+// the others stay.
+enum class JobPhase { kPending, kInqueue, kRunning, kCompleted, kFailed, kAborted, kCancelling };
 enum class TaskState {
   kPending,
   kAllocated,

@@ -22,7 +22,10 @@ bool Terminal(JobPhase p) { return p == JobPhase::kCompleted || p == JobPhase::k
 std::vector<JournaledTask> HeldTasks(const scheduler::Engine& e, const scheduler::Job& job) {
   std::vector<JournaledTask> out;
   for (const scheduler::Task& t : job.tasks()) {
-    if (!scheduler::HoldsNode(t.state) || t.state == TaskState::kReleasing) continue;
+    // A Cancelling job's stopping tasks still hold their GPUs: a restart
+    // re-adopts them and stops them again (AdminService::Recover).
+    const bool stopping = t.state == TaskState::kReleasing && job.phase() == JobPhase::kCancelling;
+    if (!scheduler::HoldsNode(t.state) || (t.state == TaskState::kReleasing && !stopping)) continue;
     out.push_back({t.index, t.role, e.state().cluster().node(t.node).name, t.gpus});
   }
   return out;
@@ -78,7 +81,7 @@ absl::Status AdminService::Recover(const Recovered& r) {
                                                         id.status().message()));
     }
     accepted_[*id] = row.seq;
-    if (phase == JobPhase::kAborted) (void)engine_.CancelJob(*id);
+    if (phase == JobPhase::kAborted || phase == JobPhase::kCancelling) (void)CancelInEngine(*id);
     if (phase == JobPhase::kCompleted || phase == JobPhase::kFailed) {
       (void)engine_.FinishJob(*id, phase == JobPhase::kCompleted);
     }
@@ -96,6 +99,34 @@ void AdminService::JournalPlacement(JobId id) {
   journal_->SetPlacement(job.name(), static_cast<int>(job.phase()), job.generation(), HeldTasks(engine_, job));
 }
 
+absl::Status AdminService::CancelInEngine(JobId id) {
+  if (absl::Status s = engine_.CancelJob(id); !s.ok()) return s;
+  const scheduler::Job& job = engine_.state().job(id);
+  if (job.phase() != JobPhase::kCancelling) return absl::OkStatus();
+  if (!Executed(id)) {
+    // No process to wait for: its tasks are gone at once.
+    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+      if (job.task(i).state == TaskState::kReleasing) (void)engine_.TaskReleased(id, i);
+    }
+  }
+  if (engine_.state().job(id).phase() == JobPhase::kCancelling) cancelling_.insert(id);
+  return absl::OkStatus();
+}
+
+void AdminService::SettleCancels() {
+  for (auto it = cancelling_.begin(); it != cancelling_.end();) {
+    const scheduler::Job& job = engine_.state().job(*it);
+    if (job.phase() == JobPhase::kCancelling) {
+      ++it;
+      continue;
+    }
+    // Its last task is gone (or the deadline passed): it ended.
+    if (journal_) (void)journal_->SetPhase(job.name(), static_cast<int>(job.phase()), /*terminal=*/true);
+    events_.Publish(clock_.Now(), "cancelled", job.name(), std::string(scheduler::PhaseName(job.phase())));
+    it = cancelling_.erase(it);
+  }
+}
+
 bool AdminService::Executed(JobId id) const {
   return options_.executed && options_.executed(engine_.state().job(id));
 }
@@ -105,6 +136,7 @@ void AdminService::JobChanged(JobId id, const std::string& event, const std::str
   const scheduler::Job& job = engine_.state().job(id);
   events_.Publish(clock_.Now(), event, job.name(), detail);
   JournalPlacement(id);
+  SettleCancels();
 }
 
 void AdminService::OnCycle(const scheduler::Decisions& d) {
@@ -147,6 +179,7 @@ void AdminService::OnCycle(const scheduler::Decisions& d) {
   for (JobId id : touched) {
     if (ours(id)) JournalPlacement(id);
   }
+  SettleCancels();  // a deadline this cycle passed ends a Cancelling job
 }
 
 absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::string& file,
@@ -225,9 +258,13 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
     absl::MutexLock lock(&engine_mu_);
     const JobId id = engine_.FindJob(req->name());
     if (!id.valid()) return NoJob(req->name());
-    if (absl::Status s = engine_.CancelJob(id); !s.ok()) return ToGrpc(s);
-    if (journal_ && accepted_.count(id)) {
-      durable = journal_->SetPhase(req->name(), static_cast<int>(JobPhase::kAborted), /*terminal=*/true);
+    const bool was_cancelling = engine_.state().job(id).phase() == JobPhase::kCancelling;
+    if (absl::Status s = CancelInEngine(id); !s.ok()) return ToGrpc(s);
+    const JobPhase now_phase = engine_.state().job(id).phase();
+    if (journal_ && accepted_.count(id) && !was_cancelling) {
+      // Durable before the answer: Cancelling keeps the tasks' rows (a
+      // restart stops them again), Aborted drops them.
+      durable = journal_->SetPhase(req->name(), static_cast<int>(now_phase), /*terminal=*/Terminal(now_phase));
     }
     *resp->mutable_job() = JobToProto(engine_, id, JobView::kBrief);
   }
@@ -251,8 +288,8 @@ grpc::Status AdminService::ListJobs(grpc::ServerContext*, const admin::ListJobsR
   std::set<std::string> phases(req->phases().begin(), req->phases().end());
   for (const std::string& p : phases) {
     bool known = false;
-    for (JobPhase k : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCompleted,
-                       JobPhase::kFailed, JobPhase::kAborted}) {
+    for (JobPhase k : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCancelling,
+                       JobPhase::kCompleted, JobPhase::kFailed, JobPhase::kAborted}) {
       known |= scheduler::PhaseName(k) == p;
     }
     if (!known) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("phases: unknown phase '", p, "'"));

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -85,6 +86,12 @@ class AdminService final : public admin::Admin::Service {
   grpc::Status Authorize(const grpc::ServerContext& ctx) const;
   void JournalPlacement(scheduler::JobId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   bool Executed(scheduler::JobId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  // Engine::CancelJob, then: a job no executor runs has its stopping tasks
+  // released at once; one still Cancelling is remembered until it ends.
+  absl::Status CancelInEngine(scheduler::JobId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  // Cancelling jobs that ended since: journaled Aborted (tasks dropped) and
+  // published ("cancelled").
+  void SettleCancels() ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
 
   scheduler::Engine& engine_;
   absl::Mutex& engine_mu_;
@@ -96,6 +103,7 @@ class AdminService final : public admin::Admin::Service {
   // Jobs accepted through this service (the extender's are its own).
   std::map<scheduler::JobId, int64_t> accepted_ ABSL_GUARDED_BY(engine_mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(engine_mu_) = 1;
+  std::set<scheduler::JobId> cancelling_ ABSL_GUARDED_BY(engine_mu_);
 };
 
 }  // namespace ringmaster::server

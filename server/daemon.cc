@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   eo.auto_confirm_binds = false;
   eo.check_invariants = false;
   eo.restart_grace_ms = o.restart_grace_ms;
+  eo.cancel_grace_ms = o.cancel_grace_ms;
   auto engine = scheduler::Engine::Create(std::move(o.cluster), *policy, registry, d->clock_, eo);
   if (!engine.ok()) return engine.status();
   d->engine_ = *std::move(engine);

@@ -90,6 +90,11 @@ struct DaemonOptions {
   // long; their GPUs count as free once they are gone
   // (scheduler::EngineOptions::restart_grace_ms).
   int64_t restart_grace_ms = 10'000;
+  // A running job cancelled (CancelJob, an expired reservation) is stopped
+  // within this long; its GPUs count as free once its tasks are gone
+  // (scheduler::EngineOptions::cancel_grace_ms). Jobs no executor runs are
+  // released at once.
+  int64_t cancel_grace_ms = 10'000;
 };
 
 class Daemon {

@@ -274,7 +274,24 @@ void Extender::ExpireReservations() {
     Gang& g = gangs_.at(name);
     g.deadline = -1;
     common::Log(common::LogLevel::warn, "reservation expired", {{"gang", name}, {"job", g.job.value()}});
-    (void)engine_.CancelJob(g.job);  // fails only if the job already ended
+    if (engine_.CancelJob(g.job).ok()) {
+      // Its bound pods run: evict them now, within the engine's cancel
+      // grace (their GPUs stay counted until its deadline); the cycle's
+      // kCancel evictions will not find the forgotten gang.
+      const scheduler::Job& job = engine_.state().job(g.job);
+      for (const Member& m : g.members) {
+        if (!m.bound || m.task >= job.tasks().size()) continue;
+        const scheduler::Task& t = job.task(m.task);
+        PodEviction ev;
+        const size_t slash = m.key.find('/');
+        ev.pod_namespace = m.key.substr(0, slash);
+        ev.pod_name = m.key.substr(slash + 1);
+        ev.pod_uid = m.uid;
+        ev.node = m.node;
+        ev.reason = "reservation expired: job cancelled";
+        to_evict_.push_back({std::move(ev), t.state == scheduler::TaskState::kReleasing ? t.release_deadline : -1});
+      }
+    }
     Forget(name);
   }
 }

@@ -491,7 +491,10 @@ LocalExecutor::Readopted LocalExecutor::Readopt() {
     if (!Executes(job)) continue;
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {
       const scheduler::Task& t = job.task(i);
-      if (t.state != TaskState::kRunning && t.state != TaskState::kBound) continue;
+      // Releasing: a job cancelled before the restart, stopped again
+      // (AdminService::Recover); its process is waited for the same way.
+      const bool stopping = t.state == TaskState::kReleasing;
+      if (t.state != TaskState::kRunning && t.state != TaskState::kBound && !stopping) continue;
       auto r = records.find(t.name);
       if (r == records.end() || r->second.job != job.name()) {
         orphans.push_back({id, i});
@@ -507,6 +510,12 @@ LocalExecutor::Readopted LocalExecutor::Readopt() {
       p.start_time = rec.start_time;
       p.incarnation = rec.incarnation;
       incarnations_[t.name] = std::max(incarnations_[t.name], rec.incarnation);
+      if (stopping) {
+        p.stopping = true;
+        p.stop_kind = Eviction::Kind::kCancel;
+        p.term_at = clock_.Now();
+        p.kill_at = std::max(clock_.Now() + 100, t.release_deadline);
+      }
       if (same_boot && launcher_.Adopt(rec.pid, rec.start_time, rec.status_file)) {
         procs_[rec.pid] = p;
         ++out.adopted;
@@ -540,6 +549,15 @@ LocalExecutor::Readopted LocalExecutor::Readopt() {
   }
   for (const auto& [id, i] : orphans) {
     const scheduler::Task& t = engine_.state().job(id).task(i);
+    if (t.state == TaskState::kReleasing) {
+      // Stopping and its process is gone: released.
+      const std::string name = t.name;
+      if (engine_.TaskReleased(id, i).ok()) {
+        ++out.ended;
+        Changed(id, "released", absl::StrCat(name, " has no process after a daemon restart"));
+      }
+      continue;
+    }
     if (t.state != TaskState::kRunning && t.state != TaskState::kBound) continue;  // a gang already broken
     if (engine_.TaskFailed(id, i, "has no process after a daemon restart").ok()) {
       ++out.failed;

@@ -33,7 +33,10 @@
 // engine with the status the supervisor recorded). A process that ended
 // while no daemon ran is reported as its status file says; a task whose
 // process is gone without one fails (TaskFailed); a recorded process whose
-// task no longer runs is killed.
+// task no longer runs is killed. A task the engine re-adopted as Releasing
+// (its job was Cancelling when the daemon stopped) is re-adopted stopping:
+// SIGTERM now, SIGKILL at its deadline, TaskReleased once it is gone (at
+// once when its process already is).
 //
 // The processes themselves sit behind ProcessLauncher, so tests can drive
 // the lifecycle with fake ones (or with real `sh -c` processes).

@@ -218,6 +218,141 @@ TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
   EXPECT_FALSE(h.engine().FinishJob(scheduler::JobId(99), true).ok());
 }
 
+// Cancel with a grace period: the cancelled gang's processes still run, so
+// nothing is bound onto its GPUs until the driver reports them gone (or the
+// deadline passes); then the job is Aborted.
+struct CancelledGang {
+  scheduler::ManualClock clock{1'000'000};
+  scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  std::unique_ptr<scheduler::Engine> e;
+  scheduler::JobId gang, other;
+  explicit CancelledGang(int64_t grace_ms = 5000) {
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    opts.cancel_grace_ms = grace_ms;
+    // 2 nodes x 4 GPUs: the gang takes both; "other" (8 GPUs as 2 x 4) waits.
+    e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), scheduler::DefaultPolicy(),
+                                   registry, clock, opts);
+    gang = *e->SubmitJob(JobBuilder("gang").Gang(2).GpusPerTask(4).Build());
+    Start(e->RunCycle());
+    other = *e->SubmitJob(JobBuilder("other").Gang(2).GpusPerTask(4).Build());
+    EXPECT_TRUE(e->RunCycle().binds.empty());
+  }
+  void Start(const scheduler::Decisions& d) {
+    for (const auto& b : d.binds) {
+      EXPECT_TRUE(e->ConfirmBind(b.job, b.task, true).ok());
+      EXPECT_TRUE(e->TaskStarted(b.job, b.task).ok());
+    }
+  }
+  const scheduler::Job& job(scheduler::JobId id) const { return e->state().job(id); }
+  int64_t FreeGpus() const {
+    int64_t n = 0;
+    for (uint32_t i = 0; i < e->state().num_nodes(); ++i) n += e->state().FreeWholeGpus(topology::NodeId(i));
+    return n;
+  }
+  // Cancels the gang and checks the cycle after binds nothing.
+  void Cancel() {
+    ASSERT_EQ(job(gang).phase(), JobPhase::kRunning);
+    ASSERT_TRUE(e->CancelJob(gang).ok());
+    EXPECT_EQ(job(gang).phase(), JobPhase::kCancelling);
+    EXPECT_TRUE(e->state().active_jobs().count(gang)) << "not ended while its processes run";
+    EXPECT_NE(job(gang).pending_reason().find("cancelling: 2 task(s) stopping"), std::string::npos)
+        << job(gang).pending_reason();
+    for (uint32_t t = 0; t < 2; ++t) {
+      EXPECT_EQ(job(gang).task(t).state, TaskState::kReleasing);
+      EXPECT_EQ(job(gang).task(t).release_deadline, clock.Now() + 5000);
+    }
+    EXPECT_EQ(FreeGpus(), 0) << "the cancelled gang's GPUs are not free while its processes run";
+    EXPECT_EQ(e->ExpectedStart(gang), -1);
+    EXPECT_TRUE(e->CancelJob(gang).ok()) << "cancelling again changes nothing";
+    auto d = e->RunCycle();
+    ASSERT_EQ(d.evictions.size(), 2u) << "each running task is told to stop, once";
+    for (const auto& ev : d.evictions) {
+      EXPECT_EQ(ev.kind, scheduler::Eviction::Kind::kCancel);
+      EXPECT_EQ(ev.deadline, clock.Now() + 5000);
+    }
+    EXPECT_TRUE(d.binds.empty()) << "nothing bound onto GPUs whose processes still run";
+    EXPECT_TRUE(d.membership.empty()) << "no action resizes or restarts a cancelling job";
+    EXPECT_TRUE(e->CheckInvariants().ok());
+  }
+};
+
+TEST(EngineCancel, ARunningJobsGpusAreFreeOnlyOnceItsTasksAreReportedGone) {
+  CancelledGang h;
+  h.Cancel();
+  ASSERT_TRUE(h.e->TaskReleased(h.gang, 0).ok());
+  EXPECT_EQ(h.job(h.gang).task(0).state, TaskState::kFailed) << "a cancelled task does not wait again";
+  EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kCancelling) << "one task still stopping";
+  EXPECT_EQ(h.FreeGpus(), 4);
+  auto d = h.e->RunCycle();
+  EXPECT_TRUE(d.binds.empty()) << "other needs both nodes; one is still held";
+  ASSERT_TRUE(h.e->TaskReleased(h.gang, 1).ok());
+  EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kAborted);
+  EXPECT_FALSE(h.e->state().active_jobs().count(h.gang));
+  EXPECT_FALSE(h.e->CancelJob(h.gang).ok()) << "already ended";
+  d = h.e->RunCycle();
+  EXPECT_EQ(d.binds.size(), 2u);
+  for (const auto& b : d.binds) EXPECT_EQ(b.job, h.other);
+  EXPECT_TRUE(h.e->CheckInvariants().ok());
+}
+
+TEST(EngineCancel, TheDeadlineFreesTheGpusWithoutAReport) {
+  CancelledGang h;
+  h.Cancel();
+  h.clock.Advance(4999);
+  EXPECT_TRUE(h.e->RunCycle().binds.empty()) << "before the deadline";
+  EXPECT_EQ(h.e->NextDeadline(), h.clock.Now() + 1);
+  h.clock.Advance(1);
+  auto d = h.e->RunCycle();
+  EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kAborted);
+  EXPECT_EQ(d.binds.size(), 2u) << "the deadline passed: the GPUs are free";
+  EXPECT_TRUE(h.e->CheckInvariants().ok());
+}
+
+TEST(EngineCancel, ALostNodeTakesItsStoppingTaskWithIt) {
+  CancelledGang h;
+  h.Cancel();
+  ASSERT_TRUE(h.e->TaskReleased(h.gang, 0).ok());
+  ASSERT_TRUE(h.e->FailNode(h.e->state().cluster().node(h.job(h.gang).task(1).node).name).ok());
+  EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kAborted);
+  EXPECT_TRUE(h.e->CheckInvariants().ok());
+}
+
+TEST(EngineCancel, WithoutAGracePeriodOrAStartedTaskItIsImmediate) {
+  CancelledGang h(/*grace_ms=*/0);
+  ASSERT_TRUE(h.e->CancelJob(h.gang).ok());
+  EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kAborted);
+  EXPECT_EQ(h.FreeGpus(), 8);
+  // With a grace period, a job none of whose tasks started ends at once.
+  CancelledGang g;
+  ASSERT_TRUE(g.e->CancelJob(g.other).ok()) << "pending";
+  EXPECT_EQ(g.job(g.other).phase(), JobPhase::kAborted);
+  EXPECT_TRUE(g.e->CheckInvariants().ok());
+}
+
+TEST(EngineCancel, BindingTasksAreReleasedAtOnceAndStartedOnesStop) {
+  scheduler::ManualClock clock{1'000'000};
+  auto registry = plugins::BuiltinRegistry();
+  scheduler::EngineOptions opts;
+  opts.auto_confirm_binds = false;
+  opts.cancel_grace_ms = 5000;
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), scheduler::DefaultPolicy(),
+                                      registry, clock, opts);
+  auto id = *e->SubmitJob(JobBuilder("g").Gang(2).GpusPerTask(4).Build());
+  auto d = e->RunCycle();
+  ASSERT_EQ(d.binds.size(), 2u);
+  ASSERT_TRUE(e->ConfirmBind(id, 0, true).ok());  // task 0 Bound, task 1 still Binding
+  ASSERT_TRUE(e->CancelJob(id).ok());
+  const auto& job = e->state().job(id);
+  EXPECT_EQ(job.task(0).state, TaskState::kReleasing);
+  EXPECT_EQ(job.task(1).state, TaskState::kFailed);
+  EXPECT_EQ(job.phase(), JobPhase::kCancelling);
+  EXPECT_FALSE(e->ConfirmBind(id, 1, true).ok()) << "a late bind of a cancelled task is refused";
+  ASSERT_TRUE(e->TaskReleased(id, 0).ok());
+  EXPECT_EQ(job.phase(), JobPhase::kAborted);
+  EXPECT_TRUE(e->CheckInvariants().ok());
+}
+
 TEST(Engine, AddedNodeTakesWaitingGang) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   h.Submit(JobBuilder("two").Gang(2).GpusPerTask(8).Build());

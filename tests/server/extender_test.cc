@@ -192,6 +192,11 @@ TEST_F(ExtenderTest, ReservationsExpireAndTheGangFormsAgain) {
   // The engine released the job: every GPU is free again.
   EXPECT_EQ(engine_->state().job(first).phase(), scheduler::JobPhase::kAborted);
   EXPECT_EQ(engine_->state().job(first).allocated().gpu_milli(), 0);
+  // The bound member's pod runs: it is evicted (its GPUs are given back).
+  const std::vector<PodEviction> evicted = extender_->evictions();
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].pod_name, "w-0");
+  EXPECT_EQ(evicted[0].pod_uid, "uid-w-0");
   // The pods come back and form the gang as a new job.
   ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("w-1", "g", 2, 8)));
   EXPECT_NE(r.failed_nodes.at("n1").find("1 of 2"), std::string::npos);

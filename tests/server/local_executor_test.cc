@@ -314,6 +314,67 @@ TEST_F(ExecutorTest, AGangRestartedInTheCycleThatStopsItKeepsItsNewProcesses) {
   EXPECT_EQ(Count(id, TaskState::kRunning), 2);
 }
 
+// Cancel of a running job with a grace period (serve's --cancel-grace-ms):
+// SIGTERM now, SIGKILL at the deadline, and nothing is bound onto the job's
+// GPUs until its processes are gone; then it is Aborted.
+TEST_F(ExecutorTest, CancelStopsTheProcessesAndKeepsTheirGpusUntilTheyAreGone) {
+  executor_.reset();
+  scheduler::EngineOptions eo;
+  eo.auto_confirm_binds = false;
+  eo.cancel_grace_ms = 3000;
+  auto e = scheduler::Engine::Create(ClusterBuilder().NodesPerRack(1).Gpus(4).Build(), scheduler::DefaultPolicy(),
+                                     registry_, clock_, eo);
+  ASSERT_TRUE(e.ok()) << e.status();
+  engine_ = *std::move(e);
+  LocalExecutorOptions o;
+  o.ringmaster = "/opt/ringmaster";
+  o.coordinator = "127.0.0.1:7070";
+  o.kill_after_ms = 3000;
+  executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o,
+                                              [this](scheduler::JobId, const std::string& ev, const std::string&) {
+                                                events_.push_back(ev);
+                                              });
+  const auto a = Submit(JobBuilder("a").Gang(4).GpusPerTask(1).Build());
+  Cycle();
+  ASSERT_EQ(Count(a, TaskState::kRunning), 4);
+  const auto b = Submit(JobBuilder("b").GpusPerTask(4).Build(), {"b"});
+  ASSERT_TRUE(Cycle().binds.empty());
+  ASSERT_TRUE(engine_->CancelJob(a).ok());
+  EXPECT_EQ(Job(a).phase(), JobPhase::kCancelling);
+  auto d = Cycle();
+  ASSERT_EQ(d.evictions.size(), 4u);
+  EXPECT_EQ(d.evictions[0].kind, scheduler::Eviction::Kind::kCancel);
+  EXPECT_EQ(d.evictions[0].deadline, clock_.Now() + 3000);
+  EXPECT_TRUE(d.binds.empty()) << "nothing bound onto the cancelled job's GPUs";
+  executor_->Poll();
+  int terms = 0;
+  for (const auto& [pid, sig] : launcher_.signals) terms += sig == SIGTERM;
+  EXPECT_EQ(terms, 4) << "SIGTERM at once";
+  // Two leave on SIGTERM; the other two hold their GPUs.
+  clock_.Advance(1000);
+  launcher_.Kill(launcher_.Of(Job(a).task(0).name), SIGTERM);
+  launcher_.Kill(launcher_.Of(Job(a).task(1).name), SIGTERM);
+  executor_->Poll();
+  EXPECT_EQ(Count(a, TaskState::kReleasing), 2);
+  EXPECT_EQ(Job(a).phase(), JobPhase::kCancelling);
+  EXPECT_TRUE(Cycle().binds.empty()) << "two processes of the cancelled job still run on the GPUs b needs";
+  // The deadline: SIGKILL to those left (and only to them).
+  clock_.Set(d.evictions[0].deadline);
+  executor_->Poll();
+  int kills = 0;
+  for (const auto& [pid, sig] : launcher_.signals) kills += sig == SIGKILL;
+  EXPECT_EQ(kills, 2);
+  launcher_.Kill(launcher_.Of(Job(a).task(2).name), SIGKILL);
+  launcher_.Kill(launcher_.Of(Job(a).task(3).name), SIGKILL);
+  executor_->Poll();
+  EXPECT_EQ(Job(a).phase(), JobPhase::kAborted);
+  EXPECT_EQ(std::count(events_.begin(), events_.end(), "released"), 4);
+  d = Cycle();
+  ASSERT_EQ(d.binds.size(), 1u);
+  EXPECT_EQ(d.binds[0].job, b);
+  EXPECT_TRUE(engine_->CheckInvariants().ok());
+}
+
 // A daemon restart (serve --state): a new executor on the engine's re-adopted
 // jobs re-adopts the recorded processes still alive, reports those that
 // ended with their recorded status, fails tasks without either, and kills a
