@@ -7,53 +7,19 @@
 # acknowledged), its processes must be gone by the new deadline, it must end
 # Aborted, and a job waiting for its GPUs must start only after that.
 set -euo pipefail
+source "$(dirname "$0")/../support/serve_lib.sh"
 BIN=$(realpath "$1")
 work=$(mktemp -d)
 pid=""
 cleanup() {
   [[ -n $pid ]] && { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-  for p in ${gang_pids:-}; do kill -KILL -- "-$p" 2>/dev/null || true; done
-  if [[ -f $work/state/executor/processes.json ]]; then
-    for p in $(sed -n 's/^ *"pid": \([0-9]*\),*$/\1/p' "$work/state/executor/processes.json"); do
-      kill -KILL -- "-$p" 2>/dev/null || true
-    done
-  fi
+  kill_recorded ${gang_pids:-}  # the task processes (their own process groups)
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- serve stderr"; tail -40 "$work/err" || true
-  exit 1
-}
 mkdir "$work/state"
-start() {
-  : >"$work/out"
-  "$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --nodes 1 --gpus-per-node 2 --period-ms 50 \
-    --state "$work/state" --local-executor --cancel-grace-ms 3000 >"$work/out" 2>>"$work/err" &
-  pid=$!
-  local port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-    [[ -n $port ]] && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || fail "serve did not start"
-  export RINGMASTER_SERVER=127.0.0.1:$port
-}
-records() { sed -n 's/^ *"pid": \([0-9]*\),*$/\1/p' "$work/state/executor/processes.json" 2>/dev/null | sort; }
-phase() { "$BIN" job "$1" --json | sed -n 's/^ *"phase": "\([A-Za-z]*\)",*$/\1/p' | head -1; }
-wait_for() {  # CONDITION-COMMAND... ; 10 s at most
-  for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
-alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [[ -n $st && $st != Z && $st != X ]]
-}
 
-start
+start --nodes 1 --gpus-per-node 2 --cancel-grace-ms 3000
 # Each task ignores SIGTERM: only the deadline's SIGKILL ends it.
 "$BIN" submit --name stubborn --replicas 2 --gpus 1 -- sh -c "trap '' TERM; while :; do sleep 0.05; done" \
   >/dev/null || fail "submit stubborn"
@@ -72,7 +38,7 @@ out=$("$BIN" cancel stubborn) || fail "cancel exited $?"
 kill -KILL "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 for p in $gang_pids; do alive "$p" || fail "process $p ended before the deadline (it ignores SIGTERM)"; done
 
-start
+start --nodes 1 --gpus-per-node 2 --cancel-grace-ms 3000
 [[ $(phase stubborn) == Cancelling ]] || fail "stubborn is $(phase stubborn) after the restart, not Cancelling"
 [[ $(phase next) != Running ]] || fail "next runs while stubborn's processes are alive"
 gone() { for p in $gang_pids; do ! alive "$p" || return 1; done; }

@@ -7,57 +7,21 @@
 # had (recorded by `ringmaster supervise`), though they are not its
 # children. A stray recorded process whose job is gone is killed.
 set -euo pipefail
+source "$(dirname "$0")/../support/serve_lib.sh"
 BIN=$(realpath "$1")
 work=$(mktemp -d)
 pid=""
 cleanup() {
   [[ -n $pid ]] && { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-  # The task processes (their own process groups): end those still there.
-  if [[ -f $work/state/executor/processes.json ]]; then
-    for p in $(sed -n 's/^ *"pid": \([0-9]*\),*$/\1/p' "$work/state/executor/processes.json"); do
-      kill -KILL -- "-$p" 2>/dev/null || true
-    done
-  fi
-  for p in ${first_pids:-}; do kill -KILL -- "-$p" 2>/dev/null || true; done
+  kill_recorded ${first_pids:-}  # the task processes (their own process groups)
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- serve stderr"; tail -40 "$work/err" || true
-  exit 1
-}
 mkdir "$work/state"
 
-start() {
-  : >"$work/out"
-  "$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --nodes 1 --gpus-per-node 4 --period-ms 50 \
-    --state "$work/state" --local-executor --restart-grace-ms 3000 >"$work/out" 2>>"$work/err" &
-  pid=$!
-  local port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-    [[ -n $port ]] && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || fail "serve did not start"
-  export RINGMASTER_SERVER=127.0.0.1:$port
-}
-records() { sed -n 's/^ *"pid": \([0-9]*\),*$/\1/p' "$work/state/executor/processes.json" 2>/dev/null | sort; }
-phase() { "$BIN" job "$1" --json | sed -n 's/^ *"phase": "\([A-Za-z]*\)",*$/\1/p' | head -1; }
-wait_for() {  # CONDITION-COMMAND... ; 10 s at most
-  for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
 two_records() { [[ $(records | wc -l) == 2 ]]; }
-# Alive and not a zombie (an orphaned process's new parent may not reap it).
-alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [[ -n $st && $st != Z && $st != X ]]
-}
 
-start
+start --nodes 1 --gpus-per-node 4 --restart-grace-ms 3000
 # Each task waits for $work/go, then exits 0.
 "$BIN" submit --name gang --replicas 2 --gpus 1 -- sh -c "while [ ! -f '$work/go' ]; do sleep 0.05; done; exit 0" \
   >/dev/null || fail "submit"
@@ -68,7 +32,7 @@ first_pids=$(records)
 kill -KILL "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 for p in $first_pids; do alive "$p" || fail "process $p died with the daemon"; done
 
-start
+start --nodes 1 --gpus-per-node 4 --restart-grace-ms 3000
 grep -q "^recovered 1 jobs" "$work/out" || fail "no recovery line"
 grep -q 'msg="task re-adopted"' "$work/err" || fail "no re-adoption logged"
 [[ $(phase gang) == Running ]] || fail "gang is $(phase gang) after the restart, not Running"
@@ -94,7 +58,7 @@ touch "$work/go"
 gone() { for p in $second_pids; do ! alive "$p" || return 1; done; }
 wait_for gone || fail "the crash gang's processes did not exit"
 rm -f "$work/go"
-start
+start --nodes 1 --gpus-per-node 4 --restart-grace-ms 3000
 grep -q 'msg="task processes after restart".* ended=2' "$work/err" || fail "the ended processes were not reported"
 # Reported failed (exit 3): the gang restarts whole, as new processes.
 restarted() { [[ $(records | wc -l) == 2 && $(records) != "$second_pids" ]]; }
