@@ -38,24 +38,19 @@ TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
   EXPECT_TRUE(e->CheckInvariants().ok());
 }
 
-// A gang a failure takes below its minimum: its survivors still run, so
-// their GPUs are not free (no one else is placed on them) until the driver
-// reports them gone; then the gang restarts whole.
-struct BrokenGang {
+// 2 nodes x 4 GPUs, the driver confirming binds by hand: a running 2 x 4-GPU
+// gang holds every GPU. What BrokenGang and CancelledGang share.
+struct FullClusterGang {
   scheduler::ManualClock clock{1'000'000};
   scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
   std::unique_ptr<scheduler::Engine> e;
-  scheduler::JobId gang, other;
-  BrokenGang() {
-    scheduler::EngineOptions opts;
+  scheduler::JobId gang;
+  explicit FullClusterGang(scheduler::EngineOptions opts) {
     opts.auto_confirm_binds = false;
-    opts.restart_grace_ms = 5000;
-    // 2 nodes x 4 GPUs: the gang takes both; "other" (a 4-GPU job) waits.
     e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), scheduler::DefaultPolicy(),
                                    registry, clock, opts);
     gang = *e->SubmitJob(JobBuilder("gang").Gang(2).GpusPerTask(4).Build());
     Start(e->RunCycle());
-    other = *e->SubmitJob(JobBuilder("other").GpusPerTask(4).Build());
   }
   void Start(const scheduler::Decisions& d) {
     for (const auto& b : d.binds) {
@@ -68,6 +63,28 @@ struct BrokenGang {
     int64_t n = 0;
     for (uint32_t i = 0; i < e->state().num_nodes(); ++i) n += e->state().FreeWholeGpus(topology::NodeId(i));
     return n;
+  }
+};
+
+scheduler::EngineOptions WithRestartGrace(int64_t ms) {
+  scheduler::EngineOptions o;
+  o.restart_grace_ms = ms;
+  return o;
+}
+scheduler::EngineOptions WithCancelGrace(int64_t ms) {
+  scheduler::EngineOptions o;
+  o.cancel_grace_ms = ms;
+  return o;
+}
+
+// A gang a failure takes below its minimum: its survivors still run, so
+// their GPUs are not free (no one else is placed on them) until the driver
+// reports them gone; then the gang restarts whole.
+struct BrokenGang : FullClusterGang {
+  scheduler::JobId other;
+  BrokenGang() : FullClusterGang(WithRestartGrace(5000)) {
+    // "other" (a 4-GPU job) waits.
+    other = *e->SubmitJob(JobBuilder("other").GpusPerTask(4).Build());
   }
   // The survivor's eviction comes with the next cycle, which must not place
   // anyone on the survivor's GPUs nor restart the gang while it runs.
@@ -221,34 +238,12 @@ TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
 // Cancel with a grace period: the cancelled gang's processes still run, so
 // nothing is bound onto its GPUs until the driver reports them gone (or the
 // deadline passes); then the job is Aborted.
-struct CancelledGang {
-  scheduler::ManualClock clock{1'000'000};
-  scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
-  std::unique_ptr<scheduler::Engine> e;
-  scheduler::JobId gang, other;
-  explicit CancelledGang(int64_t grace_ms = 5000) {
-    scheduler::EngineOptions opts;
-    opts.auto_confirm_binds = false;
-    opts.cancel_grace_ms = grace_ms;
-    // 2 nodes x 4 GPUs: the gang takes both; "other" (8 GPUs as 2 x 4) waits.
-    e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), scheduler::DefaultPolicy(),
-                                   registry, clock, opts);
-    gang = *e->SubmitJob(JobBuilder("gang").Gang(2).GpusPerTask(4).Build());
-    Start(e->RunCycle());
+struct CancelledGang : FullClusterGang {
+  scheduler::JobId other;
+  explicit CancelledGang(int64_t grace_ms = 5000) : FullClusterGang(WithCancelGrace(grace_ms)) {
+    // "other" (8 GPUs as 2 x 4) waits.
     other = *e->SubmitJob(JobBuilder("other").Gang(2).GpusPerTask(4).Build());
     EXPECT_TRUE(e->RunCycle().binds.empty());
-  }
-  void Start(const scheduler::Decisions& d) {
-    for (const auto& b : d.binds) {
-      EXPECT_TRUE(e->ConfirmBind(b.job, b.task, true).ok());
-      EXPECT_TRUE(e->TaskStarted(b.job, b.task).ok());
-    }
-  }
-  const scheduler::Job& job(scheduler::JobId id) const { return e->state().job(id); }
-  int64_t FreeGpus() const {
-    int64_t n = 0;
-    for (uint32_t i = 0; i < e->state().num_nodes(); ++i) n += e->state().FreeWholeGpus(topology::NodeId(i));
-    return n;
   }
   // Cancels the gang and checks the cycle after binds nothing.
   void Cancel() {
