@@ -41,6 +41,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _workers import run_workers  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
@@ -226,22 +229,8 @@ def main(argv=None):
                    "--thread-cpu", str(a.thread_cpu)]
     load_before = os.getloadavg()
     t0 = time.time()
-    procs = []
-    for i in range(a.n):
-        log = open(os.path.join(d, f"w{i}.log"), "w")
-        procs.append(subprocess.Popen(
-            [rm, "shim", "run", "--mode", "inprocess", "--coordinator", addr,
-             "--job", "cc", "--worker", f"w{i}", "--workers", str(a.n), "--",
-             PY, os.path.abspath(__file__)] + passthrough,
-            stdout=log, stderr=subprocess.STDOUT, env=env))
-        log.close()
-    rc = [p.wait() for p in procs]
-    coord.terminate()
-    coord.wait()
-    if any(rc):
-        for i in range(a.n):
-            with open(os.path.join(d, f"w{i}.log")) as f:
-                sys.stderr.write(f"--- w{i}\n{f.read()[-2000:]}")
+    if not run_workers(rm, addr, "cc", a.n, [PY, os.path.abspath(__file__)] + passthrough,
+                       env, d, coord):
         return 1
     with open(out) as f:
         res = json.load(f)
