@@ -256,6 +256,12 @@ int64_t rm_shim_latest_generation(const rm_shim* h) {
              : h->shim->client().LatestGeneration();
 }
 
+int64_t rm_shim_latest_failure_generation(const rm_shim* h) {
+  return h == nullptr || h->shim == nullptr
+             ? 0
+             : h->shim->client().LatestFailureGeneration();
+}
+
 int rm_shim_rank(const rm_shim* h) {
   return h == nullptr || h->shim == nullptr ? -1 : h->shim->rank();
 }

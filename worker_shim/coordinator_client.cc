@@ -154,6 +154,11 @@ int64_t CoordinatorClient::LatestGeneration() const {
   return latest_.has_value() ? latest_->generation() : 0;
 }
 
+int64_t CoordinatorClient::LatestFailureGeneration() const {
+  absl::MutexLock lock(&mu_);
+  return latest_.has_value() ? latest_->last_failure_generation() : 0;
+}
+
 void CoordinatorClient::SetGenerationListener(GenerationListener listener) {
   absl::MutexLock lock(&listener_mu_);
   listener_ = std::move(listener);

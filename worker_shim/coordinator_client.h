@@ -52,6 +52,9 @@ class CoordinatorClient {
 
   // Newest generation received so far (0 = none).
   int64_t LatestGeneration() const;
+  // The newest failure generation the latest update names (0: none yet):
+  // a generation published because a member failed, not a planned change.
+  int64_t LatestFailureGeneration() const;
   // Unix time (us) at which the newest generation arrived (0 = none); for
   // re-formation timing.
   int64_t LatestReceivedUnixMicros() const;

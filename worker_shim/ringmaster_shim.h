@@ -123,6 +123,12 @@ rm_status rm_shim_set_reform_delay(rm_shim* shim, int ms);
  * once started; greater while a change is pending). */
 int64_t rm_shim_latest_generation(const rm_shim* shim);
 
+/* The newest generation that the coordinator published because a member
+ * failed (0: none yet). Greater than rm_shim_generation: a peer of this
+ * worker's communicator is gone, and a collective waiting on it elsewhere
+ * (another library's communicator) should stop waiting. */
+int64_t rm_shim_latest_failure_generation(const rm_shim* shim);
+
 int rm_shim_rank(const rm_shim* shim);
 int rm_shim_world_size(const rm_shim* shim);
 int64_t rm_shim_generation(const rm_shim* shim);

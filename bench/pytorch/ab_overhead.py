@@ -16,8 +16,10 @@ pairs), so drift hits both alike and each pair is compared on its own:
     boundary, as before the flag rode on the gradient all-reduce; B - A is
     then what that saves);
   B, ringmaster: the same model architecture and initial weights wrapped
-    by ElasticState.on_reform (gradients through the shim as DDP's
-    communication hook), the step boundary after every step, and an
+    by ElasticState.on_reform (ringmaster's DDP communication hook: the
+    gradients and the boundary's flag through the process group, or with
+    --gradients shim through the shim), the step boundary after every
+    step, and an
     in-memory commit every --commit-every steps instead of the boundary
     (--boundary-every K: the boundary every K steps instead).
 
@@ -80,6 +82,11 @@ def args(argv=None):
                    "shim's boundary collective at every boundary (then "
                    "B - A is what carrying the flag on the gradient "
                    "all-reduce saves)")
+    p.add_argument("--gradients", choices=["auto", "torch", "shim"],
+                   default="auto",
+                   help="what carries ringmaster's gradient all-reduce "
+                   "(RINGMASTER_GRADIENTS): the process group (torch, the "
+                   "default with Gloo) or the shim's communicator")
     p.add_argument("--python-path", default="",
                    help="the ringmaster package to import (default: the "
                    "build's staged copy, <build>/python)")
@@ -127,7 +134,7 @@ def worker(a):
     opt_b = torch.optim.SGD(model_b.parameters(), lr=1e-4, momentum=0.9)
     state = rmt.ElasticState(model=model_b, optimizer=opt_b, step=0,
                              ddp_kwargs={"bucket_cap_mb": a.bucket_cap_mb})
-    state.on_reform()  # what @elastic.run does: DDP with the shim's hook
+    state.on_reform()  # what @elastic.run does: DDP with the hook
 
     def elastic_step(st, forced):
         st.step += 1
@@ -182,6 +189,7 @@ def worker(a):
     if a.out:
         with open(f"{a.out}.rank{rank}", "w") as f:
             json.dump({"rank": rank, "world": world, "blocks": blocks,
+                       "gradients": ctx.gradients,
                        "boundaries": {
                            "skipped": getattr(ctx, "boundaries_skipped", 0),
                            "full": getattr(ctx, "boundaries_full", 0)}}, f)
@@ -232,7 +240,7 @@ def main(argv=None):
     out = a.out or os.path.join(d, "ab.json")
     env = dict(os.environ,
                PYTHONPATH=a.python_path or os.path.join(a.build, "python"),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", RINGMASTER_GRADIENTS=a.gradients)
     coord = subprocess.Popen([rm, "coordinator", "--listen", "127.0.0.1:0"],
                              stdout=subprocess.PIPE, text=True)
     addr = coord.stdout.readline().split()[-1]
@@ -260,7 +268,8 @@ def main(argv=None):
            "cpu": analyse(r0["blocks"], "cpu_ms"),
            "wall_mean": analyse(r0["blocks"], "wall_ms", statistics.fmean),
            "cpu_mean": analyse(r0["blocks"], "cpu_ms", statistics.fmean),
-           "boundaries": r0.get("boundaries", {}), "blocks": r0["blocks"]}
+           "boundaries": r0.get("boundaries", {}),
+           "gradients": r0.get("gradients", "shim"), "blocks": r0["blocks"]}
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     print(f"N={a.n} pairs={a.pairs} block={a.block} model {a.dim}->"
@@ -268,7 +277,7 @@ def main(argv=None):
           f"{a.bucket_cap_mb} MB commit every {a.commit_every} boundary "
           f"every {a.boundary_every}"
           f"{' (forced)' if a.force_boundary else ''}, baseline "
-          f"{a.baseline}; "
+          f"{a.baseline}, gradients through {res['gradients']}; "
           f"load {load_before[0]:.2f} -> {res['load_after'][0]:.2f}, "
           f"{res['seconds']:.0f} s")
     print(f"  step boundaries on rank 0 (both variants, one context): "

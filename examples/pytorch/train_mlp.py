@@ -292,6 +292,11 @@ def run_elastic(a):
             # all-reduce (no collective) and those that ran the shim's.
             "boundaries": {"skipped": ctx.boundaries_skipped,
                            "full": ctx.boundaries_full},
+            # What carried the gradient all-reduce, and how many of rank
+            # 0's were abandoned (blocked on a peer when a failure
+            # generation came).
+            "gradients": ctx.gradients,
+            "abandoned_allreduces": ctx.abandoned_total,
             "generations": [{"generation": r.generation,
                              "reason": r.reason.name.lower(),
                              "world_size": r.world_size,

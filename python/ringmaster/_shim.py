@@ -155,6 +155,7 @@ def _load():
         sig("rm_shim_last_reform", st, vp, ctypes.POINTER(_ReformInfo))
         sig("rm_shim_set_reform_delay", st, vp, ctypes.c_int)
         sig("rm_shim_latest_generation", i64, vp)
+        sig("rm_shim_latest_failure_generation", i64, vp)
         sig("rm_shim_rank", ctypes.c_int, vp)
         sig("rm_shim_world_size", ctypes.c_int, vp)
         sig("rm_shim_generation", i64, vp)
@@ -264,6 +265,11 @@ class Shim:
 
     def latest_generation(self) -> int:
         return self._lib.rm_shim_latest_generation(self._handle())
+
+    def latest_failure_generation(self) -> int:
+        """The newest generation published because a member failed (0:
+        none yet)."""
+        return self._lib.rm_shim_latest_failure_generation(self._handle())
 
     # -- collectives over raw memory ----------------------------------------
     def allreduce(self, address: int, count: int, dtype: DType,

@@ -4,12 +4,17 @@ that plays the other ranks: every hooked all-reduce carries one extra
 element, 1 on a member that has heard of a newer generation; a boundary
 after a hooked all-reduce whose sums were all 0 returns without a
 collective; any other boundary (a flag set here or at a peer, no hooked
-all-reduce since the last boundary, force) runs the shim's. The real
-multi-process runs (test_elastic_torch) check that shrink, grow and kill -9
-still happen at the same step on every rank with it."""
+all-reduce since the last boundary, force) runs the shim's. Each case runs
+with the gradient all-reduce through the shim and through the process
+group (a fake one that plays the peers the same way); the process group's
+failure handling (an error, a failure generation while the all-reduce is
+blocked, a planned one) has cases of its own. The real multi-process runs
+(test_elastic_torch) check that shrink, grow and kill -9 still happen at
+the same step on every rank with it."""
 
 import ctypes
 import datetime
+import os
 import unittest
 from unittest import mock
 
@@ -25,6 +30,8 @@ class PeerShim:
     def __init__(self, world=2, dtype=ctypes.c_float):
         self.rank, self.world_size, self.generation = 0, world, 1
         self.latest = 1
+        self.latest_failure = 0
+        self.ticker = None
         self.peer_flags = 0
         self.ctype = dtype
         self.reduced = []  # element count of every all-reduce
@@ -34,6 +41,13 @@ class PeerShim:
 
     def latest_generation(self):
         return self.latest
+
+    def latest_failure_generation(self):
+        # The hook looks at it once per timed-out wait: the process group's
+        # fake work counts those.
+        if self.ticker is not None:
+            self.ticker()
+        return self.latest_failure
 
     def allreduce(self, address, count, dtype, op):
         from ringmaster._shim import ShimError
@@ -64,7 +78,87 @@ class PeerShim:
         return mock.Mock(rolled_back=False)
 
 
+class FakeWork:
+    """A process group's all-reduce: done at once, or after `polls` looks
+    at the failure generation (the hook's timed-out waits; `on_poll` runs
+    at each), or never (`polls` None); `error` makes it fail when it
+    ends. Its future is itself."""
+
+    def __init__(self, polls=0, error=None, on_poll=None):
+        self.polls, self.error, self.on_poll = polls, error, on_poll
+        self.completed = False
+        self.callbacks = []
+        self.waits = 0
+
+    def start(self):
+        if self.polls == 0:
+            self.finish()
+
+    def tick(self):
+        if self.completed:
+            return
+        if self.on_poll is not None:
+            self.on_poll()
+        if self.polls is not None:
+            self.polls -= 1
+            if self.polls <= 0:
+                self.finish()
+
+    def finish(self):
+        self.completed = True
+        for cb in self.callbacks:
+            cb(self)
+
+    def get_future(self):
+        return self
+
+    def add_done_callback(self, cb):
+        self.callbacks.append(cb)
+        if self.completed:
+            cb(self)
+
+    def wait(self, timeout=None):
+        self.waits += 1
+        if not self.completed:
+            raise AssertionError("waited on a work that is not done")
+        if self.error:
+            raise RuntimeError(self.error)
+        return True
+
+    def is_completed(self):
+        return self.completed
+
+
+class FakeGroup:
+    """The generation's process group, playing the peers as PeerShim does
+    (the last element is the flag); `next_work` shapes the next call."""
+
+    def __init__(self, shim):
+        self.shim = shim
+        self.next_work = None
+        self.works = []
+
+    def allreduce(self, tensors):
+        (t,) = tensors
+        work = self.next_work or FakeWork()
+        self.next_work = None
+        if self.shim.fail_next:
+            self.shim.fail_next = False
+            work.error = "[pair.cc:598] Connection closed by peer"
+        elif not work.error:
+            self.shim.reduced.append(t.numel())
+            t[:-1] *= self.shim.world_size
+            t[-1] += self.shim.peer_flags
+        self.works.append(work)
+        self.shim.ticker = work.tick
+        work.start()
+        return work
+
+
 class BoundaryOnTheGradientAllReduce(unittest.TestCase):
+    """Through the shim's communicator (gradients="shim")."""
+    GRADIENTS = "shim"
+
     def setUp(self):
         require_torch(self)
         import torch
@@ -72,7 +166,13 @@ class BoundaryOnTheGradientAllReduce(unittest.TestCase):
         self.torch, self.ctxmod, self.errors = torch, _context, errors
         self.shim = PeerShim()
         self.ctx = _context.Context(self.shim, "gloo",
-                                    datetime.timedelta(seconds=1))
+                                    datetime.timedelta(seconds=1),
+                                    gradients=self.GRADIENTS)
+        self.assertEqual(self.ctx.gradients, self.GRADIENTS)
+        self.group = FakeGroup(self.shim)
+        if self.GRADIENTS == "torch":
+            self.ctx._pg = self.group
+            self.ctx.POLL_S = 0.001
 
     def hook(self, values, index=0):
         t = self.torch
@@ -185,6 +285,104 @@ class BoundaryOnTheGradientAllReduce(unittest.TestCase):
         self.assertEqual(self.ctx._staging[0].numel(), 4)
         self.ctx.drop_staging()
         self.assertEqual(self.ctx._staging, {})
+
+
+
+class BoundaryOnTheProcessGroupAllReduce(BoundaryOnTheGradientAllReduce):
+    """The same cases through the generation's process group
+    (gradients="torch", the default with Gloo), and its failure
+    handling."""
+    GRADIENTS = "torch"
+
+    def test_the_all_reduce_goes_to_the_process_group_not_the_shim(self):
+        self.hook([1.0, 2.0])
+        self.assertEqual(len(self.group.works), 1)
+        self.assertTrue(self.group.works[0].completed)
+
+    def test_a_failure_generation_abandons_a_blocked_all_reduce(self):
+        def failure_published():
+            self.shim.latest = self.shim.latest_failure = 2
+        blocked = FakeWork(polls=None, on_poll=failure_published)
+        self.group.next_work = blocked
+        with self.assertRaisesRegex(self.errors.CollectiveError,
+                                    "abandoned: generation 2"):
+            self.hook([1.0])
+        self.assertTrue(self.ctx.collective_failed)
+        self.assertEqual(self.ctx.abandoned_total, 1)
+        # The group stays alive while its all-reduce may still run ...
+        self.ctx._destroy_process_group()
+        self.assertEqual([w for _, w in self.ctx._abandoned], [blocked])
+        self.assertIsNone(self.ctx._pg)
+        # ... and is let go once it has ended.
+        blocked.completed = True
+        self.ctx._destroy_process_group()
+        self.assertEqual(self.ctx._abandoned, [])
+
+    def test_a_planned_generation_does_not_abandon_the_all_reduce(self):
+        # A grow published while the step's all-reduce runs: every member
+        # finishes the step; the change waits for the boundary.
+        def grow_published():
+            self.shim.latest = 2
+        slow = FakeWork(polls=3, on_poll=grow_published)
+        self.group.next_work = slow
+        self.assertEqual(self.hook([1.5]), [3.0])
+        self.assertTrue(slow.completed)
+        self.assertEqual(self.ctx.abandoned_total, 0)
+        self.assertFalse(self.ctx.collective_failed)
+        with self.assertRaises(self.errors.HostsUpdatedInterrupt):
+            self.hook([1.0])  # heard of now: flagged, the boundary runs
+            self.ctx.step_boundary()
+
+    def test_a_failure_generation_older_than_this_worker_is_ignored(self):
+        # A failure before this worker's generation (it is what formed it)
+        # does not end a slow all-reduce of the current one.
+        self.shim.latest_failure = 1
+        self.group.next_work = FakeWork(polls=2)
+        self.assertEqual(self.hook([2.0]), [4.0])
+        self.assertEqual(self.ctx.abandoned_total, 0)
+
+    def test_the_wait_ends_when_the_work_does(self):
+        slow = FakeWork(polls=5)
+        self.group.next_work = slow
+        self.assertEqual(self.hook([1.0, 2.0]), [2.0, 4.0])
+        self.assertEqual(slow.waits, 1)  # once, when done: no timed waits
+        self.assertFalse(self.ctx.collective_failed)
+
+    def test_an_error_of_the_all_reduce_fails_the_step(self):
+        self.group.next_work = FakeWork(polls=1, error="Connection reset")
+        with self.assertRaisesRegex(self.errors.CollectiveError,
+                                    "Connection reset"):
+            self.hook([1.0])
+        self.assertTrue(self.ctx.collective_failed)
+        self.assertEqual(self.ctx.abandoned_total, 0)  # nothing blocked
+
+    def test_no_process_group_is_a_collective_error(self):
+        self.ctx._pg = None
+        with self.assertRaisesRegex(self.errors.CollectiveError,
+                                    "no process group"):
+            self.hook([1.0])
+
+
+class ChooseGradients(unittest.TestCase):
+    def setUp(self):
+        require_torch(self)
+        from ringmaster.torch import _context
+        self.choose = _context.choose_gradients
+
+    def test_auto_follows_the_backend_and_the_environment(self):
+        with mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("RINGMASTER_GRADIENTS", None)
+            self.assertEqual(self.choose(None, "gloo"), "torch")
+            self.assertEqual(self.choose("auto", "nccl"), "shim")
+            os.environ["RINGMASTER_GRADIENTS"] = "shim"
+            self.assertEqual(self.choose(None, "gloo"), "shim")
+            self.assertEqual(self.choose("torch", "gloo"), "torch")
+
+    def test_bad_values_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "'torch', 'shim' or 'auto'"):
+            self.choose("nccl", "gloo")
+        with self.assertRaisesRegex(ValueError, "needs the Gloo backend"):
+            self.choose("torch", "nccl")
 
 
 if __name__ == "__main__":

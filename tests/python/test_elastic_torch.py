@@ -10,6 +10,8 @@ disagreed on the position, and the weights of the single-process reference
 run within 1e-5 relative.
 """
 
+import os
+import signal
 import time
 import unittest
 
@@ -134,6 +136,43 @@ class ElasticTorch(unittest.TestCase):
         for w in ("w0", "w1", "w3"):
             job.expect_clean_exit(w)
         r = self.check_result(3)
+        self.assertEqual(r["gradients"], "torch")
+        self.assertIn(("failure", True), self.reasons(r))
+
+    def test_kill_nine_mid_all_reduce_with_shim_gradients(self):
+        # The same through the shim's revocable communicator (what the
+        # NCCL backend uses, staged through host memory).
+        job = self.start(env={"RINGMASTER_GRADIENTS": "shim"})
+        job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
+                     "30 % of the samples")
+        job.kill9("w2", stop_first_s=0.3)
+        for w in ("w0", "w1", "w3"):
+            job.expect_clean_exit(w)
+        r = self.check_result(3)
+        self.assertEqual(r["gradients"], "shim")
+        self.assertIn(("failure", True), self.reasons(r))
+
+    def test_a_peer_stuck_alive_is_left_behind_by_a_failure_generation(self):
+        # w2 is frozen (SIGSTOP): alive, sockets open, so torch's Gloo
+        # all-reduce of its peers never errs by itself. The coordinator's
+        # heartbeat timeout publishes a failure generation; the survivors
+        # abandon the blocked all-reduce and go on at 3 while w2 is still
+        # frozen; then it is killed.
+        self.coordinator.stop()
+        self.coordinator = Coordinator(heartbeat_timeout_ms=2000)
+        job = self.start()
+        job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
+                     "30 % of the samples")
+        proc = job.procs["w2"]
+        os.kill(proc.pid, signal.SIGSTOP)
+        job.wait_for(lambda p: p["world_size"] == 3, 30,
+                     "world size 3 while w2 is frozen")
+        job.kill9("w2")
+        for w in ("w0", "w1", "w3"):
+            job.expect_clean_exit(w)
+        r = self.check_result(3)
+        self.assertEqual(r["gradients"], "torch")
+        self.assertGreaterEqual(r["abandoned_allreduces"], 1, r)
         self.assertIn(("failure", True), self.reasons(r))
 
     def test_kill_nine_of_rank_zero(self):

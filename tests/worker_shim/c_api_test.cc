@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "server/coordinator_service.h"
 #include "tests/worker_shim/test_world.h"
@@ -71,6 +73,7 @@ TEST(CApi, KeyValueStoreAndLastReformation) {
       EXPECT_EQ(info.rolled_back, 0);
       EXPECT_LE(info.published_unix_us, info.formed_unix_us);
       EXPECT_EQ(rm_shim_latest_generation(s), 1);
+      EXPECT_EQ(rm_shim_latest_failure_generation(s), 0);
       const void* value = nullptr;
       size_t bytes = 0;
       // No wait: an absent key is RM_OK with no value.
@@ -96,6 +99,42 @@ TEST(CApi, KeyValueStoreAndLastReformation) {
       EXPECT_EQ(rm_shim_kv_set(s, 7, "k", "x", 1), RM_ERROR);
       EXPECT_EQ(rm_shim_barrier(s), RM_OK);
       EXPECT_EQ(rm_shim_leave(s, 1), RM_OK);
+      rm_shim_destroy(s);
+    });
+  }
+  ringmaster::shim::testing::RunRanks(fns);
+}
+
+// A worker that vanishes (destroyed without leaving: its stream drops) makes
+// the coordinator publish a failure generation, which the survivor's
+// rm_shim_latest_failure_generation names; a planned change would not.
+TEST(CApi, LatestFailureGenerationNamesTheGenerationAPeerFailureMade) {
+  auto server = *ringmaster::server::CoordinatorServer::Start(
+      "127.0.0.1:0", ringmaster::server::CoordinatorOptions());
+  const std::string addr = server->address();
+  std::vector<std::function<void()>> fns;
+  for (int i = 0; i < 2; ++i) {
+    fns.push_back([&, i] {
+      const std::string worker = "f" + std::to_string(i);
+      rm_shim* s = rm_shim_create(addr.c_str(), "capi-fail", worker.c_str(),
+                                  2, "gloo");
+      ASSERT_NE(s, nullptr);
+      ASSERT_EQ(rm_shim_start(s), RM_OK) << rm_shim_last_error(s);
+      EXPECT_EQ(rm_shim_latest_failure_generation(s), 0);
+      ASSERT_EQ(rm_shim_barrier(s), RM_OK) << rm_shim_last_error(s);
+      if (i == 1) {  // gone without a word
+        rm_shim_destroy(s);
+        return;
+      }
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (rm_shim_latest_failure_generation(s) == 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      const int64_t failed = rm_shim_latest_failure_generation(s);
+      EXPECT_GT(failed, rm_shim_generation(s));
+      EXPECT_EQ(failed, rm_shim_latest_generation(s));
       rm_shim_destroy(s);
     });
   }

@@ -8,22 +8,30 @@ process group is destroyed and the new generation's created, in the same
 process (``reform_process_group``).
 
 Two communicators live side by side, on purpose:
-  1. the shim's (Gloo over TCP, host memory, built by the shim): it carries the gradient
-     all-reduce (the DDP communication hook below, which also carries the
-     step boundary's membership flag), the state sync and ``allreduce_``.
-     The shim revokes it as
+  1. the shim's (Gloo over TCP, host memory, built by the shim): the step
+     boundary, the state sync and ``allreduce_``. The shim revokes it as
      soon as the coordinator publishes a failure generation, so a survivor
      blocked on a dead peer (kill -9) fails within tens of milliseconds,
      not at a timeout;
-  2. PyTorch's own process group: everything else the user's code or DDP
-     does through ``torch.distributed`` (DDP's parameter check and
-     broadcast when it is wrapped, its bucket rebuild after the first step,
-     the user's own collectives). PyTorch 1.13's Gloo process group has no
-     abort and is a different Gloo build from the shim's, so revocation
-     cannot reach it: a call that waits on a dead peer ends when its socket
-     reports the death (usually at once) or at ``pg_timeout`` (default
-     30 s, instead of torch's 30 minutes). docs/PYTORCH.md says why;
-     docs/BENCHMARKS.md measures the recovery.
+  2. PyTorch's own process group of the generation: the gradient all-reduce
+     (the DDP communication hook below, which also carries the step
+     boundary's membership flag) when it is Gloo's (``gradients="torch"``,
+     the default on the CPU: the very collective plain DDP runs, so the
+     hook costs what DDP's own does), and everything else the user's code
+     or DDP does through ``torch.distributed``. PyTorch 1.13's Gloo process
+     group has no abort and is a different Gloo build from the shim's, so
+     revocation cannot reach it; instead the hook waits for its all-reduce
+     in slices (``poll``, 20 ms) and, once the coordinator has published a
+     failure generation newer than this worker's, stops waiting: the
+     process group is abandoned (kept alive, never destroyed while its
+     all-reduce may still be blocked) and the step fails as a shim
+     collective would. A call of the user's own that waits on a dead peer
+     ends when its socket reports the death (usually at once) or at
+     ``pg_timeout`` (default 30 s, instead of torch's 30 minutes).
+     With ``gradients="shim"`` (the default where the process group is
+     NCCL's: the bucket is staged through host memory) the gradient
+     all-reduce goes through the shim's revocable communicator instead.
+     docs/PYTORCH.md says why; docs/BENCHMARKS.md measures both.
 
 Where CUDA exists the process group is NCCL's and the model lives on this
 worker's GPU (``Context.device``); the shim stays on Gloo (its step
@@ -35,9 +43,11 @@ run on a GPU (docs/PYTORCH.md, limits).
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
 import sys
+import threading
 import time
 from typing import Optional
 
@@ -61,12 +71,28 @@ def _log(ctx, msg: str) -> None:
 class Context:
     """The process's elastic membership (one per process, see ``init``)."""
 
+    # How long (s) the gradient all-reduce on the process group waits
+    # between two looks at the coordinator's failure generation.
+    POLL_S = 0.02
+
     def __init__(self, shim: Shim, backend: str,
                  pg_timeout: datetime.timedelta,
-                 device: Optional[torch.device] = None):
+                 device: Optional[torch.device] = None,
+                 gradients: str = "auto"):
         self.shim = shim
         # torch.distributed's backend ("gloo" or "nccl"); the shim's is Gloo.
         self.backend = backend
+        # What carries the gradient all-reduce: "torch" (the generation's
+        # process group) or "shim" (the shim's communicator); see
+        # choose_gradients.
+        self.gradients = choose_gradients(gradients, backend)
+        # The generation's process group (set by reform_process_group), and
+        # groups abandoned with an all-reduce still waiting in them: kept
+        # alive until that all-reduce ends (destroying a Gloo process group
+        # joins its worker threads, which would wait out the blocked call).
+        self._pg = None
+        self._abandoned = []
+        self.abandoned_total = 0
         # Where this worker's model lives: its GPU with NCCL, else the CPU.
         self.device = device if device is not None else torch.device("cpu")
         self.pg_timeout = pg_timeout
@@ -120,8 +146,7 @@ class Context:
         """Destroys the process group (if any) and creates the current
         generation's. Raises CollectiveError when the rendezvous fails (a
         peer died, or a newer generation superseded this one)."""
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self._destroy_process_group()
         gen, rank, world = self.generation, self.rank, self.world_size
         store = CoordinatorStore(self.shim, gen, rank, world,
                                  timeout=self.pg_timeout)
@@ -136,11 +161,31 @@ class Context:
             dist.init_process_group(self.backend, store=store, rank=rank,
                                     world_size=world, timeout=self.pg_timeout)
         except (RuntimeError, ShimError) as e:
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            self._destroy_process_group()
             raise CollectiveError(
                 f"process group of generation {gen}: {e}") from e
+        # (Not initialized only where a test mocks init_process_group.)
+        self._pg = _c10d._get_default_group() if dist.is_initialized() else None
         self.pg_generation = gen
+
+    def _destroy_process_group(self) -> None:
+        """Destroys the default process group, if any (an abandoned one is
+        only let go: see _abandon), and frees abandoned groups whose
+        all-reduce has ended meanwhile."""
+        self._pg = None
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self._abandoned = [(pg, work) for pg, work in self._abandoned
+                           if not work.is_completed()]
+
+    def _abandon(self, work) -> None:
+        """Keeps the current process group alive while `work` (its
+        all-reduce, blocked on a peer that failed) may still run; the group
+        is freed once the work ends (a peer's socket closes, or
+        pg_timeout), at a later re-formation, or never (see shutdown)."""
+        if self._pg is not None:
+            self._abandoned.append((self._pg, work))
+            self.abandoned_total += 1
 
     def form_process_group(self) -> bool:
         """Creates the current generation's process group, with the same
@@ -166,8 +211,7 @@ class Context:
                 return rolled_back
             _log(self, f"process group of generation {self.generation} not "
                  f"formed ({error or 'by a peer'}); moving on")
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            self._destroy_process_group()
             self.pg_generation = 0
             if self.shim.latest_generation() <= self.generation:
                 raise CollectiveError(
@@ -304,11 +348,15 @@ class Context:
         grads.copy_(buf)
         newer = self.shim.latest_generation() > self.generation
         stage[n] = 1.0 if newer else 0.0
-        try:
-            self.shim.allreduce(stage.data_ptr(), n + 1, dtype, ReduceOp.SUM)
-        except ShimError as e:
-            self.collective_failed = True
-            raise CollectiveError(str(e)) from e
+        if self.gradients == "torch":
+            self._allreduce_on_process_group(stage)
+        else:
+            try:
+                self.shim.allreduce(stage.data_ptr(), n + 1, dtype,
+                                    ReduceOp.SUM)
+            except ShimError as e:
+                self.collective_failed = True
+                raise CollectiveError(str(e)) from e
         self._hooked = True
         if float(stage[n]) != 0.0:
             self._change_flagged = True
@@ -316,6 +364,42 @@ class Context:
         fut = torch.futures.Future()
         fut.set_result(buf)
         return fut
+
+    def _allreduce_on_process_group(self, tensor: torch.Tensor) -> None:
+        """Sums `tensor` over the generation's process group (the
+        collective plain DDP runs), waiting in slices of POLL_S: an error of
+        the all-reduce (a peer's socket closed) or a failure generation
+        newer than this worker's (a peer this rank's all-reduce may wait on
+        forever is gone) raises CollectiveError; in the second case the
+        process group is abandoned, not destroyed."""
+        if self._pg is None:
+            self.collective_failed = True
+            raise CollectiveError("no process group for the gradient "
+                                  "all-reduce")
+        try:
+            work = self._pg.allreduce([tensor])
+            # Not Work.wait(timeout): each timed-out wait raises a c10::Error,
+            # whose backtrace costs about 1 ms of CPU (measured: docs/
+            # BENCHMARKS.md); an event set by the work's future costs
+            # nothing while it waits.
+            done = threading.Event()
+            work.get_future().add_done_callback(lambda _f: done.set())
+        except RuntimeError as e:
+            self.collective_failed = True
+            raise CollectiveError(f"gradient all-reduce: {e}") from e
+        while not done.wait(self.POLL_S):
+            failed = self.shim.latest_failure_generation()
+            if failed > self.generation:
+                self._abandon(work)
+                self.collective_failed = True
+                raise CollectiveError(
+                    f"gradient all-reduce abandoned: generation {failed} "
+                    f"was published after a peer failed")
+        try:
+            work.wait()  # done: returns at once, or raises its error
+        except RuntimeError as e:
+            self.collective_failed = True
+            raise CollectiveError(f"gradient all-reduce: {e}") from e
 
     def _stage(self, index: int, numel: int, dtype) -> torch.Tensor:
         """The hook's host buffer for bucket `index` (reused while its size
@@ -345,8 +429,14 @@ class Context:
         if self.finished:
             return
         self.finished = True
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self._destroy_process_group()
+        # A group whose all-reduce is still blocked would make the
+        # interpreter's exit wait for it (its destructor joins the worker
+        # thread, up to pg_timeout): such groups are deliberately never
+        # destroyed; the process's exit frees them.
+        for pg, _work in self._abandoned:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(pg))
+        self._abandoned = []
         if finished:
             try:
                 self.shim.barrier()
@@ -376,6 +466,27 @@ def choose_backend(backend: Optional[str] = None) -> str:
     return backend
 
 
+def choose_gradients(gradients: Optional[str], backend: str) -> str:
+    """What carries the DDP gradient all-reduce: "torch" (the generation's
+    torch.distributed process group, the collective plain DDP runs) or
+    "shim" (the shim's revocable Gloo communicator, the bucket staged
+    through host memory). "auto" (or None): RINGMASTER_GRADIENTS if set,
+    else "torch" with the Gloo backend and "shim" with NCCL (whose process
+    group cannot be abandoned as safely: a blocked NCCL kernel holds the
+    GPU)."""
+    if gradients in (None, "auto"):
+        gradients = os.environ.get("RINGMASTER_GRADIENTS") or "auto"
+    if gradients == "auto":
+        return "torch" if backend == "gloo" else "shim"
+    if gradients not in ("torch", "shim"):
+        raise ValueError(f"gradients must be 'torch', 'shim' or 'auto', "
+                         f"not {gradients!r}")
+    if gradients == "torch" and backend != "gloo":
+        raise ValueError("gradients='torch' needs the Gloo backend (with "
+                         "NCCL the gradients go through the shim)")
+    return gradients
+
+
 def choose_device(backend: str) -> torch.device:
     """This worker's device: the CPU for Gloo; for NCCL the GPU named by
     RINGMASTER_CUDA_DEVICE, else LOCAL_RANK (torchrun's convention), else
@@ -396,7 +507,8 @@ def choose_device(backend: str) -> torch.device:
 def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
          pg_timeout: datetime.timedelta = datetime.timedelta(seconds=30),
          coordinator: Optional[str] = None, job: Optional[str] = None,
-         worker: Optional[str] = None) -> Context:
+         worker: Optional[str] = None,
+         gradients: Optional[str] = None) -> Context:
     """Joins the job and creates the process group of the first generation
     this worker is a member of.
 
@@ -406,21 +518,24 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
     creates the job) to RINGMASTER_WORKERS. backend: torch.distributed's, "gloo" (CPU)
     or "nccl"; default NCCL where CUDA exists (see choose_backend and
     choose_device; the model then belongs on ``ctx.device``). The shim's
-    own communicator is Gloo's either way. A second call returns the same
-    context."""
+    own communicator is Gloo's either way. gradients: what carries the DDP
+    gradient all-reduce, "torch", "shim" or "auto" (see choose_gradients;
+    RINGMASTER_GRADIENTS sets it from outside). A second call returns the
+    same context."""
     global _context
     if _context is not None and not _context.finished:
         return _context
     if desired_workers is None:
         desired_workers = int(os.environ.get("RINGMASTER_WORKERS", "0") or 0)
     backend = choose_backend(backend)
+    gradients = choose_gradients(gradients, backend)
     device = choose_device(backend)
     shim = Shim(coordinator, job, worker, desired_workers, "gloo")
     delay = os.environ.get("RINGMASTER_REFORM_DELAY_MS")
     if delay:
         shim.set_reform_delay(int(delay))
     shim.start()
-    ctx = Context(shim, backend, pg_timeout, device)
+    ctx = Context(shim, backend, pg_timeout, device, gradients)
     while True:
         try:
             ctx.form_process_group()

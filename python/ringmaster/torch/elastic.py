@@ -13,13 +13,14 @@ shaped).
 The wrapper, step by step:
   1. sync the state from the lowest rank that holds state (rank 0 at the
      start), point the sampler at this rank, wrap the model in DDP over the
-     current generation's process group (gradients through the shim);
+     current generation's process group (the gradient hook: see _context);
   2. call the function;
   3. HostsUpdatedInterrupt (a planned shrink or grow seen at a step
      boundary; the shim has already re-formed its communicator): roll back
      only if a failure generation came meanwhile, re-form the process
      group, go to 1;
-  4. a failure (a shim collective failed or was revoked, or a
+  4. a failure (a shim collective failed or was revoked, the gradient
+     all-reduce failed or was abandoned for a failure generation, or a
      torch.distributed error while the coordinator publishes a newer
      generation): report it, wait for the next generation, restore the last
      commit, re-form, go to 1;

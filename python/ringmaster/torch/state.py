@@ -20,7 +20,7 @@ ElasticSampler and any extra picklable values given as keyword arguments
 
 ``ddp_model`` is the model wrapped in DistributedDataParallel for the
 current generation (rebuilt at every re-formation, gradients all-reduced
-through the shim); train through it, save and inspect ``model``.
+by Context.ddp_comm_hook); train through it, save and inspect ``model``.
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ class ElasticState:
     def on_reform(self) -> None:
         """Called by @elastic.run after every (re-)formation and sync: points
         the sampler at the new rank and world size and wraps the model in
-        DDP over the new process group, with the shim's all-reduce hook."""
+        DDP over the new process group, with the gradient hook
+        (Context.ddp_comm_hook)."""
         ctx = _ctx.context()
         if self.sampler is not None:
             self.sampler.set_world(ctx.rank, ctx.world_size)
