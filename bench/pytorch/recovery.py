@@ -304,8 +304,13 @@ def main():
     p.add_argument("--standby-wait-s", type=float, default=8.0)
     p.add_argument("--planned", action="store_true",
                    help="also ringmaster's planned shrink and grow")
+    p.add_argument("--gradients", choices=["auto", "torch", "shim"],
+                   default="auto",
+                   help="what carries ringmaster's gradient all-reduce "
+                   "(RINGMASTER_GRADIENTS; auto: the process group)")
     p.add_argument("--out", default="")
     a = p.parse_args()
+    os.environ["RINGMASTER_GRADIENTS"] = a.gradients  # the workers inherit it
     results = {"args": vars(a), "kill": {}, "planned": {}}
     systems = {"ringmaster": Ringmaster, "torchrun": Torchrun}
     for n in a.n:

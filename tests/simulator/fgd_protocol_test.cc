@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "topology/node_lists.h"
+#include "tests/support/source_dir.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -12,7 +13,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string Data(const std::string& rel) {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/data/traces/alibaba-gpu-v2023/" + rel;
+  return ringmaster::testing::SourceDir() + "/data/traces/alibaba-gpu-v2023/" + rel;
 }
 
 constexpr char kHeader[] =

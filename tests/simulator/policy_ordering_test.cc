@@ -12,6 +12,7 @@
 #include "simulator/replay_report.h"
 #include "simulator/trace.h"
 #include "topology/uniform_cluster.h"
+#include "tests/support/source_dir.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -26,7 +27,7 @@ topology::Cluster Nodes(int nodes, int gpus) {
 
 scheduler::Policy Example(const std::string& name) {
   auto p = scheduler::LoadPolicyOrDefault(
-      std::string(RINGMASTER_SOURCE_DIR) + "/examples/policies/" + name + ".yaml", plugins::BuiltinRegistry());
+      ringmaster::testing::SourceDir() + "/examples/policies/" + name + ".yaml", plugins::BuiltinRegistry());
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : scheduler::DefaultPolicy();
 }
@@ -73,7 +74,7 @@ TEST(PolicyOrdering, LasBeatsFifoOnPhillysAverageJct) {
   // 8 GPUs (contended: most jobs wait), jobs checkpointing every 10 min.
   // Measured: FIFO gang 39,016 s, LAS 20,230 s average JCT (-48 %); the
   // literature (Tiresias, NSDI'19) reports LAS well below FIFO on Philly.
-  auto all = ReadTrace(std::string(RINGMASTER_SOURCE_DIR) + "/data/traces/philly/philly.csv", TraceFormat::kPhilly);
+  auto all = ReadTrace(ringmaster::testing::SourceDir() + "/data/traces/philly/philly.csv", TraceFormat::kPhilly);
   ASSERT_TRUE(all.ok()) << all.status();
   const std::vector<TraceJob> trace = SliceTrace(
       *std::move(all), {.from_s = 40 * 86400.0, .max_jobs = 300, .one_queue = "default", .checkpoint_interval_s = 600});

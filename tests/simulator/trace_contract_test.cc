@@ -15,6 +15,7 @@
 #include "simulator/philly_trace.h"
 #include "simulator/tiresias_trace.h"
 #include "simulator/trace.h"
+#include "tests/support/source_dir.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -214,7 +215,7 @@ TYPED_TEST(TraceReaderContract, DuplicateRowsAreNotMerged) {
 
 TYPED_TEST(TraceReaderContract, ReadsTheBundledTraceWhole) {
   using S = Sample<TypeParam>;
-  auto jobs = ReadTrace(std::string(RINGMASTER_SOURCE_DIR) + "/" + std::string(S::kBundled), TraceFormat::kAuto);
+  auto jobs = ReadTrace(ringmaster::testing::SourceDir() + "/" + std::string(S::kBundled), TraceFormat::kAuto);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), S::kBundledJobs);
 }

@@ -1,4 +1,5 @@
 #include "topology/cluster_file.h"
+#include "tests/support/source_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -103,7 +104,7 @@ TEST(ClusterFile, FlatClusterNeedsNoNetwork) {
 }
 
 TEST(ClusterFile, ExampleFileInTheRepositoryLoads) {
-  auto c = LoadClusterFile(std::string(RINGMASTER_SOURCE_DIR) + "/examples/clusters/hgx_fat_tree.yaml");
+  auto c = LoadClusterFile(ringmaster::testing::SourceDir() + "/examples/clusters/hgx_fat_tree.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_GT(c->num_nodes(), 0u);
   EXPECT_EQ(c->num_tiers(), 3);

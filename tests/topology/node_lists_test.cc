@@ -1,5 +1,6 @@
 // The readers of real cluster lists share one contract, run over all of them.
 #include "topology/node_lists.h"
+#include "tests/support/source_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string DataPath(const std::string& rel) { return std::string(RINGMASTER_SOURCE_DIR) + "/data/" + rel; }
+std::string DataPath(const std::string& rel) { return ringmaster::testing::SourceDir() + "/data/" + rel; }
 
 struct OpenbList {
   static absl::StatusOr<std::vector<NodeSpec>> Parse(std::string_view t) { return ParseOpenbNodeList(t, "f.csv"); }
