@@ -8,8 +8,11 @@ rounds of --reps each, so load drift hits them alike.
   pg_allreduce    torch.distributed.all_reduce of one gradient bucket over
                   torch's Gloo process group (what plain DDP does per step)
   shim_allreduce  the same bucket through the shim, in place (ctypes)
-  hook            ringmaster.torch's DDP hook on that bucket: copy into the
-                  host buffer, the flag, the shim's all-reduce, copy back
+  hook            ringmaster.torch's DDP hook on that bucket, as configured
+                  (default: copy into the host buffer, the flag, the
+                  process group's all-reduce, copy back)
+  hook_shim       the same hook with gradients="shim" (the shim's
+                  all-reduce instead of the process group's)
   *_8B            the same two all-reduces of one int64
   boundary_skip   check_host_updates() after an unflagged hook (no
                   collective: the default path)
@@ -47,7 +50,8 @@ from _workers import run_workers  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
-OPS = ["pg_allreduce", "shim_allreduce", "hook", "pg_allreduce_8B",
+OPS = ["pg_allreduce", "shim_allreduce", "hook", "hook_shim",
+       "pg_allreduce_8B",
        "shim_allreduce_8B", "boundary_skip",
        "boundary_full", "save", "commit"]
 
@@ -158,6 +162,13 @@ def worker(a):
             return time.perf_counter() - t0, time.process_time() - c0
         return run
 
+    def hook_shim():
+        configured, ctx.gradients = ctx.gradients, "shim"
+        try:
+            ctx.ddp_comm_hook(None, bucket)
+        finally:
+            ctx.gradients = configured
+
     def timed(fn):
         def run():
             t0, c0 = time.perf_counter(), time.process_time()
@@ -170,6 +181,7 @@ def worker(a):
         "shim_allreduce": timed(lambda: ctx.shim.allreduce(
             grads.data_ptr(), n, DType.FLOAT32, ReduceOp.SUM)),
         "hook": timed(lambda: ctx.ddp_comm_hook(None, bucket)),
+        "hook_shim": timed(hook_shim),
         "pg_allreduce_8B": timed(lambda: dist.all_reduce(one)),
         "shim_allreduce_8B": timed(lambda: ctx.shim.allreduce(
             one.data_ptr(), 1, DType.INT64, ReduceOp.MAX)),
