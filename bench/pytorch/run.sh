@@ -44,7 +44,9 @@ uptime | tee "$OUT/load.txt"
 /usr/bin/python3 bench/pytorch/overhead.py --build "$BUILD" --n 2 4 \
   --rounds 3 --steps 100 --boundary-every 1 10 --out "$OUT/overhead.json" | tee "$OUT/overhead.txt"
 # The 2 % check: plain DDP and ringmaster interleaved in the same 2 processes
-# (one per core), paired blocks; run it on a quiet machine (about 2 minutes).
-/usr/bin/python3 bench/pytorch/ab_overhead.py --build "$BUILD" --pairs 40 \
+# (one per core), paired blocks; run it on a quiet machine (about 4 minutes).
+/usr/bin/python3 bench/pytorch/ab_overhead.py --build "$BUILD" --pairs 200 \
   --block 10 --out "$OUT/ab.json" | grep -v '^ts=' | tee "$OUT/ab.txt"
+# Why the hook waits with Work.wait(timeout) (no ringmaster involved).
+/usr/bin/python3 bench/pytorch/wait_costs.py | tee "$OUT/wait_costs.txt"
 uptime | tee -a "$OUT/load.txt"

@@ -82,13 +82,14 @@ class FakeWork:
     """A process group's all-reduce: done at once, or after `polls` looks
     at the failure generation (the hook's timed-out waits; `on_poll` runs
     at each), or never (`polls` None); `error` makes it fail when it
-    ends. Its future is itself."""
+    ends."""
 
     def __init__(self, polls=0, error=None, on_poll=None):
         self.polls, self.error, self.on_poll = polls, error, on_poll
         self.completed = False
-        self.callbacks = []
         self.waits = 0
+        self.timed_out = 0
+        self.timeouts = []
 
     def start(self):
         if self.polls == 0:
@@ -106,21 +107,18 @@ class FakeWork:
 
     def finish(self):
         self.completed = True
-        for cb in self.callbacks:
-            cb(self)
-
-    def get_future(self):
-        return self
-
-    def add_done_callback(self, cb):
-        self.callbacks.append(cb)
-        if self.completed:
-            cb(self)
 
     def wait(self, timeout=None):
+        """Work.wait: with a timeout, a work not done by then raises (as
+        c10's "Operation timed out!"); each such wait is one look at the
+        failure generation by the hook, which ticks the work."""
         self.waits += 1
+        self.timeouts.append(timeout)
         if not self.completed:
-            raise AssertionError("waited on a work that is not done")
+            if timeout is None:
+                raise AssertionError("waited forever on a work not done")
+            self.timed_out += 1
+            raise RuntimeError("Operation timed out!")
         if self.error:
             raise RuntimeError(self.error)
         return True
@@ -173,6 +171,7 @@ class BoundaryOnTheGradientAllReduce(unittest.TestCase):
         if self.GRADIENTS == "torch":
             self.ctx._pg = self.group
             self.ctx.POLL_S = 0.001
+            self.ctx.POLL_MAX_S = 0.004
 
     def hook(self, values, index=0):
         t = self.torch
@@ -345,7 +344,13 @@ class BoundaryOnTheProcessGroupAllReduce(BoundaryOnTheGradientAllReduce):
         slow = FakeWork(polls=5)
         self.group.next_work = slow
         self.assertEqual(self.hook([1.0, 2.0]), [2.0, 4.0])
-        self.assertEqual(slow.waits, 1)  # once, when done: no timed waits
+        # Five slices ran out (one look at the failure generation each),
+        # the sixth wait saw it done.
+        self.assertEqual(slow.timed_out, 5)
+        self.assertEqual(slow.waits, 6)
+        # The slices double up to POLL_MAX_S.
+        ms = [round(t.total_seconds() * 1000) for t in slow.timeouts]
+        self.assertEqual(ms, [1, 2, 4, 4, 4, 4])
         self.assertFalse(self.ctx.collective_failed)
 
     def test_an_error_of_the_all_reduce_fails_the_step(self):

@@ -21,8 +21,9 @@ Two communicators live side by side, on purpose:
      or DDP does through ``torch.distributed``. PyTorch 1.13's Gloo process
      group has no abort and is a different Gloo build from the shim's, so
      revocation cannot reach it; instead the hook waits for its all-reduce
-     in slices (``poll``, 20 ms) and, once the coordinator has published a
-     failure generation newer than this worker's, stops waiting: the
+     in slices (``Work.wait(timeout)``, 20 ms growing to 50) and, once the
+     coordinator has published a failure generation newer than this
+     worker's, stops waiting: the
      process group is abandoned (kept alive, never destroyed while its
      all-reduce may still be blocked) and the step fails as a shim
      collective would. A call of the user's own that waits on a dead peer
@@ -47,7 +48,6 @@ import ctypes
 import datetime
 import os
 import sys
-import threading
 import time
 from typing import Optional
 
@@ -72,8 +72,10 @@ class Context:
     """The process's elastic membership (one per process, see ``init``)."""
 
     # How long (s) the gradient all-reduce on the process group waits
-    # between two looks at the coordinator's failure generation.
+    # before its first look at the coordinator's failure generation, and
+    # at most between two looks (see _allreduce_on_process_group).
     POLL_S = 0.02
+    POLL_MAX_S = 0.05
 
     def __init__(self, shim: Shim, backend: str,
                  pg_timeout: datetime.timedelta,
@@ -367,27 +369,43 @@ class Context:
 
     def _allreduce_on_process_group(self, tensor: torch.Tensor) -> None:
         """Sums `tensor` over the generation's process group (the
-        collective plain DDP runs), waiting in slices of POLL_S: an error of
-        the all-reduce (a peer's socket closed) or a failure generation
-        newer than this worker's (a peer this rank's all-reduce may wait on
-        forever is gone) raises CollectiveError; in the second case the
-        process group is abandoned, not destroyed."""
+        collective plain DDP runs), waiting in slices (POLL_S, doubling up
+        to POLL_MAX_S): an error of the all-reduce (a peer's socket closed)
+        or a failure generation newer than this worker's (a peer this
+        rank's all-reduce may wait on forever is gone) raises
+        CollectiveError; in the second case the process group is
+        abandoned, not destroyed."""
         if self._pg is None:
             self.collective_failed = True
             raise CollectiveError("no process group for the gradient "
                                   "all-reduce")
         try:
             work = self._pg.allreduce([tensor])
-            # Not Work.wait(timeout): each timed-out wait raises a c10::Error,
-            # whose backtrace costs about 1 ms of CPU (measured: docs/
-            # BENCHMARKS.md); an event set by the work's future costs
-            # nothing while it waits.
-            done = threading.Event()
-            work.get_future().add_done_callback(lambda _f: done.set())
         except RuntimeError as e:
             self.collective_failed = True
             raise CollectiveError(f"gradient all-reduce: {e}") from e
-        while not done.wait(self.POLL_S):
+        # Work.wait(timeout) in C++, the GIL released: an all-reduce that
+        # ends within the first slice (every step's, normally) costs what
+        # plain DDP's wait does. A slice that runs out raises a c10::Error
+        # (about 1 ms of CPU for its backtrace), hence slices that grow.
+        # Not a callback on the work's future: running Python on Gloo's
+        # thread costs about 0.4 ms a call (measured: docs/BENCHMARKS.md).
+        slice_s = self.POLL_S
+        while True:
+            try:
+                work.wait(datetime.timedelta(seconds=slice_s))
+                return
+            except RuntimeError:
+                pass  # the slice ran out, or the all-reduce failed
+            if work.is_completed():
+                # Ended (maybe just after the slice ran out): returns, or
+                # raises the all-reduce's own error.
+                try:
+                    work.wait()
+                    return
+                except RuntimeError as e:
+                    self.collective_failed = True
+                    raise CollectiveError(f"gradient all-reduce: {e}") from e
             failed = self.shim.latest_failure_generation()
             if failed > self.generation:
                 self._abandon(work)
@@ -395,11 +413,7 @@ class Context:
                 raise CollectiveError(
                     f"gradient all-reduce abandoned: generation {failed} "
                     f"was published after a peer failed")
-        try:
-            work.wait()  # done: returns at once, or raises its error
-        except RuntimeError as e:
-            self.collective_failed = True
-            raise CollectiveError(f"gradient all-reduce: {e}") from e
+            slice_s = min(2 * slice_s, self.POLL_MAX_S)
 
     def _stage(self, index: int, numel: int, dtype) -> torch.Tensor:
         """The hook's host buffer for bucket `index` (reused while its size
