@@ -122,33 +122,30 @@ static bool TakerStaysWithinShare(const Session& s, const Job& p) {
   return true;
 }
 
-void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority,
-                              const std::vector<uint32_t>& allowed) const {
+void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std::span<const Member> held,
+                              const std::vector<int>& allowed) const {
   Job& v = s_.mutable_state().job(cv.id());
-  std::vector<uint32_t> held;
-  for (const Task& t : v.tasks()) {
-    if (Stoppable(t.state) && t.state != TaskState::kSucceeded) held.push_back(t.index);
-  }
+  const uint32_t id = v.id().value();
   // Shrink units: the highest-indexed surplus members first.
   const int spare = v.ReadyCount() - v.min_member();
   int made = 0;
-  for (auto t = held.rbegin(); t != held.rend() && made < spare; ++t) {
-    if (!std::binary_search(allowed.begin(), allowed.end(), *t)) continue;
+  for (auto k = allowed.rbegin(); k != allowed.rend() && made < spare; ++k) {
+    const Member& m = held[*k];
     Unit u;
     u.job = &v;
-    u.tasks = {*t};
+    u.job_id = id;
+    u.members = {m};
     u.shrink = true;
-    u.cost = {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(v.id().value()),
-              -static_cast<int64_t>(*t)};
+    u.cost = {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(id), -static_cast<int64_t>(m.task)};
     offer.units.push_back(std::move(u));
     ++made;
   }
   if (allowed.size() >= held.size()) {
     Unit u;
     u.job = &v;
-    u.tasks.assign(held.begin(), held.end());
-    u.cost = {1, priority, v.WorkAtRisk(s_.now()), -v.started(), -v.created(),
-              -static_cast<int64_t>(v.id().value()), 0};
+    u.job_id = id;
+    u.members.assign(held.begin(), held.end());
+    u.cost = {1, priority, v.WorkAtRisk(s_.now()), -v.started(), -v.created(), -static_cast<int64_t>(id), 0};
     offer.units.push_back(std::move(u));
   }
 }
@@ -171,44 +168,67 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     eligible.push_back(&v);
     task_count += v.tasks().size();
   }
+  // Candidates come job by job, by task index; each one's member record
+  // (node, what it frees) is read here, in the same pass.
   std::vector<TaskRef> candidates;
+  std::vector<Member> members;
+  std::vector<std::pair<int, int>> range;  // per eligible job: its candidates [first, last)
+  std::vector<int> slot;                   // per candidate: its job's index in `range`
   candidates.reserve(task_count);
+  members.reserve(task_count);
+  slot.reserve(task_count);
+  range.reserve(eligible.size());
   for (const Job* v : eligible) {
+    const int first = static_cast<int>(candidates.size());
     for (const Task& t : v->tasks()) {
-      if (Stoppable(t.state)) candidates.push_back({v, t.index});
+      if (!Stoppable(t.state)) continue;
+      candidates.push_back({v, t.index});
+      const Resources& r = v->request(t.index);
+      members.push_back({t.index, t.node.value(), WholeGpusOf(*v, t.index), r.cpu_milli(), r.memory()});
+      slot.push_back(static_cast<int>(range.size()));
     }
+    range.push_back({first, static_cast<int>(candidates.size())});
   }
   uint32_t first = 0;
   while (first < p.tasks().size() && p.task(first).state != TaskState::kPending) ++first;
   const TaskRef who{&p, first};
-  std::vector<TaskRef> allowed =
+  const std::vector<TaskRef> allowed =
       mode_ == EvictMode::kPreempt ? s_.Preemptable(who, candidates) : s_.Reclaimable(who, candidates);
-  // Group the plugins' answer by job. Candidates come job by job and the
-  // plugins keep their order, so the answer is normally grouped already;
-  // otherwise sort it (units are fully ordered by cost below either way).
-  bool grouped = true;
+  // The plugins' answer as candidate indices. They keep the candidates'
+  // order, so one forward walk finds them; otherwise a lookup table does.
+  std::vector<int> picked;
+  picked.reserve(allowed.size());
   {
-    absl::flat_hash_set<uint32_t> seen;
-    for (size_t k = 0; k < allowed.size() && grouped; ++k) {
-      if (k > 0 && allowed[k].job == allowed[k - 1].job) continue;
-      grouped = seen.insert(allowed[k].job->id().value()).second;
+    size_t c = 0;
+    for (const TaskRef& a : allowed) {
+      while (c < candidates.size() && (candidates[c].job != a.job || candidates[c].index != a.index)) ++c;
+      if (c == candidates.size()) break;
+      picked.push_back(static_cast<int>(c++));
+    }
+    if (picked.size() != allowed.size()) {
+      absl::flat_hash_map<std::pair<const Job*, uint32_t>, int> where;
+      for (size_t k = 0; k < candidates.size(); ++k) where[{candidates[k].job, candidates[k].index}] = static_cast<int>(k);
+      picked.clear();
+      for (const TaskRef& a : allowed) {
+        if (auto f = where.find({a.job, a.index}); f != where.end()) picked.push_back(f->second);
+      }
+      std::sort(picked.begin(), picked.end());
+      picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
     }
   }
-  if (!grouped) {
-    std::stable_sort(allowed.begin(), allowed.end(),
-                     [](const TaskRef& a, const TaskRef& b) { return a.job->id().value() < b.job->id().value(); });
-  }
-  offer.units.reserve(allowed.size() + allowed.size() / 2);
-  std::vector<uint32_t> tasks;
-  for (size_t k = 0; k < allowed.size();) {
-    const Job* job = allowed[k].job;
-    tasks.clear();
-    for (; k < allowed.size() && allowed[k].job == job; ++k) tasks.push_back(allowed[k].index);
-    std::sort(tasks.begin(), tasks.end());
-    const int first = static_cast<int>(offer.units.size());
-    BuildUnits(offer, *job, PriorityOf(*job), tasks);
-    const int last = static_cast<int>(offer.units.size());
-    if (last > first) offer.by_job[job->id().value()] = {first, last};
+  // Grouped by job (candidate indices ascending are), each job's units.
+  offer.units.reserve(picked.size() + picked.size() / 2);
+  std::vector<int> in_job;
+  for (size_t k = 0; k < picked.size();) {
+    const int job_slot = slot[picked[k]];
+    const auto [lo, hi] = range[job_slot];
+    in_job.clear();
+    for (; k < picked.size() && slot[picked[k]] == job_slot; ++k) in_job.push_back(picked[k] - lo);
+    const Job* job = candidates[lo].job;
+    const int before = static_cast<int>(offer.units.size());
+    BuildUnits(offer, *job, PriorityOf(*job), std::span<const Member>(members.data() + lo, hi - lo), in_job);
+    const int after = static_cast<int>(offer.units.size());
+    if (after > before) offer.by_job[job->id().value()] = {before, after};
   }
   // Per-node lists (CSR): count, fill, then order each node's list
   // cheapest first (a handful of units per node: no global sort needed).
@@ -216,12 +236,10 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   std::vector<int> last(n_nodes, -1);
   offer.node_start.assign(n_nodes + 1, 0);
   for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
-    const Unit& unit = offer.units[u];
-    for (uint32_t t : unit.tasks) {
-      const uint32_t n = unit.job->task(t).node.value();
-      if (last[n] == u) continue;
-      last[n] = u;
-      ++offer.node_start[n + 1];
+    for (const Member& m : offer.units[u].members) {
+      if (last[m.node] == u) continue;
+      last[m.node] = u;
+      ++offer.node_start[m.node + 1];
     }
   }
   for (size_t n = 0; n < n_nodes; ++n) {
@@ -232,11 +250,10 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   std::vector<int> fill(offer.node_start.begin(), offer.node_start.end() - 1);
   std::fill(last.begin(), last.end(), -1);
   for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
-    for (uint32_t t : offer.units[u].tasks) {
-      const uint32_t n = offer.units[u].job->task(t).node.value();
-      if (last[n] == u) continue;
-      last[n] = u;
-      offer.node_units[fill[n]++] = u;
+    for (const Member& m : offer.units[u].members) {
+      if (last[m.node] == u) continue;
+      last[m.node] = u;
+      offer.node_units[fill[m.node]++] = u;
     }
   }
   const auto cheaper = [&](int a, int b) { return offer.units[a].cost < offer.units[b].cost; };
@@ -250,10 +267,10 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
 bool VictimPicker::Usable(const Job* p, const Unit& u) const {
   if (u.dead) return false;
   if (!p) return true;  // the generic part only (the global step order)
-  if (p->YieldedTo(u.job->id())) return false;
+  if (p->YieldedTo(JobId(u.job_id))) return false;
   if (mode_ == EvictMode::kReclaim) {
     Resources take;
-    for (uint32_t t : u.tasks) take += u.job->request(t);
+    for (const Member& m : u.members) take += u.job->request(m.task);
     return ReclaimKeepsShares(*p, *u.job, take);
   }
   return true;
@@ -279,14 +296,13 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, ui
   for (int u : list) {
     const Unit& unit = offer.units[u];
     if (!Usable(p, unit)) continue;
-    if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job->id().value()))) continue;
+    if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job_id))) continue;
     Room freed;
-    for (uint32_t t : unit.tasks) {
-      if (unit.job->task(t).node.value() != node) continue;
-      freed.gpus += WholeGpusOf(*unit.job, t);
-      const Resources& r = unit.job->request(t);
-      freed.cpu += r.cpu_milli();
-      freed.mem += r.memory();
+    for (const Member& m : unit.members) {
+      if (m.node != node) continue;
+      freed.gpus += m.gpus;
+      freed.cpu += m.cpu;
+      freed.mem += m.mem;
     }
     // A unit that frees nothing the task lacks here does not help: never
     // taken for it (a CPU-only job beside the real victim, say).
@@ -408,18 +424,17 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     out.units.push_back(u);
     out.worst = std::max(out.worst, unit.cost);
     if (!unit.shrink) {
-      draft.whole_taken.insert(unit.job->id().value());
+      draft.whole_taken.insert(unit.job_id);
       ++out.whole;
     }
-    for (uint32_t t : unit.tasks) {
-      const uint32_t n = unit.job->task(t).node.value();
+    for (const Member& m : unit.members) {
+      const uint32_t n = m.node;
       auto [room, fresh] = draft.free.try_emplace(n);
       if (fresh) room->second = RoomAt(n);
       const int64_t before = Fits(room->second, need);
-      const Resources& r = unit.job->request(t);
-      room->second.gpus += WholeGpusOf(*unit.job, t);
-      room->second.cpu += r.cpu_milli();
-      room->second.mem += r.memory();
+      room->second.gpus += m.gpus;
+      room->second.cpu += m.cpu;
+      room->second.mem += m.mem;
       if (in_scope(n)) cap += Fits(room->second, need) - before;
       ++version[n];
     }
@@ -444,7 +459,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     for (int u : step) {
       take(u);
       const Unit& unit = offer.units[u];
-      for (uint32_t t : unit.tasks) touched.push_back(unit.job->task(t).node.value());
+      for (const Member& m : unit.members) touched.push_back(m.node);
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -497,14 +512,14 @@ std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const st
   for (size_t k : order) {
     const Unit& unit = offer.units[chosen[k]];
     freed.clear();
-    for (size_t i = 0; i < unit.tasks.size(); ++i) {
+    for (size_t i = 0; i < unit.members.size(); ++i) {
       const uint32_t n = were_on[k][i].value();
       if (!slack.count(n)) continue;
       Slack& f = freed[n];
       // Every device a task touches (a shared GPU taken back is no longer
       // wholly free).
-      f.gpus += unit.job->gpu(unit.tasks[i]).count;
-      f.idle += unit.job->request(unit.tasks[i]);
+      f.gpus += unit.job->gpu(unit.members[i].task).count;
+      f.idle += unit.job->request(unit.members[i].task);
     }
     bool spare = true;
     for (const auto& [n, f] : freed) {
@@ -536,7 +551,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   }
   std::erase_if(chosen, [&](int u) { return units[u].shrink && whole.count(units[u].job->id()); });
   int tasks = 0;
-  for (int u : chosen) tasks += static_cast<int>(units[u].tasks.size());
+  for (int u : chosen) tasks += static_cast<int>(units[u].members.size());
   auto over_cap = [&] {
     if (args_.max_evictions <= 0 || evicted_ + tasks <= args_.max_evictions) return false;
     s_.SetPendingReason(p, absl::StrCat("needs ", tasks, " tasks stopped; the per-cycle eviction cap (",
@@ -564,10 +579,10 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
     const Unit& u = units[chosen[k]];
     if (!u.shrink && u.job->phase() == JobPhase::kRunning) stmt.SetPhase(*u.job, JobPhase::kInqueue);
     const std::string& why = reason_for(u);
-    for (uint32_t t : u.tasks) {
-      were_on[k].push_back(u.job->task(t).node);
-      vacated.push_back({u.job->id(), t});
-      stmt.Vacate(*u.job, t, p.id(), why, deadline);
+    for (const Member& m : u.members) {
+      were_on[k].push_back(NodeId(m.node));
+      vacated.push_back({u.job->id(), m.task});
+      stmt.Vacate(*u.job, m.task, p.id(), why, deadline);
     }
   }
   GangPlacer placer(s_, ReservationUse::kNone, &stmt);
@@ -612,10 +627,12 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
       const bool stopped = offer.units[first].job->phase() != JobPhase::kRunning;
       for (int u = first; u < last; ++u) {
         Unit& unit = offer.units[u];
-        if (stopped || (unit.shrink && unit.tasks.front() == task)) {
+        if (stopped || (unit.shrink && unit.members.front().task == task)) {
           unit.dead = true;
         } else if (!unit.shrink) {
-          unit.tasks.erase(std::remove(unit.tasks.begin(), unit.tasks.end(), task), unit.tasks.end());
+          unit.members.erase(std::remove_if(unit.members.begin(), unit.members.end(),
+                                            [task](const Member& m) { return m.task == task; }),
+                             unit.members.end());
         }
       }
     }
@@ -662,9 +679,9 @@ bool VictimPicker::TryFor(Job& p) {
     std::map<uint32_t, int64_t> gpus;
     for (const Unit& u : offer.units) {
       if (!Usable(&p, u)) continue;
-      for (uint32_t i : u.tasks) {
-        const NodeId n = u.job->task(i).node;
-        gpus[t == 0 ? n.value() : c.DomainOf(n, t).value()] += WholeGpusOf(*u.job, i);
+      for (const Member& m : u.members) {
+        const NodeId n(m.node);
+        gpus[t == 0 ? n.value() : c.DomainOf(n, t).value()] += m.gpus;
       }
     }
     std::vector<std::pair<int64_t, uint32_t>> order;

@@ -74,9 +74,20 @@ class VictimPicker {
  private:
   // Cost key: smaller is cheaper.
   using Cost = std::tuple<int, int64_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
+  // One task of a unit, with what stopping it frees (read once, when the
+  // offer is built: the steps below read these, not the job and its tasks,
+  // whose records are scattered over the heap).
+  struct Member {
+    uint32_t task = 0;
+    uint32_t node = 0;
+    int64_t gpus = 0;  // whole GPUs
+    Quantity cpu = 0;
+    Quantity mem = 0;
+  };
   struct Unit {
     Job* job = nullptr;
-    absl::InlinedVector<uint32_t, 2> tasks;  // a shrink unit holds one task
+    uint32_t job_id = 0;  // job->id().value()
+    absl::InlinedVector<Member, 1> members;  // a shrink unit holds one task
     bool shrink = false;
     bool dead = false;  // taken by an earlier preemptor this cycle
     Cost cost;
@@ -138,7 +149,10 @@ class VictimPicker {
   struct Draft;
 
   Offer& OfferFor(const Job& p);
-  void BuildUnits(Offer& offer, const Job& v, int64_t priority, const std::vector<uint32_t>& allowed) const;
+  // v's units: `held` are all its stoppable members (by task index),
+  // `allowed` the plugins' subset of them (indices into `held`, ascending).
+  void BuildUnits(Offer& offer, const Job& v, int64_t priority, std::span<const Member> held,
+                  const std::vector<int>& allowed) const;
   // Session::JobPriority, asked once per job for the whole action.
   int64_t PriorityOf(const Job& j);
   Room RoomAt(uint32_t node) const;
