@@ -13,8 +13,7 @@ JOBS="${JOBS:-$(nproc)}"
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 export CTEST_OUTPUT_ON_FAILURE=1
 # A failed test runs once more (--repeat until-pass:2) and its first failure
-# stays in the log: ShimTest.NewcomerGenerationSupersededByTheNextCostsNoRollback
-# races newcomers on purpose and failed about 1 run in 8 here (see the note).
+# stays in the log.
 
 echo "== build (RelWithDebInfo, -Werror)"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGMASTER_WERROR=ON

@@ -237,6 +237,13 @@ std::shared_ptr<gloo::Context> GlooBackend::Connect(
 bool GlooBackend::SetForming(gloo::transport::Context* forming) {
   absl::MutexLock lock(&forming_mu_);
   forming_ = forming;
+  forming_awaited_ = -1;
+  return !interrupted_;
+}
+
+bool GlooBackend::SetAwaited(int peer) {
+  absl::MutexLock lock(&forming_mu_);
+  forming_awaited_ = peer;
   return !interrupted_;
 }
 
@@ -247,13 +254,15 @@ void GlooBackend::Interrupt(int64_t newer_generation) {
     return;
   }
   interrupted_ = true;
-  if (forming_ == nullptr) return;
-  // A listening pair whose peer never dials would wait out the connect
-  // timeout; closing it ends that wait (and connect() returns normally:
-  // the caller checks interrupted_ afterwards).
-  for (int i = 0; i < forming_->size; ++i) {
-    if (i != forming_->rank) forming_->getPair(i)->close();
-  }
+  if (forming_ == nullptr || forming_awaited_ < 0) return;
+  // The listening pair whose peer may never dial would wait out the connect
+  // timeout; closing it ends that wait (connect() returns normally: the
+  // caller checks interrupted_ afterwards). Only that one: closing a pair
+  // that dialled or was dialled resets a connection the peer's device loop
+  // may not have taken yet, and Gloo's loop then aborts the process
+  // (getpeername on a reset socket fails a GLOO_ENFORCE in
+  // Pair::handleConnected, which nothing catches on the loop's thread).
+  forming_->getPair(forming_awaited_)->close();
 }
 
 void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
@@ -308,7 +317,10 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
   // which waits for the device loop's next tick (up to 10 ms when the loop
   // is idle); poking the loop every millisecond meanwhile cut the 16-rank
   // rendezvous from about 80 to 65-70 ms. (Dialling from a thread a pair
-  // measured no faster on 2 cores.)
+  // measured no faster on 2 cores.) An interrupted rendezvous stops before
+  // its next pair; of the pairs in progress, Interrupt() closes only the
+  // one accepting a dial (a dial ends by itself: the peer's pair accepts
+  // it, or is gone and refuses it).
   std::atomic<bool> dialled{false};
   std::thread poker([&] {
     while (!dialled.load()) {
@@ -322,9 +334,11 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
   };
   for (const bool dial : {true, false}) {
     for (int i = 0; i < size; ++i) {
-      if (i != rank && Dials(self_addr[i], peer_addr[i]) == dial) {
-        transport->getPair(i)->connect(peer_addr[i]);
+      if (i == rank || Dials(self_addr[i], peer_addr[i]) != dial) continue;
+      if (!SetAwaited(dial ? -1 : i)) {
+        throw gloo::IoException("interrupted by a newer generation");
       }
+      transport->getPair(i)->connect(peer_addr[i]);
     }
     if (dial) std::move(stop_poking).Invoke();
   }

@@ -13,8 +13,10 @@
 //   3. dials the pairs it is the connecting side of (poking the device loop
 //      every millisecond meanwhile, see LoopPoker), then waits for the pairs
 //      its peers dial, so every pair connects in one wave;
-//   4. Interrupt() from another thread abandons steps 2-3 (closing the
-//      pairs), for a rendezvous that a newer generation made pointless.
+//   4. Interrupt() from another thread abandons steps 2-3 (the store wait
+//      fails, no further pair is connected, and the one pair waiting for
+//      its peer's dial is closed), for a rendezvous that a newer generation
+//      made pointless.
 // A communicator in use cannot be broken the same way; Revoke() does it
 // through the transport wrapper of gloo_transport.h (RevocableContext), which
 // also holds the loop poker of step 3 and the reaper that closes old
@@ -108,6 +110,10 @@ class GlooBackend final : public CollectiveBackend {
   // connected, for Interrupt(). False when Interrupt() was called since
   // Reform() began.
   bool SetForming(gloo::transport::Context* forming);
+  // Step 3: the peer whose dial the pair about to connect waits for (-1:
+  // this rank dials it), the only pair Interrupt() may close. False, as
+  // SetForming(), when interrupted.
+  bool SetAwaited(int peer);
   // Replaces the communicator in use (nullptr drops it; to the reaper, urgent
   // or not) and records it for Revoke().
   void Install(std::shared_ptr<gloo::Context> context, int64_t generation,
@@ -121,10 +127,12 @@ class GlooBackend final : public CollectiveBackend {
   std::unique_ptr<ContextReaper> reaper_;
 
   absl::Mutex forming_mu_;
-  // The rendezvous in progress (0 = none) and its transport context once its
-  // pairs exist; Interrupt() closes those pairs.
+  // The rendezvous in progress (0 = none), its transport context once its
+  // pairs exist, and the peer whose dial it waits for (-1 = none);
+  // Interrupt() closes that pair.
   int64_t forming_generation_ ABSL_GUARDED_BY(forming_mu_) = 0;
   gloo::transport::Context* forming_ ABSL_GUARDED_BY(forming_mu_) = nullptr;
+  int forming_awaited_ ABSL_GUARDED_BY(forming_mu_) = -1;
   bool interrupted_ ABSL_GUARDED_BY(forming_mu_) = false;
   // The newest generation Interrupt() was called with: a rendezvous into an
   // older one that starts after the call is interrupted from the start.

@@ -166,10 +166,18 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
                                               bool local_failure) {
   const absl::Time deadline = absl::Now() + options_.membership_timeout;
   const int64_t boundary = NowMicros();
-  bool rollback_needed = local_failure;
-  // Not a member yet (Start, or a standby let in): no state of its own to
-  // roll back; whatever it holds comes from the next sync.
-  const bool newcomer = rank_ < 0;
+  // The generation of the communicator this rank holds, or held until a
+  // collective failed on it; 0 for a newcomer (Start, or a standby let in),
+  // which has no state of its own to roll back: whatever it holds comes
+  // from the next sync.
+  const int64_t held = rank_ >= 0 ? generation_ : 0;
+  // The rollback rule (shim.h): only a failure generation published since
+  // `held` rolls back. A collective that failed here (local_failure) or a
+  // re-formation that failed below is a failure only if such a generation
+  // follows; if a planned one follows instead, a newer generation
+  // superseded the one this rank was in or moving to, and nothing happened
+  // to the state that the next sync does not put right.
+  bool rollback_needed = false;
   while (true) {
     auto update =
         client_->WaitForGeneration(min_generation, deadline - absl::Now());
@@ -177,7 +185,7 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     const int64_t received = client_->LatestGeneration() == update->generation()
                                  ? client_->LatestReceivedUnixMicros()
                                  : 0;
-    if (update->last_failure_generation() > generation_ && generation_ > 0) {
+    if (held > 0 && update->last_failure_generation() > held) {
       rollback_needed = true;
     }
     // No preparation while re-forming; the one in flight ends first (a newer
@@ -203,15 +211,18 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
       if (root < 0 && m.has_state()) root = m.rank();
     }
     // The communicator this rank holds (if any) is the previous members';
-    // the backend decides whether it can be reused (NCCL shrink) or not.
+    // the backend decides whether it can be reused (NCCL shrink) or not,
+    // and must not reuse one a collective failed on.
     ReformPlan plan = PlanReform(
         rank_ >= 0 ? members_ : std::vector<std::string>(), new_members,
-        options_.client.worker_id, update->generation(), rollback_needed);
+        options_.client.worker_id, update->generation(),
+        rollback_needed || local_failure);
     KvStore store(*client_, update->generation(), options_.rendezvous_timeout);
     const bool tried =
         prepared.has_value() && prepared->generation == update->generation();
+    // A prepared communicator serves a planned change, whatever broke the
+    // old one: its peers, who prepared it too, adopt theirs.
     const bool adopted = tried && prepared->status.ok() && !rollback_needed &&
-                         !plan.failure &&
                          backend_->AdoptPrepared(update->generation());
     int64_t rendezvous = 0;
     absl::Status s;
@@ -230,17 +241,23 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
       s = backend_->Reform(plan, where);
     }
     const int64_t formed = NowMicros();
-    bool sync_failed = false;
     if (s.ok()) {
       if (rollback_needed && state_.has_commit()) {
         if (auto r = state_.Restore(); !r.ok()) return r;
       }
       if (root >= 0) s = state_.Sync(*backend_, root);
-      sync_failed = !s.ok();
     }
     if (!s.ok()) {
-      // Superseded while re-forming, or a peer died in the middle: move on
-      // to a newer generation (asking for one if none is coming).
+      // Superseded while re-forming (the rendezvous interrupted, the store
+      // stale, or peers that formed it moved on in the middle of the sync),
+      // or a peer died: move on to a newer generation, asking for one if
+      // none is known. Which of the two it was, the next generation says
+      // (checked at the top). This rank may not have heard yet of a newer
+      // generation that its peers already moved to; the coordinator then
+      // ignores the report (it names an older generation), and a report
+      // that reaches it first is dropped when the newer one is published
+      // (a failure generation follows only if none is within
+      // failure_report_grace).
       common::Log(common::LogLevel::warn, "re-formation failed",
                   {{"job", options_.client.job}, {"worker", options_.client.worker_id},
                    {"generation", update->generation()}, {"error", s.message()}});
@@ -249,18 +266,6 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
         (void)client_->ReportFailure(update->generation(), "",
                                      std::string(s.message()));
       }
-      // A rendezvous that a newer generation superseded (interrupted, or its
-      // store went stale) changed nothing: the state is still the step
-      // boundary's, the same on every member, so the newer generation
-      // needs no rollback unless a failure is published (checked at the
-      // top). Anything else (a peer lost in the rendezvous, a sync cut
-      // short, which may have overwritten part of the state) is a failure,
-      // except for a newcomer, which has no state to protect (a newcomer
-      // formed into a generation that its peers then skipped fails here,
-      // in the sync).
-      const bool superseded =
-          !sync_failed && client_->LatestGeneration() > update->generation();
-      if (!superseded && !newcomer) rollback_needed = true;
       generation_ = update->generation();
       members_ = new_members;
       rank_ = update->rank();

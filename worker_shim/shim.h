@@ -5,7 +5,8 @@
 // The training loop, per step:
 //   1. compute, then AllReduce() through the shim;
 //      on error -> Recover(): report the failure, wait for the next
-//      generation, roll back to the last commit, re-form, sync; redo the step;
+//      generation, roll back to the last commit (see the rollback rule
+//      below), re-form, sync; redo the step;
 //   2. every few steps Commit(step, position);
 //   3. StepBoundary(): the members all-reduce (max) the newest generation any
 //      of them has heard of, so that all of them switch at the same step; on a
@@ -22,9 +23,12 @@
 // place); a failed one falls back to the synchronous re-form at the
 // boundary, over a store namespace of its own. Departing workers prepare
 // nothing and keep serving the old communicator until the boundary.
-// Rollback rule: a re-form restores the last commit when this rank saw a
-// collective fail or when the coordinator published a failure generation
-// since the one this rank was in (MembershipUpdate.last_failure_generation).
+// Rollback rule: a re-form restores the last commit when the coordinator
+// published a failure generation since the communicator this rank holds
+// (MembershipUpdate.last_failure_generation); a newcomer never does. A
+// collective, rendezvous or sync that fails here is reported, and is a
+// failure only if such a generation follows: a planned one means a newer
+// generation superseded this rank's, with the state still the boundary's.
 #ifndef RINGMASTER_WORKER_SHIM_SHIM_H_
 #define RINGMASTER_WORKER_SHIM_SHIM_H_
 
