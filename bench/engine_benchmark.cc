@@ -9,7 +9,6 @@
 // start only by preemption (shrinks, here). No eviction cap.
 // BM_RunningTasks: memory with 100,000 running tasks (peak RSS counter).
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <random>
@@ -102,10 +101,6 @@ configurations:
   for (int j = 0; j < nodes / 20; ++j) {
     h->Submit(JobBuilder("hp" + std::to_string(j)).Gang(4).GpusPerTask(4).Priority(10).Build());
   }
-  // The set-up's garbage is the set-up's: glibc would otherwise merge the
-  // small blocks it freed (fast bins) at the timed cycle's first large
-  // free, and only at the larger sizes (a block over 64 KiB triggers it).
-  malloc_trim(0);
   return h;
 }
 
