@@ -105,7 +105,12 @@ absl::Status JobSpec::Validate() const {
 }
 
 Job::Job(JobId id, JobSpec spec, QueueId queue, Timestamp created)
-    : id_(id), spec_(std::move(spec)), queue_(queue), created_(created) {
+    : id_(id),
+      queue_(queue),
+      priority_(spec.priority),
+      created_(created),
+      checkpoint_interval_ms_(spec.checkpoint_interval_ms),
+      spec_(std::move(spec)) {
   const int total = spec_.total_replicas();
   min_member_ = spec_.elastic_min > 0 ? spec_.elastic_min
                                       : (spec_.min_member > 0 ? spec_.min_member : total);
@@ -156,7 +161,7 @@ void Job::NoteState(TaskState from, TaskState to, uint32_t i, Timestamp now) {
 Timestamp Job::WorkAtRisk(Timestamp now) const {
   if (started_ < 0) return 0;
   const Timestamp ran = std::max<Timestamp>(0, now - started_);
-  const int64_t every = spec_.checkpoint_interval_ms;
+  const int64_t every = checkpoint_interval_ms_;
   return every > 0 ? ran % every : ran;
 }
 

@@ -148,7 +148,7 @@ class Job {
   // Only State::ReplaceQueues moves a job (same queue name, new tree).
   void set_queue(QueueId q) { queue_ = q; }
   Timestamp created() const { return created_; }
-  int32_t priority() const { return spec_.priority; }
+  int32_t priority() const { return priority_; }
   JobPhase phase() const { return phase_; }
   void set_phase(JobPhase p) { phase_ = p; }
 
@@ -218,26 +218,31 @@ class Job {
   void PopPendingTask();
 
  private:
+  // Hot fields first, together (the engine reads them for every job in a
+  // pass over thousands: a few cache lines each, not one per field), the
+  // spec, which holds strings, maps and vectors, last.
   JobId id_;
-  JobSpec spec_;
   QueueId queue_;
-  Timestamp created_;
   JobPhase phase_ = JobPhase::kPending;
   int min_member_ = 0;
+  int32_t priority_ = 0;  // spec_.priority
+  bool nominated_ = false;
+  Timestamp created_;
+  Timestamp started_ = -1;
+  Timestamp last_resize_ = -1;
+  Timestamp last_stopped_ = -1;
+  int64_t checkpoint_interval_ms_ = 0;  // spec_.checkpoint_interval_ms
+  std::array<int, kNumTaskStates> counts_{};
   std::vector<Task> tasks_;
   std::vector<Resources> role_requests_;
-  std::array<int, kNumTaskStates> counts_{};
-  Resources allocated_;
-  Resources min_request_;
-  std::string pending_reason_;
-  Timestamp started_ = -1;
   int64_t generation_ = 0;
-  Timestamp last_resize_ = -1;
-  std::set<JobId> yielded_to_;
-  bool nominated_ = false;
   int64_t attained_milli_ms_ = 0;  // up to attained_at_
   Timestamp attained_at_ = 0;
-  Timestamp last_stopped_ = -1;
+  Resources allocated_;
+  Resources min_request_;
+  std::set<JobId> yielded_to_;
+  std::string pending_reason_;
+  JobSpec spec_;
 };
 
 }  // namespace ringmaster::scheduler
