@@ -630,8 +630,9 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
         if (stopped || (unit.shrink && unit.members.front().task == task)) {
           unit.dead = true;
         } else if (!unit.shrink) {
+          const uint32_t gone = task;  // (clang 14 cannot capture a structured binding)
           unit.members.erase(std::remove_if(unit.members.begin(), unit.members.end(),
-                                            [task](const Member& m) { return m.task == task; }),
+                                            [gone](const Member& m) { return m.task == gone; }),
                              unit.members.end());
         }
       }
