@@ -84,8 +84,11 @@ class FakeWork:
     at each), or never (`polls` None); `error` makes it fail when it
     ends."""
 
-    def __init__(self, polls=0, error=None, on_poll=None):
+    def __init__(self, polls=0, error=None, on_poll=None,
+                 ends_as_slice_runs_out=False):
         self.polls, self.error, self.on_poll = polls, error, on_poll
+        # The race: the work ends just after its timed wait gave up.
+        self.ends_as_slice_runs_out = ends_as_slice_runs_out
         self.completed = False
         self.waits = 0
         self.timed_out = 0
@@ -118,6 +121,8 @@ class FakeWork:
             if timeout is None:
                 raise AssertionError("waited forever on a work not done")
             self.timed_out += 1
+            if self.ends_as_slice_runs_out:
+                self.finish()
             raise RuntimeError("Operation timed out!")
         if self.error:
             raise RuntimeError(self.error)
@@ -352,6 +357,16 @@ class BoundaryOnTheProcessGroupAllReduce(BoundaryOnTheGradientAllReduce):
         ms = [round(t.total_seconds() * 1000) for t in slow.timeouts]
         self.assertEqual(ms, [1, 2, 4, 4, 4, 4])
         self.assertFalse(self.ctx.collective_failed)
+
+    def test_a_work_that_ends_as_its_slice_runs_out_is_no_error(self):
+        # The timed wait raised, but the all-reduce has ended meanwhile
+        # (without error): its result stands, nothing failed.
+        late = FakeWork(polls=None, ends_as_slice_runs_out=True)
+        self.group.next_work = late
+        self.assertEqual(self.hook([1.0, 3.0]), [2.0, 6.0])
+        self.assertEqual(late.timed_out, 1)
+        self.assertFalse(self.ctx.collective_failed)
+        self.assertEqual(self.ctx.abandoned_total, 0)
 
     def test_an_error_of_the_all_reduce_fails_the_step(self):
         self.group.next_work = FakeWork(polls=1, error="Connection reset")
