@@ -52,8 +52,40 @@ int GangPlugin::Order(const Job& l, const Job& r) {
 }
 
 std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates) {
-  // Per job: how many of its tasks are candidates, and how many of them were
-  // seen so far (a task's position among its job's candidates). O(n).
+  // A task is a victim when its job offers all its ready tasks (the whole
+  // gang goes) or when it is among the job's first `ready - minimum`
+  // candidates (a surplus member). So per job: how many of its tasks are
+  // candidates, and each one's position among them. O(n).
+  std::vector<TaskRef> out;
+  out.reserve(candidates.size());
+  auto take = [&](const Job* j, int total, auto each) {
+    const int ready = j->ReadyCount();
+    const int spare = ready - j->min_member();
+    const bool all = total >= ready;
+    each([&](const TaskRef& t, int pos) {
+      if (all || pos < spare) out.push_back(t);
+    });
+  };
+  // The engine offers candidates job by job (its jobs in id order, each
+  // one's tasks by index): then a job's candidates are one run, and the
+  // walk needs no table.
+  bool grouped = true;
+  for (size_t k = 1; k < candidates.size() && grouped; ++k) {
+    const TaskRef& a = candidates[k - 1];
+    const TaskRef& b = candidates[k];
+    grouped = a.job == b.job ? a.index < b.index : a.job->id() < b.job->id();
+  }
+  if (grouped) {
+    for (size_t lo = 0; lo < candidates.size();) {
+      size_t hi = lo + 1;
+      while (hi < candidates.size() && candidates[hi].job == candidates[lo].job) ++hi;
+      take(candidates[lo].job, static_cast<int>(hi - lo), [&](auto keep) {
+        for (size_t k = lo; k < hi; ++k) keep(candidates[k], static_cast<int>(k - lo));
+      });
+      lo = hi;
+    }
+    return out;
+  }
   struct Count {
     int total = 0;
     int seen = 0;
@@ -61,16 +93,10 @@ std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates)
   absl::flat_hash_map<const Job*, Count> count;
   count.reserve(candidates.size());
   for (const TaskRef& t : candidates) ++count[t.job].total;
-  std::vector<TaskRef> out;
-  out.reserve(candidates.size());
   for (const TaskRef& t : candidates) {
-    const Job* j = t.job;
-    Count& c = count[j];
+    Count& c = count[t.job];
     const int pos = c.seen++;
-    const int ready = j->ReadyCount();
-    const int spare = ready - j->min_member();
-    const bool all = c.total >= ready;
-    if (all || pos < spare) out.push_back(t);
+    take(t.job, c.total, [&](auto keep) { keep(t, pos); });
   }
   return out;
 }

@@ -91,6 +91,10 @@ using JobStarvingFn = std::function<bool(const Job& job)>;
 using PredicateFn = std::function<Verdict(const TaskRef& task, NodeId node)>;
 // Higher is better; scores are integers in [0, 100 * weight].
 using NodeOrderFn = std::function<int64_t(const TaskRef& task, NodeId node)>;
+// The engine offers candidates job by job, jobs in id order, each job's
+// tasks by index. An answer that keeps the candidates' order (a
+// subsequence) is intersected with the other plugins' in one walk; any
+// other order is accepted too, at the cost of a hash table.
 using PreemptableFn = std::function<std::vector<TaskRef>(const TaskRef& preemptor,
                                                          const std::vector<TaskRef>& candidates)>;
 using ReclaimableFn = PreemptableFn;

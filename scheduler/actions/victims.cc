@@ -134,19 +134,24 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
     Unit u;
     u.job = &v;
     u.job_id = id;
-    u.members = {m};
+    u.first = static_cast<uint32_t>(offer.members.size());
+    u.count = 1;
+    offer.members.push_back(m);
     u.shrink = true;
-    u.cost = {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(id), -static_cast<int64_t>(m.task)};
-    offer.units.push_back(std::move(u));
+    offer.costs.push_back(
+        {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(id), -static_cast<int64_t>(m.task)});
+    offer.units.push_back(u);
     ++made;
   }
   if (allowed.size() >= held.size()) {
     Unit u;
     u.job = &v;
     u.job_id = id;
-    u.members.assign(held.begin(), held.end());
-    u.cost = {1, priority, v.WorkAtRisk(s_.now()), -v.started(), -v.created(), -static_cast<int64_t>(id), 0};
-    offer.units.push_back(std::move(u));
+    u.first = static_cast<uint32_t>(offer.members.size());
+    u.count = static_cast<uint32_t>(held.size());
+    offer.members.insert(offer.members.end(), held.begin(), held.end());
+    offer.costs.push_back({1, priority, v.WorkAtRisk(s_.now()), -v.started(), -v.created(), -static_cast<int64_t>(id), 0});
+    offer.units.push_back(u);
   }
 }
 
@@ -216,8 +221,17 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
       picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
     }
   }
-  // Grouped by job (candidate indices ascending are), each job's units.
+  // Grouped by job (candidate indices ascending are), each job's units,
+  // and, while they are at hand, each (node, unit) pair once, counted per
+  // node for the per-node lists (CSR) below.
   offer.units.reserve(picked.size() + picked.size() / 2);
+  offer.costs.reserve(picked.size() + picked.size() / 2);
+  offer.members.reserve(picked.size() * 2);
+  const size_t n_nodes = st.num_nodes();
+  std::vector<int> last(n_nodes, -1);
+  offer.node_start.assign(n_nodes + 1, 0);
+  std::vector<std::pair<uint32_t, int>> at;  // (node, unit)
+  at.reserve(picked.size() + picked.size() / 2);
   std::vector<int> in_job;
   for (size_t k = 0; k < picked.size();) {
     const int job_slot = slot[picked[k]];
@@ -229,34 +243,25 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     BuildUnits(offer, *job, PriorityOf(*job), std::span<const Member>(members.data() + lo, hi - lo), in_job);
     const int after = static_cast<int>(offer.units.size());
     if (after > before) offer.by_job[job->id().value()] = {before, after};
-  }
-  // Per-node lists (CSR): count, fill, then order each node's list
-  // cheapest first (a handful of units per node: no global sort needed).
-  const size_t n_nodes = st.num_nodes();
-  std::vector<int> last(n_nodes, -1);
-  offer.node_start.assign(n_nodes + 1, 0);
-  for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
-    for (const Member& m : offer.units[u].members) {
-      if (last[m.node] == u) continue;
-      last[m.node] = u;
-      ++offer.node_start[m.node + 1];
+    for (int u = before; u < after; ++u) {
+      for (const Member& m : offer.MembersOf(offer.units[u])) {
+        if (last[m.node] == u) continue;
+        last[m.node] = u;
+        at.push_back({m.node, u});
+        ++offer.node_start[m.node + 1];
+      }
     }
   }
+  // Per-node lists (CSR): fill by node, then order each node's list
+  // cheapest first (a handful of units per node: no global sort needed).
   for (size_t n = 0; n < n_nodes; ++n) {
     if (offer.node_start[n + 1] > 0) offer.nodes.push_back(static_cast<uint32_t>(n));
     offer.node_start[n + 1] += offer.node_start[n];
   }
   offer.node_units.resize(offer.node_start[n_nodes]);
   std::vector<int> fill(offer.node_start.begin(), offer.node_start.end() - 1);
-  std::fill(last.begin(), last.end(), -1);
-  for (int u = 0; u < static_cast<int>(offer.units.size()); ++u) {
-    for (const Member& m : offer.units[u].members) {
-      if (last[m.node] == u) continue;
-      last[m.node] = u;
-      offer.node_units[fill[m.node]++] = u;
-    }
-  }
-  const auto cheaper = [&](int a, int b) { return offer.units[a].cost < offer.units[b].cost; };
+  for (const auto& [node, u] : at) offer.node_units[fill[node]++] = u;
+  const auto cheaper = [&](int a, int b) { return offer.costs[a] < offer.costs[b]; };
   for (uint32_t n : offer.nodes) {
     std::sort(offer.node_units.begin() + offer.node_start[n], offer.node_units.begin() + offer.node_start[n + 1],
               cheaper);
@@ -264,13 +269,13 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   return offer;
 }
 
-bool VictimPicker::Usable(const Job* p, const Unit& u) const {
+bool VictimPicker::Usable(const Offer& offer, const Job* p, const Unit& u) const {
   if (u.dead) return false;
   if (!p) return true;  // the generic part only (the global step order)
   if (p->YieldedTo(JobId(u.job_id))) return false;
   if (mode_ == EvictMode::kReclaim) {
     Resources take;
-    for (const Member& m : u.members) take += u.job->request(m.task);
+    for (const Member& m : offer.MembersOf(u)) take += u.job->request(m.task);
     return ReclaimKeepsShares(*p, *u.job, take);
   }
   return true;
@@ -295,10 +300,10 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, ui
   if (units) units->clear();
   for (int u : list) {
     const Unit& unit = offer.units[u];
-    if (!Usable(p, unit)) continue;
+    if (!Usable(offer, p, unit)) continue;
     if (draft && (draft->taken.count(u) || draft->whole_taken.count(unit.job_id))) continue;
     Room freed;
-    for (const Member& m : unit.members) {
+    for (const Member& m : offer.MembersOf(unit)) {
       if (m.node != node) continue;
       freed.gpus += m.gpus;
       freed.cpu += m.cpu;
@@ -315,7 +320,7 @@ bool VictimPicker::StepAt(const Offer& offer, const Job* p, const Need& need, ui
     room.mem += freed.mem;
     if (units) units->push_back(u);
     if (Fits(room, need) >= want) {
-      *cost = unit.cost;
+      *cost = offer.costs[u];
       return true;
     }
   }
@@ -327,7 +332,7 @@ VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& nee
   if (inserted) {
     Offer::Steps& steps = it->second;
     steps.heap.reserve(offer.nodes.size());
-    steps.live.reserve(offer.nodes.size());
+    steps.live.assign(s_.state().num_nodes(), Offer::Steps::kNone);
     for (uint32_t node : offer.nodes) {
       if (!s_.state().node(NodeId(node)).schedulable) continue;
       Cost c;
@@ -344,7 +349,7 @@ VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& nee
 void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes) {
   for (auto& [need, steps] : offer.steps) {
     for (uint32_t n : nodes) {
-      steps.live.erase(n);  // its entry, if any, is stale from now on
+      steps.live[n] = Offer::Steps::kNone;  // its entry, if any, is stale from now on
       Cost c;
       if (s_.state().node(NodeId(n)).schedulable && StepAt(offer, nullptr, need, n, nullptr, &c, nullptr)) {
         steps.heap.push_back({c, n, steps.next_stamp});
@@ -406,8 +411,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
   auto global_top = [&]() -> const Offer::Steps::Entry* {
     while (!steps->heap.empty()) {
       const Offer::Steps::Entry& e = steps->heap.front();
-      auto live = steps->live.find(e.node);
-      const bool stale = live == steps->live.end() || live->second != e.stamp;
+      const bool stale = steps->live[e.node] != e.stamp;
       if (!stale && !version.count(e.node)) return &e;
       if (!stale) set_aside.push_back(e);
       std::pop_heap(steps->heap.begin(), steps->heap.end());
@@ -422,12 +426,12 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     const Unit& unit = offer.units[u];
     draft.taken.insert(u);
     out.units.push_back(u);
-    out.worst = std::max(out.worst, unit.cost);
+    out.worst = std::max(out.worst, offer.costs[u]);
     if (!unit.shrink) {
       draft.whole_taken.insert(unit.job_id);
       ++out.whole;
     }
-    for (const Member& m : unit.members) {
+    for (const Member& m : offer.MembersOf(unit)) {
       const uint32_t n = m.node;
       auto [room, fresh] = draft.free.try_emplace(n);
       if (fresh) room->second = RoomAt(n);
@@ -459,7 +463,7 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
     for (int u : step) {
       take(u);
       const Unit& unit = offer.units[u];
-      for (const Member& m : unit.members) touched.push_back(m.node);
+      for (const Member& m : offer.MembersOf(unit)) touched.push_back(m.node);
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -476,10 +480,10 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
   return out;
 }
 
-std::string VictimPicker::Reason(const Job& p, const Unit& u) {
+std::string VictimPicker::Reason(const Job& p, const Unit& u, const Cost& cost) {
   const char* what = u.shrink ? "shrunk" : "evicted";
   if (mode_ == EvictMode::kPreempt) {
-    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", PriorityOf(p), " > ", std::get<1>(u.cost),
+    return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", PriorityOf(p), " > ", std::get<1>(cost),
                         ")");
   }
   return absl::StrCat(what, " for ", p.name(), " (reclaim: queue '", s_.queue(u.job->queue()).name(),
@@ -506,20 +510,21 @@ std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const st
   std::vector<size_t> order(chosen.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return offer.units[chosen[b]].cost < offer.units[chosen[a]].cost; });
+            [&](size_t a, size_t b) { return offer.costs[chosen[b]] < offer.costs[chosen[a]]; });
   std::vector<bool> keep(chosen.size(), false);
   std::map<uint32_t, Slack> freed;
   for (size_t k : order) {
     const Unit& unit = offer.units[chosen[k]];
     freed.clear();
-    for (size_t i = 0; i < unit.members.size(); ++i) {
+    const std::span<const Member> members = offer.MembersOf(unit);
+    for (size_t i = 0; i < members.size(); ++i) {
       const uint32_t n = were_on[k][i].value();
       if (!slack.count(n)) continue;
       Slack& f = freed[n];
       // Every device a task touches (a shared GPU taken back is no longer
       // wholly free).
-      f.gpus += unit.job->gpu(unit.members[i].task).count;
-      f.idle += unit.job->request(unit.members[i].task);
+      f.gpus += unit.job->gpu(members[i].task).count;
+      f.idle += unit.job->request(members[i].task);
     }
     bool spare = true;
     for (const auto& [n, f] : freed) {
@@ -551,7 +556,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   }
   std::erase_if(chosen, [&](int u) { return units[u].shrink && whole.count(units[u].job->id()); });
   int tasks = 0;
-  for (int u : chosen) tasks += static_cast<int>(units[u].members.size());
+  for (int u : chosen) tasks += static_cast<int>(units[u].count);
   auto over_cap = [&] {
     if (args_.max_evictions <= 0 || evicted_ + tasks <= args_.max_evictions) return false;
     s_.SetPendingReason(p, absl::StrCat("needs ", tasks, " tasks stopped; the per-cycle eviction cap (",
@@ -567,19 +572,21 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   // The reason depends on the unit's kind and on its job's priority
   // (preempt) or queue (reclaim): made once per distinct pair.
   std::vector<std::tuple<bool, int64_t, std::string>> reasons;
-  auto reason_for = [&](const Unit& u) -> const std::string& {
-    const int64_t key = mode_ == EvictMode::kPreempt ? std::get<1>(u.cost) : u.job->queue().value();
+  auto reason_for = [&](int unit) -> const std::string& {
+    const Unit& u = units[unit];
+    const Cost& cost = offer.costs[unit];
+    const int64_t key = mode_ == EvictMode::kPreempt ? std::get<1>(cost) : u.job->queue().value();
     for (const auto& [shrink, k, why] : reasons) {
       if (shrink == u.shrink && k == key) return why;
     }
-    reasons.emplace_back(u.shrink, key, Reason(p, u));
+    reasons.emplace_back(u.shrink, key, Reason(p, u, cost));
     return std::get<2>(reasons.back());
   };
   for (size_t k = 0; k < chosen.size(); ++k) {
     const Unit& u = units[chosen[k]];
     if (!u.shrink && u.job->phase() == JobPhase::kRunning) stmt.SetPhase(*u.job, JobPhase::kInqueue);
-    const std::string& why = reason_for(u);
-    for (const Member& m : u.members) {
+    const std::string& why = reason_for(chosen[k]);
+    for (const Member& m : offer.MembersOf(u)) {
       were_on[k].push_back(NodeId(m.node));
       vacated.push_back({u.job->id(), m.task});
       stmt.Vacate(*u.job, m.task, p.id(), why, deadline);
@@ -627,13 +634,13 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
       const bool stopped = offer.units[first].job->phase() != JobPhase::kRunning;
       for (int u = first; u < last; ++u) {
         Unit& unit = offer.units[u];
-        if (stopped || (unit.shrink && unit.members.front().task == task)) {
+        if (stopped || (unit.shrink && offer.members[unit.first].task == task)) {
           unit.dead = true;
         } else if (!unit.shrink) {
           const uint32_t gone = task;  // (clang 14 cannot capture a structured binding)
-          unit.members.erase(std::remove_if(unit.members.begin(), unit.members.end(),
-                                            [gone](const Member& m) { return m.task == gone; }),
-                             unit.members.end());
+          const auto begin = offer.members.begin() + unit.first;
+          const auto end = std::remove_if(begin, begin + unit.count, [gone](const Member& m) { return m.task == gone; });
+          unit.count = static_cast<uint32_t>(end - begin);
         }
       }
     }
@@ -679,8 +686,8 @@ bool VictimPicker::TryFor(Job& p) {
     const int t = spec.highest_tier;
     std::map<uint32_t, int64_t> gpus;
     for (const Unit& u : offer.units) {
-      if (!Usable(&p, u)) continue;
-      for (const Member& m : u.members) {
+      if (!Usable(offer, &p, u)) continue;
+      for (const Member& m : offer.MembersOf(u)) {
         const NodeId n(m.node);
         gpus[t == 0 ? n.value() : c.DomainOf(n, t).value()] += m.gpus;
       }

@@ -46,7 +46,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "scheduler/plugin.h"
 #include "scheduler/session.h"
@@ -87,10 +86,13 @@ class VictimPicker {
   struct Unit {
     Job* job = nullptr;
     uint32_t job_id = 0;  // job->id().value()
-    absl::InlinedVector<Member, 1> members;  // a shrink unit holds one task
+    // Its members: Offer::members[first .. first + count) (a shrink unit
+    // holds one task). One array for every unit of an offer: built and read
+    // in order, freed at once.
+    uint32_t first = 0;
+    uint32_t count = 0;
     bool shrink = false;
     bool dead = false;  // taken by an earlier preemptor this cycle
-    Cost cost;
   };
   // Units offered to preemptors of one (queue, priority), kept for the whole
   // action and updated as victims are taken.
@@ -109,6 +111,9 @@ class VictimPicker {
   };
   struct Offer {
     std::vector<Unit> units;  // grouped by job, in no particular order of cost
+    std::vector<Cost> costs;  // per unit (apart: the passes over units read no cost)
+    std::vector<Member> members;  // the units' members, unit by unit
+    std::span<const Member> MembersOf(const Unit& u) const { return {members.data() + u.first, u.count}; }
     // Per node, the units with a task there, cheapest first: node n's are
     // node_units[node_start[n] .. node_start[n + 1]).
     std::vector<int> node_start;
@@ -134,7 +139,10 @@ class VictimPicker {
         bool operator<(const Entry& o) const { return std::tie(o.cost, o.node) < std::tie(cost, node); }
       };
       std::vector<Entry> heap;
-      absl::flat_hash_map<uint32_t, uint32_t> live;  // node -> stamp of its entry (absent: no step there)
+      // Per node (NodeId value): the stamp of its live entry; kNone: no step
+      // there. A plain array: every node is looked up, most of them once.
+      static constexpr uint32_t kNone = UINT32_MAX;
+      std::vector<uint32_t> live;
       uint32_t next_stamp = 0;
     };
     std::map<Need, Steps> steps;
@@ -160,7 +168,7 @@ class VictimPicker {
   // Whether taking `take` from v's queue keeps reclaim's rules.
   bool ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const;
   // `p` null: only what does not depend on the preemptor.
-  bool Usable(const Job* p, const Unit& u) const;
+  bool Usable(const Offer& offer, const Job* p, const Unit& u) const;
   // The cheapest units of `node`, in cost order and skipping those that free
   // nothing the task still lacks there, that fit one more task of `need`,
   // given `draft`; false when none. `cost`: the step's last (dearest) unit;
@@ -182,7 +190,7 @@ class VictimPicker {
   bool Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize);
   // After a commit: units of the victims are updated in every offer.
   void Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes);
-  std::string Reason(const Job& p, const Unit& u);
+  std::string Reason(const Job& p, const Unit& u, const Cost& cost);
 
   Session& s_;
   EvictMode mode_;

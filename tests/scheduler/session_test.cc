@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "tests/support/builders.h"
 
 namespace ringmaster::testing {
@@ -122,6 +125,63 @@ TEST_F(SessionTiers, VictimsIntersectWithinTheFirstTierWithAnAnswer) {
   v = Open({{only("a"), only("b")}, {only("b")}})->Preemptable(ta, {ta, tb});
   ASSERT_EQ(v.size(), 1u) << "tier 1's intersection is empty, tier 2 answers";
   EXPECT_EQ(v[0].job->name(), "b");
+}
+
+// The intersection of a tier's answers equals a brute-force one whether the
+// plugins keep the candidates' order (the walk) or not (the table), and
+// keeps the first plugin's order. Random candidate lists over several jobs.
+TEST_F(SessionTiers, VictimsIntersectionMatchesBruteForceInAnyOrder) {
+  std::vector<Job*> jobs{a_, b_};
+  for (int j = 0; j < 4; ++j) {
+    jobs.push_back(&state_.job(state_.AddJob(JobBuilder("j" + std::to_string(j)).Gang(5).Build(),
+                                             scheduler::QueueId(0), 30 + j)));
+  }
+  std::mt19937 rng(7);
+  int tables = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<scheduler::TaskRef> candidates;
+    for (Job* j : jobs) {
+      for (uint32_t i = 0; i < j->tasks().size(); ++i) {
+        if (rng() % 3 != 0) candidates.push_back({j, i});
+      }
+    }
+    if (round % 4 == 3) std::shuffle(candidates.begin(), candidates.end(), rng);
+    // Three plugins in one tier: each keeps a random subset, some of them
+    // reordered.
+    std::vector<std::vector<scheduler::TaskRef>> answers(3);
+    for (auto& a : answers) {
+      for (const auto& t : candidates) {
+        if (rng() % 4 != 0) a.push_back(t);
+      }
+      if (rng() % 3 == 0) {
+        std::shuffle(a.begin(), a.end(), rng);
+        ++tables;
+      }
+    }
+    std::vector<std::function<void(Session&)>> tier;
+    for (const auto& a : answers) {
+      tier.push_back([a](Session& s) {
+        s.AddPreemptableFn("v", [a](const scheduler::TaskRef&, const std::vector<scheduler::TaskRef>&) { return a; });
+      });
+    }
+    const auto same = [](const scheduler::TaskRef& x, const scheduler::TaskRef& y) {
+      return x.job == y.job && x.index == y.index;
+    };
+    std::vector<scheduler::TaskRef> want;
+    for (const auto& t : answers[0]) {
+      bool in_all = true;
+      for (size_t k = 1; k < answers.size(); ++k) {
+        in_all = in_all && std::any_of(answers[k].begin(), answers[k].end(), [&](const auto& u) { return same(t, u); });
+      }
+      if (in_all) want.push_back(t);
+    }
+    const auto got = Open({tier})->Preemptable(candidates.empty() ? scheduler::TaskRef{a_, 0} : candidates[0], candidates);
+    ASSERT_EQ(got.size(), want.size()) << "round " << round;
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_TRUE(same(got[k], want[k])) << "round " << round << ", answer " << k;
+    }
+  }
+  EXPECT_GT(tables, 50) << "the out-of-order path was exercised";
 }
 
 TEST(EnqueueAction, InvalidJobStaysPendingWithThePluginsReason) {
