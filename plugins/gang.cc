@@ -52,20 +52,21 @@ int GangPlugin::Order(const Job& l, const Job& r) {
 }
 
 std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates) {
-  // A task is a victim when its job offers all its ready tasks (the whole
-  // gang goes) or when it is among the job's first `ready - minimum`
-  // candidates (a surplus member). So per job: how many of its tasks are
-  // candidates, and each one's position among them. O(n).
+  // A job's candidates are all victims when they are all its ready tasks
+  // (the whole gang goes); otherwise its first `ready - minimum` of them are
+  // (surplus members). So per job: how many of its tasks are candidates, and
+  // each one's position among them. O(n).
+  struct Rule {
+    bool all;
+    int spare;
+    bool operator()(int pos) const { return all || pos < spare; }
+  };
+  auto rule = [](const Job& j, int total) {
+    const int ready = j.ReadyCount();
+    return Rule{total >= ready, ready - j.min_member()};
+  };
   std::vector<TaskRef> out;
   out.reserve(candidates.size());
-  auto take = [&](const Job* j, int total, auto each) {
-    const int ready = j->ReadyCount();
-    const int spare = ready - j->min_member();
-    const bool all = total >= ready;
-    each([&](const TaskRef& t, int pos) {
-      if (all || pos < spare) out.push_back(t);
-    });
-  };
   // The engine offers candidates job by job (its jobs in id order, each
   // one's tasks by index): then a job's candidates are one run, and the
   // walk needs no table.
@@ -79,9 +80,10 @@ std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates)
     for (size_t lo = 0; lo < candidates.size();) {
       size_t hi = lo + 1;
       while (hi < candidates.size() && candidates[hi].job == candidates[lo].job) ++hi;
-      take(candidates[lo].job, static_cast<int>(hi - lo), [&](auto keep) {
-        for (size_t k = lo; k < hi; ++k) keep(candidates[k], static_cast<int>(k - lo));
-      });
+      const Rule victim = rule(*candidates[lo].job, static_cast<int>(hi - lo));
+      for (size_t k = lo; k < hi; ++k) {
+        if (victim(static_cast<int>(k - lo))) out.push_back(candidates[k]);
+      }
       lo = hi;
     }
     return out;
@@ -95,8 +97,7 @@ std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates)
   for (const TaskRef& t : candidates) ++count[t.job].total;
   for (const TaskRef& t : candidates) {
     Count& c = count[t.job];
-    const int pos = c.seen++;
-    take(t.job, c.total, [&](auto keep) { keep(t, pos); });
+    if (rule(*t.job, c.total)(c.seen++)) out.push_back(t);
   }
   return out;
 }

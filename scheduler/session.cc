@@ -155,8 +155,6 @@ int64_t Session::NodeOrder(const TaskRef& task, NodeId node) const {
 
 namespace {
 
-// Victims: the first tier with an opinion decides, by intersection of its
-// plugins' answers.
 // `a` and `b` are answers of two plugins to `candidates`. When both keep the
 // candidates' order (every built-in plugin does), one forward walk over the
 // candidates intersects them: no table, no look at the jobs. Otherwise a
@@ -185,6 +183,8 @@ std::vector<TaskRef> Intersect(const std::vector<TaskRef>& candidates, std::vect
   return a;
 }
 
+// Victims: the first tier with an opinion decides, by intersection of its
+// plugins' answers.
 template <typename List>
 std::vector<TaskRef> IntersectVictims(const List& fns, const TaskRef& who,
                                       const std::vector<TaskRef>& candidates) {
