@@ -164,7 +164,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   Extender* ext = d->extender_.get();
   d->metrics_ = std::make_unique<ServeMetrics>(d->metrics_registry_);
   ServeMetrics* metrics = d->metrics_.get();
-  if (d->journal_) d->journal_->SetCommitObserver([metrics](double s) { metrics->journal_write_seconds().Observe(s); });
+  if (d->journal_) {
+    d->journal_->SetCommitObserver([metrics](double s) { metrics->journal_write_seconds().Observe(s); });
+    d->journal_->SetErrorObserver([](const absl::Status& s) {
+      common::Log(common::LogLevel::err, "journal write failed", {{"why", s.message()}});
+    });
+  }
   ext->SetCycleObserver([metrics](double seconds, const scheduler::Decisions& dec, const scheduler::State& st) {
     metrics->ObserveCycle(seconds, dec, st);
   });

@@ -421,6 +421,11 @@ class SqliteJournal : public Journal {
     observe_commit_ = std::move(observe);
   }
 
+  void SetErrorObserver(std::function<void(const absl::Status&)> observe) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    observe_error_ = std::move(observe);
+  }
+
   absl::Status Flush() override {
     absl::Status s = Submit([](SqliteJournal&) { return absl::OkStatus(); }).get();
     std::lock_guard<std::mutex> lock(mu_);
@@ -565,8 +570,9 @@ class SqliteJournal : public Journal {
         const absl::Status s = commit.ok() ? results[i] : commit;
         if (batch[i].done) {
           batch[i].done->set_value(s);
-        } else if (!s.ok() && unwaited_error_.ok()) {
-          unwaited_error_ = s;
+        } else if (!s.ok()) {
+          if (unwaited_error_.ok()) unwaited_error_ = s;
+          if (observe_error_) observe_error_(s);
         }
       }
     }
@@ -584,6 +590,7 @@ class SqliteJournal : public Journal {
   int64_t commits_ = 0;
   absl::Status unwaited_error_;
   std::function<void(double)> observe_commit_;  // under mu_
+  std::function<void(const absl::Status&)> observe_error_;  // under mu_
   std::thread writer_;
 };
 

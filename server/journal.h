@@ -125,6 +125,11 @@ class Journal {
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.
   virtual void SetCommitObserver(std::function<void(double seconds)> observe) = 0;
+  // Called with the error of each write nobody waits for (SetPlacement,
+  // PutExtenderState) that failed — e.g. "database or disk is full" — on the
+  // writer thread, as it fails (serve logs it; Flush still returns the
+  // first). May be set at any time.
+  virtual void SetErrorObserver(std::function<void(const absl::Status&)> observe) = 0;
   // Waits until everything queued so far is committed; the first error of
   // an unwaited write since the last Flush, if any.
   virtual absl::Status Flush() = 0;

@@ -154,13 +154,21 @@ if [[ -n ${RM_IN_NAMESPACE:-} ]]; then
   mkdir "$work/full"
   mount -t tmpfs -o size=2m tmpfs "$work/full"
   start "$work/full"
-  run 0 "$BIN" submit --name f1 --gpus 1
+  run 0 "$BIN" submit --name f1 --gpus 8 --replicas 2  # the whole cluster
+  run 0 "$BIN" submit --name f0 --gpus 1               # waits for f1
   dd if=/dev/zero of="$work/full/filler" bs=4k 2>/dev/null || true  # until ENOSPC
   run 1 "$BIN" submit --name f2 --gpus 1
   expect "job 'f2' not accepted.*database or disk is full"
   reject 'is `ringmaster serve` running'
   grep -E "refused: not journaled.*name=f2.*database or disk is full" "$work/err" >/dev/null ||
     fail "the refused submission is not in serve's log"
+  run 1 "$BIN" cancel f1
+  expect "job 'f1' cancelled but not journaled.*database or disk is full"
+  reject 'is `ringmaster serve` running'
+  # f0 is placed in f1's GPUs: its placement (not waited for) fails, logged.
+  for _ in $(seq 100); do grep -q 'journal write failed.*database or disk is full' "$work/err" && break; sleep 0.05; done
+  grep -q 'journal write failed.*database or disk is full' "$work/err" ||
+    fail "the failed placement write is not in serve's log"
   rm "$work/full/filler"
   run 0 "$BIN" submit --name f3 --gpus 1  # room again: serve goes on
   stop TERM

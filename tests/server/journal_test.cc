@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -337,6 +338,25 @@ TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
   EXPECT_NE(r.status().message().find("table tasks, row 1 (job 'a' task 0), column gpus: bad gpus '0,x'"),
             std::string::npos)
       << r.status();
+}
+
+// A write nobody waits for that fails is reported as it fails (serve logs
+// it), and Flush still returns it.
+TEST_F(JournalTest, AFailedUnwaitedWriteIsReportedAsItFails) {
+  auto j = *Journal::Open(dir_);
+  ASSERT_TRUE(j->AddJob(Row("a", 1)).get().ok());
+  std::mutex mu;
+  std::vector<std::string> seen;
+  j->SetErrorObserver([&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(s.message());
+  });
+  j->SetPlacement("a", 2, 1, {{0, 0, "n", {0}}, {0, 0, "n", {1}}});  // task 0 twice: the second row breaks the key
+  const absl::Status flushed = j->Flush();
+  EXPECT_NE(flushed.message().find("recording a task"), std::string::npos) << flushed;
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], flushed.message());
 }
 
 TEST_F(JournalTest, ExtenderStateKeepsItsOrderAcrossOverwritesAndDeletes) {
