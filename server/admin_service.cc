@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "scheduler/policy.h"
 #include "server/admin_convert.h"
 #include "server/coordinator_service.h"  // ToGrpc
@@ -18,6 +19,16 @@ using scheduler::TaskState;
 namespace {
 
 bool Terminal(JobPhase p) { return p == JobPhase::kCompleted || p == JobPhase::kFailed || p == JobPhase::kAborted; }
+
+// A write the journal refused (no space, read-only, I/O error): logged in
+// serve's log, and answered INTERNAL (the daemon answered; nothing was
+// promised) rather than UNAVAILABLE, which the CLI reads as "no daemon".
+grpc::Status NotJournaled(std::string_view rpc, const std::string& name, const std::string& what,
+                          const absl::Status& s) {
+  common::Log(common::LogLevel::err, "refused: not journaled",
+              {{"rpc", rpc}, {"name", name}, {"why", s.message()}});
+  return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat(what, ": ", s.message()));
+}
 
 std::vector<JournaledTask> HeldTasks(const scheduler::Engine& e, const scheduler::Job& job) {
   std::vector<JournaledTask> out;
@@ -69,6 +80,9 @@ absl::Status AdminService::Recover(const Recovered& r) {
     }
     auto spec = JobSpecFromProto(proto);
     if (!spec.ok()) return absl::DataLossError(absl::StrCat("journal: ", spec.status().message()));
+    if (row.phase < static_cast<int>(JobPhase::kPending) || row.phase > static_cast<int>(JobPhase::kCancelling)) {
+      return absl::DataLossError(absl::StrCat("journal: job '", row.name, "': phase ", row.phase, " is no phase"));
+    }
     const JobPhase phase = static_cast<JobPhase>(row.phase);
     std::vector<scheduler::Engine::RestoredTask> placed;
     if (!Terminal(phase)) {
@@ -201,7 +215,14 @@ absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::strin
     if (journal_) durable = journal_->SetPolicy(yaml);
   }
   events_.Publish(clock_.Now(), "policy", "", absl::StrCat("policy from ", file, " in force"));
-  return durable.valid() ? durable.get() : absl::OkStatus();
+  if (!durable.valid()) return absl::OkStatus();
+  if (absl::Status s = durable.get(); !s.ok()) {
+    common::Log(common::LogLevel::err, "policy not journaled", {{"from", file}, {"why", s.message()}});
+    return absl::InternalError(
+        absl::StrCat("policy from ", file, " in force but not journaled (a restart brings back the previous one): ",
+                     s.message()));
+  }
+  return absl::OkStatus();
 }
 
 size_t AdminService::jobs_accepted() const {
@@ -241,7 +262,7 @@ grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::Subm
       // Not durable: take it back so what runs matches what was promised.
       absl::MutexLock lock(&engine_mu_);
       (void)engine_.CancelJob(id);
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("job '", name, "' not journaled: ", s.message()));
+      return NotJournaled("SubmitJob", name, absl::StrCat("job '", name, "' not accepted (not journaled; it shows as Aborted)"), s);
     }
   }
   events_.Publish(clock_.Now(), "submit", name, "");
@@ -269,7 +290,10 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
     *resp->mutable_job() = JobToProto(engine_, id, JobView::kBrief);
   }
   if (durable.valid()) {
-    if (absl::Status s = durable.get(); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = durable.get(); !s.ok()) {
+      return NotJournaled("CancelJob", req->name(),
+                          absl::StrCat("job '", req->name(), "' cancelled but not journaled (a restart brings it back)"), s);
+    }
   }
   events_.Publish(clock_.Now(), "cancel", req->name(), "");
   return grpc::Status::OK;
