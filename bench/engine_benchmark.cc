@@ -51,6 +51,11 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   }
 }
 void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+// The replacements pair malloc with free; gcc cannot see that operator new
+// here is malloc, and warns where inlined deletes meet it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
