@@ -9,16 +9,80 @@
 // start only by preemption (shrinks, here). No eviction cap.
 // BM_PreemptCycleBacklog/N/P: the same with P pending gangs whatever N (the
 // cluster grows, the backlog does not: how BM_Cycle's growth is measured).
+// BM_CycleBacklog/N/P/F: N nodes x 8 GPUs (racks of 32), every node running a
+// 7-GPU job (one GPU free per node), P pending gangs of 8-GPU tasks (Philly's
+// sizes from 8 GPUs up) that cannot fit; one cycle has tried them all, then
+// the timed cycle: with F = 0 nothing changed since; with F = 1 one 7-GPU job
+// ended first (its node has 8 GPUs free: one 8-GPU gang could start there).
 // BM_RunningTasks: memory with 100,000 running tasks (peak RSS counter).
+//
+// Every cycle benchmark counts the heap allocations of its timed cycle
+// (`allocs` per cycle): a counting operator new in this binary, on only
+// while the cycle runs.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <random>
 
 #include "tests/support/builders.h"
 
 namespace ringmaster::bench {
+// Heap allocations while `counting` is on (the timed cycle only).
+std::atomic<bool> counting{false};
+std::atomic<int64_t> allocations{0};
+}  // namespace ringmaster::bench
+
+void* operator new(std::size_t n) {
+  if (ringmaster::bench::counting.load(std::memory_order_relaxed)) {
+    ringmaster::bench::allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+// The replacements pair malloc with free; gcc cannot see that operator new
+// here is malloc, and warns where inlined deletes meet it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace ringmaster::bench {
 namespace {
+
+// Counts the allocations of what runs between Start and Stop.
+class AllocCount {
+ public:
+  void Start() {
+    allocations.store(0, std::memory_order_relaxed);
+    counting.store(true, std::memory_order_relaxed);
+  }
+  void Stop() {
+    counting.store(false, std::memory_order_relaxed);
+    total_ += allocations.load(std::memory_order_relaxed);
+  }
+  // The average per timed cycle, as a counter.
+  void Report(benchmark::State& state) const {
+    state.counters["allocs"] = benchmark::Counter(static_cast<double>(total_) / state.iterations());
+  }
+
+ private:
+  int64_t total_ = 0;
+};
 
 using testing::EngineHarness;
 using testing::JobBuilder;
@@ -60,17 +124,22 @@ void BM_Cycle(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   const int pending = static_cast<int>(state.range(1));
   int64_t tasks = 0;
+  AllocCount allocs;
   for (auto _ : state) {
     state.PauseTiming();
     auto h = Setup(nodes, pending, 42);
+    allocs.Start();
     state.ResumeTiming();
     auto d = h->engine().RunCycle();
     benchmark::DoNotOptimize(d);
-    tasks += static_cast<int64_t>(d.binds.size());
     state.PauseTiming();
+    allocs.Stop();
+    tasks += static_cast<int64_t>(d.binds.size());
+    d = {};
     h.reset();
     state.ResumeTiming();
   }
+  allocs.Report(state);
   state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(tasks) / state.iterations());
   state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
 }
@@ -118,15 +187,18 @@ int64_t MinorFaults() {
 
 void RunPreemptCycles(benchmark::State& state, int nodes, int pending) {
   int64_t evicted = 0, held = 0, free_gpus = 0, faults = 0;
+  AllocCount allocs;
   for (auto _ : state) {
     state.PauseTiming();
     auto h = SetupPreempt(nodes, pending);
     free_gpus = h->state().free_index().TotalFree();
     const int64_t faults_before = MinorFaults();
+    allocs.Start();
     state.ResumeTiming();
     auto d = TimedCycle(*h);
     benchmark::DoNotOptimize(d);
     state.PauseTiming();
+    allocs.Stop();
     faults += MinorFaults() - faults_before;
     evicted += static_cast<int64_t>(d.evictions.size());
     for (auto id : h->state().active_jobs()) held += h->state().job(id).nominated();
@@ -139,6 +211,7 @@ void RunPreemptCycles(benchmark::State& state, int nodes, int pending) {
   // the kernel): a cost callgrind does not count.
   state.counters["minor_faults"] = benchmark::Counter(static_cast<double>(faults) / state.iterations());
   state.counters["free_gpus_before"] = static_cast<double>(free_gpus);
+  allocs.Report(state);
 }
 // The backlog grows with the cluster: N / 20 pending gangs (500 at 10,000
 // nodes, the figure), so the work itself grows x 10 with N.
@@ -157,6 +230,64 @@ BENCHMARK(BM_PreemptCycleBacklog)
     ->Args({10000, 50})
     ->Args({1000, 500})
     ->Args({10000, 500})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// 7-GPU jobs on every node, then `pending` gangs of 8-GPU tasks (1-16 tasks,
+// Philly's sizes of 8 GPUs and more) that cannot fit, and one cycle that
+// tried them all.
+std::unique_ptr<EngineHarness> SetupBacklog(int nodes, int pending, uint32_t seed) {
+  testing::ClusterBuilder cb;
+  cb.Racks((nodes + 31) / 32).NodesPerRack(32).Gpus(8);
+  auto h = std::make_unique<EngineHarness>(cb.Build(), scheduler::DefaultPolicy(), false);
+  const int real_nodes = (nodes + 31) / 32 * 32;
+  for (int i = 0; i < real_nodes; ++i) h->Submit(PhillyJob("fill" + std::to_string(i), 7));
+  h->Cycle();
+  constexpr int kBig[] = {8, 16, 32, 64, 128};
+  constexpr int kBigCounts[] = {1643, 199, 67, 6, 3};
+  std::mt19937 rng(seed);
+  std::discrete_distribution<int> size(std::begin(kBigCounts), std::end(kBigCounts));
+  for (int j = 0; j < pending; ++j) h->Submit(PhillyJob("p" + std::to_string(j), kBig[size(rng)]));
+  h->clock().Advance(1000);
+  h->Cycle();  // tries every pending gang once: none fits
+  return h;
+}
+
+void BM_CycleBacklog(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int pending = static_cast<int>(state.range(1));
+  const bool one_ends = state.range(2) != 0;
+  int64_t placed = 0, waiting = 0;
+  AllocCount allocs;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto h = SetupBacklog(nodes, pending, 42);
+    h->clock().Advance(1000);
+    if (one_ends) {
+      const scheduler::JobId done = h->engine().FindJob("fill0");
+      if (!h->engine().FinishJob(done, true).ok()) std::abort();
+    }
+    allocs.Start();
+    state.ResumeTiming();
+    auto d = TimedCycle(*h);
+    benchmark::DoNotOptimize(d);
+    state.PauseTiming();
+    allocs.Stop();
+    placed += static_cast<int64_t>(d.binds.size());
+    waiting += static_cast<int64_t>(h->state().waiting_jobs().size());
+    d = {};
+    h.reset();
+    state.ResumeTiming();
+  }
+  allocs.Report(state);
+  state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(placed) / state.iterations());
+  state.counters["waiting_after"] = benchmark::Counter(static_cast<double>(waiting) / state.iterations());
+}
+BENCHMARK(BM_CycleBacklog)
+    ->Args({10000, 2000, 0})
+    ->Args({10000, 2000, 1})
+    ->Args({10000, 20000, 0})
+    ->Args({10000, 20000, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
