@@ -193,9 +193,7 @@ std::string When(int64_t ms) {
 // Every phase's name, as the API spells it (ListJobs' phases).
 std::vector<std::string> PhaseNames() {
   std::vector<std::string> names;
-  using scheduler::JobPhase;
-  for (JobPhase p : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCancelling,
-                     JobPhase::kCompleted, JobPhase::kFailed, JobPhase::kAborted}) {
+  for (scheduler::JobPhase p : scheduler::kAllPhases) {
     names.emplace_back(scheduler::PhaseName(p));
   }
   return names;

@@ -80,7 +80,9 @@ absl::Status AdminService::Recover(const Recovered& r) {
     }
     auto spec = JobSpecFromProto(proto);
     if (!spec.ok()) return absl::DataLossError(absl::StrCat("journal: ", spec.status().message()));
-    if (row.phase < static_cast<int>(JobPhase::kPending) || row.phase > static_cast<int>(JobPhase::kCancelling)) {
+    const bool is_phase = std::any_of(std::begin(scheduler::kAllPhases), std::end(scheduler::kAllPhases),
+                                      [&](JobPhase k) { return static_cast<int>(k) == row.phase; });
+    if (!is_phase) {
       return absl::DataLossError(absl::StrCat("journal: job '", row.name, "': phase ", row.phase, " is no phase"));
     }
     const JobPhase phase = static_cast<JobPhase>(row.phase);
@@ -312,8 +314,7 @@ grpc::Status AdminService::ListJobs(grpc::ServerContext*, const admin::ListJobsR
   std::set<std::string> phases(req->phases().begin(), req->phases().end());
   for (const std::string& p : phases) {
     bool known = false;
-    for (JobPhase k : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCancelling,
-                       JobPhase::kCompleted, JobPhase::kFailed, JobPhase::kAborted}) {
+    for (JobPhase k : scheduler::kAllPhases) {
       known |= scheduler::PhaseName(k) == p;
     }
     if (!known) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("phases: unknown phase '", p, "'"));

@@ -152,12 +152,18 @@ absl::Status ProbeWritable(const std::string& dir) {
 
 constexpr const char* kJournalFiles[] = {"journal.db", "journal.db-wal", "journal.db-shm", "journal.db-journal"};
 
-// Moves the journal files present into DIR/set-aside-TIME/ (serve --fresh-state).
-absl::Status SetAside(const std::string& dir) {
+// The names of the journal files present in DIR.
+std::vector<std::string> JournalFilesIn(const std::string& dir) {
   std::vector<std::string> present;
   for (const char* f : kJournalFiles) {
     if (Exists(absl::StrCat(dir, "/", f))) present.push_back(f);
   }
+  return present;
+}
+
+// Moves the journal files present into DIR/set-aside-TIME/ (serve --fresh-state).
+absl::Status SetAside(const std::string& dir) {
+  const std::vector<std::string> present = JournalFilesIn(dir);
   if (present.empty()) return absl::OkStatus();
   char stamp[32];
   const std::time_t now = std::time(nullptr);
@@ -194,10 +200,7 @@ absl::Status CheckStateDir(const std::string& dir, const JournalOpenOptions& opt
     }
     return absl::OkStatus();
   }
-  std::vector<std::string> found;
-  for (const char* f : kJournalFiles) {
-    if (Exists(absl::StrCat(dir, "/", f))) found.push_back(f);
-  }
+  std::vector<std::string> found = JournalFilesIn(dir);
   for (const std::string& f : options.other_state) {
     if (Exists(absl::StrCat(dir, "/", f))) found.push_back(f);
   }
@@ -640,10 +643,9 @@ absl::StatusOr<BackupSummary> BackupJournal(const std::string& state_dir, const 
   if (::stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(out_dir, ": not a directory"));
   }
-  for (const char* f : kJournalFiles) {
-    if (Exists(absl::StrCat(out_dir, "/", f))) {
-      return absl::AlreadyExistsError(absl::StrCat(out_dir, "/", f, ": exists; a backup never overwrites a journal"));
-    }
+  if (const auto there = JournalFilesIn(out_dir); !there.empty()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(out_dir, "/", there.front(), ": exists; a backup never overwrites a journal"));
   }
   {
     // Read-only: the backup never writes the live journal (serve's WAL and
