@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
+#include "simulator/native_trace.h"
 #include "simulator/pollux_trace.h"
 #include "simulator/replay.h"
 #include "tests/support/source_dir.h"
@@ -227,6 +228,28 @@ TEST(AppModel, RigidReplayJctsByHand) {
   EXPECT_EQ(r->jobs[0].end_ms - r->jobs[0].submit_ms, 530'000);
   EXPECT_EQ(r->jobs[1].end_ms - r->jobs[1].submit_ms, 380'000);
   EXPECT_EQ(r->jobs[2].end_ms - r->jobs[2].submit_ms, 730'000);
+}
+
+TEST(AppModel, ANativeTraceCanNameAnApplication) {
+  auto models = LoadAppModels(std::filesystem::path(TinyApp("native")).parent_path().string());
+  ASSERT_TRUE(models.ok()) << models.status();
+  // The duration is ignored: the model decides (as job a above: 530 s).
+  auto jobs = NativeTraceReader::Parse(
+      "job_id,submit_time_s,duration_s,tasks,application,batch_size\na,0,99999,1,tiny,8\nplain,0,50,1,,\n", "n.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_TRUE(AttachAppModels(*jobs, *models, false, "n.csv").ok());
+  topology::UniformClusterSpec spec;
+  spec.nodes = 1;
+  spec.gpus_per_node = 4;
+  ReplayOptions o;
+  o.cycle_period_s = 60;
+  auto r = Replay(topology::MakeUniformCluster(spec).value(), scheduler::DefaultPolicy(), *jobs, "n.csv", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->jobs[0].end_ms, 530'000);
+  EXPECT_EQ(r->jobs[1].end_ms, 50'000) << "a job without a model runs its duration";
+  auto bad = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,application\na,0,5,tiny\n", "n.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("n.csv:2: batch_size"));
 }
 
 }  // namespace
