@@ -69,7 +69,7 @@ std::vector<topology::RankSlot> Members(const scheduler::Job& job) {
   return slots;
 }
 
-// GPUs per node of a placement, nodes in the order the ring meets them.
+// GPUs per node of a placement, nodes in the order its members (task order) meet them.
 std::vector<int> GpusPerNode(const std::vector<topology::RankSlot>& members) {
   std::vector<topology::NodeId> nodes;
   std::vector<int> gpus;
