@@ -37,7 +37,7 @@ python3 - "$work" $NODES <<'PY'
 import json, sys
 work, counts = sys.argv[1], [int(n) for n in sys.argv[2:]]
 pod = {"metadata": {"name": "bench-0", "namespace": "bench", "uid": "u-bench-0"},
-       "spec": {"containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "8"},
+       "spec": {"schedulerName": "ringmaster", "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "8"},
                                                             "requests": {"cpu": "8", "memory": "64Gi"}}}]}}
 for n in counts:
     names = ["node-%04d" % i for i in range(n)]
@@ -52,7 +52,7 @@ for n in counts:
 PY
 
 start_server() {  # args: serve options
-  "$BIN" serve --no-bind --http 127.0.0.1:0 --period-ms 1000 "$@" >"$work/serve.out" 2>"$work/serve.err" &
+  "$BIN" serve --no-bind --http 127.0.0.1:0 --period-ms 1000 --max-learned-nodes 0 "$@" >"$work/serve.out" 2>"$work/serve.err" &
   server_pid=$!
   for _ in $(seq 100); do
     port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/serve.out")

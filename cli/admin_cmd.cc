@@ -158,8 +158,37 @@ void PrintJson(const google::protobuf::Message& m) {
   std::cout << out;
 }
 
-// Rows of cells, printed with every column as wide as its widest cell.
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+// A cell as the terminal should show it: control characters (NUL, line
+// ends, escapes, DEL) written as \xHH and a backslash as \\, so a name
+// the daemon was sent cannot break the table or drive the terminal.
+std::string Printable(std::string_view cell) {
+  std::string out;
+  out.reserve(cell.size());
+  for (const char ch : cell) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Rows of cells, printed with every column as wide as its widest cell
+// (cells made Printable first).
+void PrintTable(const std::vector<std::vector<std::string>>& raw) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(raw.size());
+  for (const auto& r : raw) {
+    rows.emplace_back();
+    for (const std::string& cell : r) rows.back().push_back(Printable(cell));
+  }
   std::vector<size_t> width;
   for (const auto& r : rows) {
     width.resize(std::max(width.size(), r.size()));
@@ -197,6 +226,19 @@ std::vector<std::string> PhaseNames() {
     names.emplace_back(scheduler::PhaseName(p));
   }
   return names;
+}
+
+// READY: tasks placed of the total, and how many of them are not bound yet
+// (a pod gang's pods still Binding): "4/4", "4/4 (3 binding)".
+std::string Ready(const admin::Job& j) {
+  return absl::StrCat(j.tasks_ready(), "/", j.tasks_total(),
+                      j.tasks_binding() > 0 ? absl::StrCat(" (", j.tasks_binding(), " binding)") : "");
+}
+
+// START: "running" only once every placed task is bound.
+std::string Start(const admin::Job& j) {
+  if (j.phase() != "Running") return When(j.expected_start_ms());
+  return j.tasks_binding() > 0 ? "binding" : "running";
 }
 
 // --- submit ------------------------------------------------------------------
@@ -312,9 +354,8 @@ int Jobs(const ClientFlags& f, const std::string& queue, const std::vector<std::
   }
   std::vector<std::vector<std::string>> rows = {{"JOB", "QUEUE", "PRIO", "PHASE", "READY", "GPUS", "START", "REASON"}};
   for (const admin::Job& j : resp.jobs()) {
-    rows.push_back({j.name(), j.queue(), absl::StrCat(j.priority()), j.phase(),
-                    absl::StrCat(j.tasks_ready(), "/", j.tasks_total()), Gpus(j.gpu_milli()),
-                    j.phase() == "Running" ? "running" : When(j.expected_start_ms()), j.pending_reason()});
+    rows.push_back({j.name(), j.queue(), absl::StrCat(j.priority()), j.phase(), Ready(j), Gpus(j.gpu_milli()),
+                    Start(j), j.pending_reason()});
   }
   PrintTable(rows);
   return kOk;
@@ -335,10 +376,12 @@ int ShowJob(const ClientFlags& f, const std::string& name) {
               {"queue:", j.queue()},
               {"priority:", absl::StrCat(j.priority())},
               {"phase:", j.phase()},
-              {"tasks:", absl::StrCat(j.tasks_ready(), " of ", j.tasks_total(), " placed (gang minimum ", j.min_member(), ")")},
+              {"tasks:", absl::StrCat(j.tasks_ready(), " of ", j.tasks_total(), " placed",
+                                      j.tasks_binding() > 0 ? absl::StrCat(", ", j.tasks_binding(), " not bound yet") : "",
+                                      " (gang minimum ", j.min_member(), ")")},
               {"gpus held:", Gpus(j.gpu_milli())},
               {"generation:", absl::StrCat(j.generation())},
-              {"expected start:", j.phase() == "Running" ? "running" : When(j.expected_start_ms())},
+              {"expected start:", Start(j)},
               {"pending reason:", j.pending_reason().empty() ? "-" : j.pending_reason()}});
   std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS"}};
   for (const admin::Task& t : j.tasks()) {

@@ -35,6 +35,9 @@ struct ServeFlags {
   std::string policy;
   ClusterFlags cluster;
   std::string http = "127.0.0.1:8080";
+  std::string metrics;  // the health port: /healthz and /metrics only
+  std::string scheduler_name = "ringmaster";
+  int max_learned_nodes = 5000;
   std::string grpc = "127.0.0.1:7070";
   std::string state;
   bool fresh_state = false;
@@ -133,6 +136,15 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.extender.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
   o.extender.topology = *labels;
   o.extender.learn_nodes = !HasCluster(f.cluster);
+  o.extender.scheduler_name = f.scheduler_name;
+  o.extender.max_learned_nodes = f.max_learned_nodes;
+  if (!f.metrics.empty()) {
+    auto health = server::ParseHostPort(f.metrics);
+    if (!health.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics: ", health.status().message()));
+    o.health_http.address = health->first;
+    o.health_http.port = health->second;
+    o.health_http.threads = 1;
+  }
   o.coordinator_address = f.coordinator;
   if (o.coordinator_address.empty() && !f.tls.cert_file.empty() && f.local_executor) {
     return absl::InvalidArgumentError(
@@ -177,6 +189,10 @@ int Run(const ServeFlags& f) {
   }
   std::cout << "extender listening on " << http_host << ":" << d.http_port() << (f.tls.cert_file.empty() ? "" : " (TLS)")
             << std::endl;
+  if (d.health_port() > 0) {
+    std::cout << "health and metrics listening on " << server::ParseHostPort(f.metrics)->first << ":" << d.health_port()
+              << std::endl;
+  }
   common::Log(common::LogLevel::info, "serving",
               {{"http", absl::StrCat(http_host, ":", d.http_port())}, {"grpc_port", d.grpc_port()},
                {"period_ms", f.period_ms}, {"policy", f.policy}});
@@ -206,6 +222,16 @@ void RegisterServeCommand(CLI::App& app) {
       ->check(CLI::ExistingFile);
   AddClusterFlags(*cmd, f->cluster);
   cmd->add_option("--http", f->http, "extender address HOST:PORT (loopback by default; port 0: any free port)");
+  cmd->add_option("--metrics", f->metrics,
+                  "a second port HOST:PORT serving only GET /healthz and /metrics (for a Service and probes; the "
+                  "extender's --http stays on loopback)");
+  cmd->add_option("--scheduler-name", f->scheduler_name,
+                  "the kube-scheduler profile whose pods ringmaster places: a pod whose spec.schedulerName differs is "
+                  "refused (ringmaster)");
+  cmd->add_option("--max-learned-nodes", f->max_learned_nodes,
+                  "learn at most this many nodes from the Node objects of requests; more are refused (5000; 0: no "
+                  "limit)")
+      ->check(CLI::Range(0, 1'000'000));
   cmd->add_option("--grpc", f->grpc,
                   "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
   cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")

@@ -10,6 +10,10 @@ usage: check.py DEPLOY_DIR RINGMASTER_BINARY
 - kube-scheduler's extender stanza points at the port ringmaster serves on,
   with the verbs ringmaster answers, and ringmaster binds through the
   kubectl-proxy port;
+- the extender listens on loopback only (--http 127.0.0.1 or ::1): nothing
+  outside the pod may call filter or bind; /healthz and /metrics have a port
+  of their own (--metrics), the only one a container port names, the probes
+  use and a Service exposes;
 - every flag given to `ringmaster serve` is one it knows (its --help), and
   the policy ConfigMap passes `ringmaster policy check`.
 Prints each problem with its file and exits 1 if there is any.
@@ -73,6 +77,13 @@ def flag_value(args, flag):
 
 def port_of(address):
     return int(address.rsplit(":", 1)[1])
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def host_of(address):
+    return address.rsplit(":", 1)[0] or "127.0.0.1"
 
 
 def main():
@@ -140,6 +151,25 @@ def main():
     http = flag_value(args, "--http")
     if http is None:
         problem(where, "ringmaster serve needs --http (the extender's address)")
+    elif host_of(http) not in LOOPBACK:
+        problem(where, f"the extender must listen on loopback (--http 127.0.0.1:PORT), not {http}: "
+                       "kube-scheduler calls it inside the pod, and anyone who reaches it can place and bind")
+    metrics = flag_value(args, "--metrics")
+    if metrics is None:
+        problem(where, "ringmaster serve needs --metrics HOST:PORT (the health port probes and the Service use)")
+    # The container ports: only the health port, never the extender's.
+    cports = {}
+    for p in rm.get("ports", []):
+        cports[p.get("name")] = p.get("containerPort")
+        if http is not None and p.get("containerPort") == port_of(http):
+            problem(where, f"containerPort {p.get('containerPort')} is the extender's --http port: do not publish it")
+        if metrics is not None and p.get("containerPort") != port_of(metrics):
+            problem(where, f"containerPort {p.get('containerPort')} is not ringmaster's --metrics port {port_of(metrics)}")
+    for probe in ("readinessProbe", "livenessProbe"):
+        port = rm.get(probe, {}).get("httpGet", {}).get("port")
+        number = cports.get(port, port)
+        if metrics is not None and number != port_of(metrics):
+            problem(where, f"{probe} uses port {port}, not the --metrics port {port_of(metrics)}")
     # The extender stanza points at ringmaster.
     swhere, scm = by_kind.get("ConfigMap", {}).get("ringmaster-scheduler-config", (None, None))
     if scm is None:
@@ -192,12 +222,19 @@ def main():
             os.unlink(f.name)
             if r.returncode != 0:
                 problem(pwhere, f"policy check failed: {r.stdout}{r.stderr}".strip())
-    # The Service targets a port the container has.
+    # The Service targets a port the container has, and only the health port.
     for vwhere, svc in by_kind.get("Service", {}).values():
-        names = {p.get("name") for c in containers.values() for p in c.get("ports", [])}
+        named = {p.get("name"): p.get("containerPort") for c in containers.values() for p in c.get("ports", [])}
         for p in svc["spec"].get("ports", []):
-            if isinstance(p.get("targetPort"), str) and p["targetPort"] not in names:
-                problem(vwhere, f"targetPort {p['targetPort']} is no container port's name")
+            target = p.get("targetPort", p.get("port"))
+            if isinstance(target, str) and target not in named:
+                problem(vwhere, f"targetPort {target} is no container port's name")
+                continue
+            number = named.get(target, target)
+            if http is not None and number == port_of(http):
+                problem(vwhere, f"the Service exposes port {number}, the extender's --http port")
+            elif metrics is not None and number != port_of(metrics):
+                problem(vwhere, f"the Service exposes port {number}, not only the --metrics port {port_of(metrics)}")
     return report()
 
 

@@ -5,10 +5,16 @@
 // separated by a line holding only "--"; each one's first byte picks the verb
 // (filter, prioritize, preempt, bind) and the rest is its body. Properties:
 // every request gets an answer (no crash, no exception), a 2xx or 4xx one;
-// the engine's invariants hold after every cycle.
+// a bind is honoured only for a pod the extender had reserved on that very
+// node (a stranger's bind never succeeds); a preempt answer names no node
+// but the preemptor's reserved one; the engine's invariants hold after
+// every cycle.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "fuzz/fuzz_input.h"
 #include "plugins/registry.h"
@@ -16,6 +22,8 @@
 #include "scheduler/policy.h"
 #include "server/extender.h"
 #include "server/extender_http.h"
+#include "server/extender_wire.h"
+#include "server/kube_objects.h"
 
 namespace ringmaster::fuzz {
 namespace {
@@ -49,9 +57,38 @@ void Run(std::string_view input) {
   int n = 0;
   for (std::string_view request : SplitRequests(input)) {
     if (request.empty() || ++n > 16) continue;
-    server::HttpRequest r{"POST", kVerbs[uint8_t(request[0]) % 4], std::string(request.substr(1))};
+    const std::string verb = kVerbs[uint8_t(request[0]) % 4];
+    server::HttpRequest r{"POST", verb, std::string(request.substr(1)), "fuzz"};
+    // What was reserved before the request, for the properties below.
+    std::optional<std::string> reserved;
+    auto bind = verb == "/bind" ? server::ParseExtenderBindingArgs(r.body)
+                                : absl::StatusOr<server::ExtenderBindingArgs>(absl::InvalidArgumentError(""));
+    if (bind.ok()) {
+      reserved = extender.ReservedNode(
+          absl::StrCat(bind->pod_namespace.empty() ? "default" : bind->pod_namespace, "/", bind->pod_name));
+    }
+    std::optional<std::string> preemptor;
+    if (verb == "/preempt") {
+      if (auto p = server::ParseExtenderPreemptionArgs(r.body); p.ok()) {
+        if (auto pod = server::ReadPod(p->pod); pod.ok()) preemptor = extender.ReservedNode(pod->Key());
+      }
+    }
     const server::HttpResponse answer = server::HandleExtenderRequest(extender, r);
     if (answer.status != 200 && answer.status != 400) Fail("unexpected status", std::to_string(answer.status));
+    if (bind.ok() && answer.status == 200) {
+      auto result = server::ParseExtenderBindingResult(answer.body);
+      if (!result.ok()) Fail("a bind answer that does not parse", answer.body);
+      if (result->error.empty() && reserved != bind->node) {
+        Fail("a bind was honoured for a pod not reserved on that node", r.body);
+      }
+    }
+    if (verb == "/preempt" && answer.status == 200) {
+      auto result = server::ParseExtenderPreemptionResult(answer.body);
+      if (!result.ok()) Fail("a preempt answer that does not parse", answer.body);
+      for (const auto& [node, victims] : result->node_name_to_meta_victims) {
+        if (preemptor != node) Fail("preempt kept victims off the preemptor's reserved node", node);
+      }
+    }
     clock.Advance(2'000);
     extender.Tick();
     if (absl::Status s = (*engine)->CheckInvariants(); !s.ok()) Fail("invariants", s.ToString());

@@ -635,6 +635,7 @@ Decisions Engine::RunCycle() {
     ExpireReleases();
     Session session(*state_, clock_, cycle_, tiers_);
     session.set_nodes_to_score(nodes_to_score_);
+    if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
     deserved_.resize(session.queues().size());

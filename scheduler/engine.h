@@ -122,6 +122,12 @@ class Engine {
   // Runs one cycle: snapshot, session, actions, close.
   Decisions RunCycle();
 
+  // A driver's own predicate, checked in every cycle after the policy's
+  // (the Kubernetes extender's: only the nodes kube-scheduler offered for a
+  // pod are candidates for its task). Empty: none. It is called during
+  // RunCycle, on RunCycle's thread.
+  void SetDriverPredicate(PredicateFn fn) { driver_predicate_ = std::move(fn); }
+
   // --- Daemon support (server/daemon.h) ----------------------------------------
   // A task that held a node when the daemon's journal last recorded it.
   struct RestoredTask {
@@ -207,6 +213,7 @@ class Engine {
   std::vector<std::vector<Plugin*>> tiers_;
   int nodes_to_score_ = kDefaultNodesToScore;
   std::vector<std::unique_ptr<Action>> actions_;
+  PredicateFn driver_predicate_;
   int64_t cycle_ = 0;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership

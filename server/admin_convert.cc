@@ -124,6 +124,7 @@ admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, JobV
   p.set_min_member(job.min_member());
   p.set_tasks_total(static_cast<int32_t>(job.tasks().size()));
   p.set_tasks_ready(job.ReadyCount());
+  p.set_tasks_binding(job.Count(scheduler::TaskState::kBinding));
   p.set_gpu_milli(job.allocated().gpu_milli());
   p.set_created_ms(job.created());
   p.set_started_ms(job.started());

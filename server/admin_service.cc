@@ -55,19 +55,21 @@ AdminService::AdminService(scheduler::Engine& engine, absl::Mutex& engine_mu, co
     : engine_(engine), engine_mu_(engine_mu), clock_(clock), registry_(registry), journal_(journal),
       events_(events), options_(std::move(options)) {}
 
-grpc::Status AdminService::Authorize(const grpc::ServerContext& ctx) const {
+grpc::Status AdminService::Authorize(const grpc::ServerContext& ctx, std::string_view what) const {
   if (options_.token.empty()) return grpc::Status::OK;
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");
   const std::string want = "Bearer " + options_.token;
-  if (it == md.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this daemon needs a token: authorization: Bearer TOKEN");
-  }
+  auto refuse = [&](const char* why) {
+    common::Log(common::LogLevel::warn, "refused", {{"who", ctx.peer()}, {"what", what}, {"why", why}});
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why);
+  };
+  if (it == md.end()) return refuse("this daemon needs a token: authorization: Bearer TOKEN");
   const std::string_view got(it->second.data(), it->second.size());
   // Compare without an early exit so timing does not reveal the prefix.
   unsigned diff = got.size() != want.size();
   for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned>(want[i] ^ (i < got.size() ? got[i] : 0));
-  if (diff != 0) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
+  if (diff != 0) return refuse("wrong token");
   return grpc::Status::OK;
 }
 
@@ -234,7 +236,7 @@ size_t AdminService::jobs_accepted() const {
 
 grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::SubmitJobRequest* req,
                                      admin::SubmitJobResponse* resp) {
-  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (grpc::Status a = Authorize(*ctx, absl::StrCat("submit job '", req->job().name(), "'")); !a.ok()) return a;
   if (!req->has_job()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job: missing");
   auto spec = JobSpecFromProto(req->job());
   if (!spec.ok()) return ToGrpc(spec.status());
@@ -275,8 +277,9 @@ grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::Subm
 
 grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::CancelJobRequest* req,
                                      admin::CancelJobResponse* resp) {
-  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (grpc::Status a = Authorize(*ctx, absl::StrCat("cancel job '", req->name(), "'")); !a.ok()) return a;
   std::future<absl::Status> durable;
+  bool sync = false;  // a job not of the admin API (a pod gang): its record is the extender's
   {
     absl::MutexLock lock(&engine_mu_);
     const JobId id = engine_.FindJob(req->name());
@@ -284,6 +287,8 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
     const bool was_cancelling = engine_.state().job(id).phase() == JobPhase::kCancelling;
     if (absl::Status s = CancelInEngine(id); !s.ok()) return ToGrpc(s);
     const JobPhase now_phase = engine_.state().job(id).phase();
+    if (options_.on_cancel) options_.on_cancel(id);
+    sync = !accepted_.count(id) && !was_cancelling;
     if (journal_ && accepted_.count(id) && !was_cancelling) {
       // Durable before the answer: Cancelling keeps the tasks' rows (a
       // restart stops them again), Aborted drops them.
@@ -296,6 +301,9 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
       return NotJournaled("CancelJob", req->name(),
                           absl::StrCat("job '", req->name(), "' cancelled but not journaled (a restart brings it back)"), s);
     }
+  }
+  if (sync && journal_) {
+    if (absl::Status s = journal_->Flush(); !s.ok()) return ToGrpc(s);
   }
   events_.Publish(clock_.Now(), "cancel", req->name(), "");
   return grpc::Status::OK;
@@ -346,7 +354,7 @@ grpc::Status AdminService::ListNodes(grpc::ServerContext*, const admin::ListNode
 
 grpc::Status AdminService::UpdatePolicy(grpc::ServerContext* ctx, const admin::UpdatePolicyRequest* req,
                                         admin::UpdatePolicyResponse*) {
-  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (grpc::Status a = Authorize(*ctx, "update the policy"); !a.ok()) return a;
   std::vector<std::string> errors;
   return ToGrpc(ApplyPolicy(req->yaml(), "UpdatePolicy", &errors));
 }

@@ -35,8 +35,14 @@ namespace ringmaster::server {
 struct AdminOptions {
   // Mutations need `authorization: Bearer <token>` when set.
   std::string token;
-  // Jobs whose tasks an executor runs (serve --local-executor); empty: none.
+  // Jobs whose tasks something outside the engine runs and must stop when
+  // they are cancelled (serve --local-executor's processes, the extender's
+  // pods): a cancel keeps them Cancelling, their GPUs held, until the tasks
+  // are gone or the grace deadline passes. Empty: none (released at once).
   std::function<bool(const scheduler::Job&)> executed;
+  // Called under the engine lock after CancelJob cancelled a job (the
+  // extender marks its gang cancelled for good). May be empty.
+  std::function<void(scheduler::JobId)> on_cancel;
 };
 
 class AdminService final : public admin::Admin::Service {
@@ -85,7 +91,9 @@ class AdminService final : public admin::Admin::Service {
                            grpc::ServerWriter<admin::Event>* writer) override;
 
  private:
-  grpc::Status Authorize(const grpc::ServerContext& ctx) const;
+  // OK when the token matches (or none is needed); otherwise
+  // UNAUTHENTICATED, and an audit line names the peer, `what` and why.
+  grpc::Status Authorize(const grpc::ServerContext& ctx, std::string_view what) const;
   void JournalPlacement(scheduler::JobId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   bool Executed(scheduler::JobId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   // Engine::CancelJob, then: a job no executor runs has its stopping tasks

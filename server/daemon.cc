@@ -125,15 +125,23 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   if (!engine.ok()) return engine.status();
   d->engine_ = *std::move(engine);
   d->events_ = std::make_unique<EventLog>();
-  AdminOptions admin_options{o.admin_token, {}};
-  if (o.local_executor) {
-    admin_options.executed = [](const scheduler::Job& job) { return !job.spec().command.empty(); };
-  }
+  AdminOptions admin_options{o.admin_token, {}, {}};
+  Daemon* self = d.get();
+  // A cancelled pod gang keeps its GPUs until its pods are gone (the
+  // extender evicts them), like a job the local executor runs.
+  const bool executor = o.local_executor;
+  admin_options.executed = [self, executor](const scheduler::Job& job) {
+    self->engine_mu_.AssertHeld();
+    return (executor && !job.spec().command.empty()) || self->extender_->OwnsJobLocked(job.id());
+  };
+  admin_options.on_cancel = [self](scheduler::JobId id) {
+    self->engine_mu_.AssertHeld();
+    self->extender_->JobCancelledLocked(id);
+  };
   d->admin_ = std::make_unique<AdminService>(*d->engine_, d->engine_mu_, d->clock_, registry, d->journal_.get(),
                                              *d->events_, std::move(admin_options));
   d->coordinator_ = std::make_unique<Coordinator>(o.coordinator);
   d->bridge_ = std::make_unique<MembershipBridge>(*d->coordinator_);
-  Daemon* self = d.get();
   o.extender.on_cycle = [self](const scheduler::Decisions& dec) {
     self->engine_mu_.AssertHeld();
     self->OnCycle(dec);
@@ -177,6 +185,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
       o.http, WithMetricsRoutes(*metrics, [ext](const HttpRequest& r) { return HandleExtenderRequest(*ext, r); }));
   if (!http.ok()) return http.status();
   d->http_ = *std::move(http);
+  if (!o.health_http.address.empty()) {
+    HttpServerOptions ho = o.health_http;
+    ho.tls = {};
+    auto health = HttpServer::Start(ho, WithMetricsRoutes(*metrics, HandleHealthRequest));
+    if (!health.ok()) return absl::UnavailableError(absl::StrCat("--metrics: ", health.status().message()));
+    d->health_http_ = *std::move(health);
+  }
   if (!o.grpc_address.empty()) {
     auto addr = ParseHostPort(o.grpc_address);
     if (!addr.ok()) return absl::InvalidArgumentError(absl::StrCat("--grpc: ", addr.status().message()));
@@ -272,6 +287,7 @@ void Daemon::Background() {
 Daemon::~Daemon() { (void)Shutdown(); }
 
 uint16_t Daemon::http_port() const { return http_ ? http_->port() : 0; }
+uint16_t Daemon::health_port() const { return health_http_ ? health_http_->port() : 0; }
 
 void Daemon::Tick() { extender_->Tick(); }
 
@@ -323,6 +339,7 @@ absl::Status Daemon::Shutdown() {
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (coordinator_grpc_) coordinator_grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (http_) http_->Stop();
+  if (health_http_) health_http_->Stop();
   return journal_ ? journal_->Flush() : absl::OkStatus();
 }
 

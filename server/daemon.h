@@ -78,6 +78,10 @@ struct DaemonOptions {
   // journal files in state_dir are set aside first (JournalOpenOptions).
   bool fresh_state = false;
   HttpServerOptions http;  // its TLS files (http.tls) serve the admin API too
+  // A second HTTP server with only GET /healthz and /metrics (the port a
+  // Service may expose while the extender stays on loopback); its TLS
+  // files unused (plain HTTP). Empty address: none.
+  HttpServerOptions health_http{.address = ""};
   std::string grpc_address = "127.0.0.1:7070";  // HOST:PORT (port 0: any free port); empty: no admin API
   std::string admin_token;  // mutations need it when set
   int period_ms = 1000;
@@ -112,6 +116,8 @@ class Daemon {
   ~Daemon();
 
   uint16_t http_port() const;
+  // The health port (DaemonOptions::health_http); 0 when there is none.
+  uint16_t health_port() const;
   int grpc_port() const { return grpc_port_; }
   // "HOST:PORT" the shims join; empty when the coordinator is not served.
   const std::string& coordinator_address() const { return coordinator_address_; }
@@ -152,6 +158,7 @@ class Daemon {
   MetricsRegistry metrics_registry_;
   std::unique_ptr<ServeMetrics> metrics_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<HttpServer> health_http_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Service> coordinator_service_;

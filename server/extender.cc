@@ -34,9 +34,15 @@ ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::vector<std::st
 Extender::Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options,
                    Binder* binder, absl::Mutex* engine_mu)
     : engine_(engine), clock_(clock), options_(std::move(options)), binder_(binder),
-      mu_(engine_mu ? *engine_mu : own_mu_) {}
+      mu_(engine_mu ? *engine_mu : own_mu_) {
+  // The engine runs its cycles under mu_ (RunCycle), so the predicate reads
+  // the gangs under it too.
+  engine_.SetDriverPredicate([this](const scheduler::TaskRef& task, scheduler::NodeId node)
+                                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return Offered(task, node); });
+}
 
 Extender::~Extender() {
+  engine_.SetDriverPredicate(nullptr);
   std::thread worker;
   {
     absl::MutexLock lock(&lookup_mu_);
@@ -51,29 +57,160 @@ std::string Extender::MinMemberUnknown(const std::string& gang_name) {
                       std::string(kVolcanoMinMember), " or give the PodGroup's minMember");
 }
 
-void Extender::LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) {
+void Extender::Refused(std::string_view who, std::string_view what, std::string_view why) {
+  common::Log(common::LogLevel::warn, "refused", {{"who", who.empty() ? "-" : who}, {"what", what}, {"why", why}});
+}
+
+namespace {
+
+// metadata.name and metadata.uid of a Node object ("" when absent).
+std::pair<std::string, std::string> NodeIdentity(const nlohmann::json& obj) {
+  const nlohmann::json* meta = FindKey(obj, "metadata");
+  const nlohmann::json* name = meta ? FindKey(*meta, "name") : nullptr;
+  const nlohmann::json* uid = meta ? FindKey(*meta, "uid") : nullptr;
+  return {name && name->is_string() ? name->get<std::string>() : std::string(),
+          uid && uid->is_string() ? uid->get<std::string>() : std::string()};
+}
+
+}  // namespace
+
+void Extender::RefreshNodeList(const ExtenderArgs& args) {
+  if (!args.nodes || !options_.learn_nodes || binder_ == nullptr) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!check_nodes_ || api_nodes_fetching_) return;
+    if (api_nodes_at_ >= 0 && clock_.Now() < api_nodes_at_ + options_.node_list_refresh_ms) return;
+    const topology::Cluster& cluster = engine_.state().cluster();
+    bool unknown = false;
+    for (const nlohmann::json& obj : *args.nodes) {
+      const std::string name = NodeIdentity(obj).first;
+      if (!name.empty() && !cluster.FindNode(name).valid() && !api_nodes_.contains(name)) {
+        unknown = true;
+        break;
+      }
+    }
+    if (!unknown) return;
+    api_nodes_fetching_ = true;
+  }
+  absl::StatusOr<std::map<std::string, std::string>> listed = binder_->ListNodes();
+  absl::MutexLock lock(&mu_);
+  api_nodes_fetching_ = false;
+  api_nodes_at_ = clock_.Now();
+  if (absl::IsUnimplemented(listed.status())) {
+    check_nodes_ = false;  // nothing to check against
+  } else if (!listed.ok()) {
+    api_nodes_error_ = std::string(listed.status().message());
+    common::Log(common::LogLevel::err, "node list not read", {{"error", api_nodes_error_}});
+  } else {
+    api_nodes_ = *std::move(listed);
+    api_nodes_error_.clear();
+  }
+}
+
+void Extender::LearnNodes(const ExtenderArgs& args, std::string_view who, ExtenderFilterResult& result) {
   if (!args.nodes || !options_.learn_nodes) return;
   const topology::Cluster& cluster = engine_.state().cluster();
+  // Checked against the API server's Nodes when the binder can list them.
+  const bool check = binder_ != nullptr && check_nodes_;
+  int over_limit = 0;
+  int unknown_to_api = 0;
   for (const nlohmann::json& obj : *args.nodes) {
-    const nlohmann::json* meta = FindKey(obj, "metadata");
-    const nlohmann::json* name = meta ? FindKey(*meta, "name") : nullptr;
-    if (name && name->is_string() && cluster.FindNode(name->get<std::string>()).valid()) continue;
+    const auto [node_name, node_uid] = NodeIdentity(obj);
+    if (!node_name.empty() && cluster.FindNode(node_name).valid()) continue;
+    if (options_.max_learned_nodes > 0 && learned_nodes_ >= options_.max_learned_nodes) {
+      ++over_limit;
+      if (!node_name.empty()) {
+        result.failed_and_unresolvable_nodes[node_name] =
+            absl::StrCat("node not learned: ringmaster learns at most ", options_.max_learned_nodes,
+                         " nodes from requests (--max-learned-nodes)");
+      }
+      continue;
+    }
+    if (check && !node_name.empty()) {
+      auto known = api_nodes_.find(node_name);
+      if (known == api_nodes_.end() || (!node_uid.empty() && !known->second.empty() && known->second != node_uid)) {
+        ++unknown_to_api;
+        result.failed_and_unresolvable_nodes[node_name] =
+            api_nodes_at_ < 0 || !api_nodes_error_.empty()
+                ? absl::StrCat("node not learned yet: the API server's Nodes are being read to check it",
+                               api_nodes_error_.empty() ? "" : absl::StrCat(" (the last read failed: ",
+                                                                            api_nodes_error_, ")"))
+                : absl::StrCat("node not learned: the API server has no Node ", node_name,
+                               node_uid.empty() ? "" : absl::StrCat(" with UID ", node_uid));
+        continue;
+      }
+    }
     auto spec = ReadNode(obj, options_.topology);
     absl::Status added = spec.status();
     if (spec.ok()) {
-      const std::string node_name = spec->name;
       added = engine_.AddNode(*std::move(spec)).status();
       if (added.ok()) {
+        ++learned_nodes_;
         common::Log(common::LogLevel::info, "node learned", {{"node", node_name}});
         if (options_.store) {
           options_.store->Put("node", node_name, obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         }
       }
       if (!added.ok()) result.failed_and_unresolvable_nodes[node_name] = std::string(added.message());
-    } else if (name && name->is_string()) {
-      result.failed_and_unresolvable_nodes[name->get<std::string>()] = std::string(added.message());
+    } else if (!node_name.empty()) {
+      result.failed_and_unresolvable_nodes[node_name] = std::string(added.message());
     }
   }
+  if (over_limit > 0) {
+    Refused(who, absl::StrCat("learn ", over_limit, " nodes from a filter"),
+            absl::StrCat("at most ", options_.max_learned_nodes, " nodes are learned from requests (--max-learned-nodes)"));
+  }
+  if (unknown_to_api > 0) {
+    Refused(who, absl::StrCat("learn ", unknown_to_api, " nodes from a filter"),
+            "the API server has no such Nodes (or they could not be read)");
+  }
+}
+
+scheduler::Verdict Extender::Offered(const scheduler::TaskRef& task, scheduler::NodeId node) const {
+  auto g = gang_of_job_.find(task.job->id());
+  if (g == gang_of_job_.end()) return scheduler::Verdict::Fit();
+  const Gang& gang = gangs_.at(g->second);
+  if (task.index >= gang.member_of_task.size()) return scheduler::Verdict::Fit();
+  const Member& m = gang.members[gang.member_of_task[task.index]];
+  if (m.offered.empty()) return scheduler::Verdict::Fit();
+  if (node.value() < m.offered.size() && m.offered[node.value()]) return scheduler::Verdict::Fit();
+  return scheduler::Verdict::Unschedulable("kube-scheduler did not offer the node for the pod");
+}
+
+void Extender::SetOffered(Gang& gang, const Member& me, const std::vector<std::string>& names) {
+  const topology::Cluster& cluster = engine_.state().cluster();
+  std::vector<bool> offered(cluster.num_nodes(), false);
+  for (const std::string& n : names) {
+    const topology::NodeId id = cluster.FindNode(n);
+    if (id.valid() && id.value() < offered.size()) offered[id.value()] = true;
+  }
+  // kube-scheduler's filters judge pods of one request shape alike, and the
+  // latest filter knows best what other pods hold now: it speaks for every
+  // member of that shape (an earlier member's list may be stale).
+  const Shape shape = ShapeOf(me.pod);
+  for (Member& m : gang.members) {
+    if (ShapeOf(m.pod) == shape) m.offered = offered;
+  }
+}
+
+void Extender::Replan(Gang& gang, const Member& me) {
+  common::Log(common::LogLevel::info, "re-planned",
+              {{"gang", gang.name}, {"pod", me.key}, {"node", me.node},
+               {"why", "kube-scheduler no longer offers the reserved node"}});
+  const scheduler::Job& job = engine_.state().job(gang.job);
+  if (me.task < job.tasks().size() && job.task(me.task).state == TaskState::kBinding) {
+    // The engine releases the whole gang (nothing of it has bound), and the
+    // cycle below places it again inside the offered nodes.
+    (void)engine_.ConfirmBind(gang.job, me.task, false);
+  }
+  for (Member& o : gang.members) {
+    o.node.clear();
+    o.gpus.clear();
+  }
+  if (gang.deadline >= 0) expiries_.erase({gang.deadline, gang.name});
+  gang.deadline = -1;
+  Touch(gang.name);
+  RunCycle();
 }
 
 Extender::Gang& Extender::Admit(const PodInfo& pod, const nlohmann::json& raw) {
@@ -84,6 +221,8 @@ Extender::Gang& Extender::Admit(const PodInfo& pod, const nlohmann::json& raw) {
     for (Member& m : g.members) {
       if (m.key == key && m.uid != pod.uid) {
         // The same name, a new pod (recreated): it takes the old one's place.
+        pod_of_uid_.erase(m.uid);
+        if (!pod.uid.empty()) pod_of_uid_[pod.uid] = key;
         m.uid = pod.uid;
         m.pod = pod;
         m.raw = raw;
@@ -111,6 +250,7 @@ Extender::Gang& Extender::Admit(const PodInfo& pod, const nlohmann::json& raw) {
   g.members.push_back(Member{key, pod.uid, pod, raw});
   PutPod(g.members.back());
   gang_of_pod_[key] = name;
+  if (!pod.uid.empty()) pod_of_uid_[pod.uid] = key;
   Touch(name);
   return g;
 }
@@ -156,7 +296,11 @@ absl::Status Extender::Submit(Gang& gang) {
   scheduler::JobSpec spec = GangSpec(gang, attempt == 0 ? gang.name : absl::StrCat(gang.name, "#", attempt), &tasks);
   auto id = engine_.SubmitJob(std::move(spec));
   if (!id.ok()) return id.status();
-  for (uint32_t t = 0; t < tasks.size(); ++t) tasks[t].second->task = t;
+  gang.member_of_task.assign(tasks.size(), 0);
+  for (uint32_t t = 0; t < tasks.size(); ++t) {
+    tasks[t].second->task = t;
+    gang.member_of_task[t] = static_cast<uint32_t>(tasks[t].second - gang.members.data());
+  }
   gang.job = *id;
   ++attempt;
   gang_of_job_[*id] = gang.name;
@@ -197,8 +341,25 @@ void Extender::RunCycle() {
                 {{"gang", g->second}, {"task", e.task_name}, {"node", e.node_name},
                  {"kind", scheduler::EvictionKindName(e.kind)}, {"reason", e.reason}, {"preemptor", e.preemptor}});
     Touch(g->second);
-    for (Member& m : gangs_.at(g->second).members) {
+    Gang& gang = gangs_.at(g->second);
+    for (Member& m : gang.members) {
       if (m.task != e.task) continue;
+      if (gang.cancelled && e.kind == scheduler::Eviction::Kind::kCancel && (m.bound || m.stopping)) {
+        // Cancelled: the pod goes, and its node stays recorded (step 8): a
+        // restart before the deadline holds its GPUs again.
+        PodEviction ev;
+        const size_t slash = m.key.find('/');
+        ev.pod_namespace = m.key.substr(0, slash);
+        ev.pod_name = m.key.substr(slash + 1);
+        ev.pod_uid = m.uid;
+        ev.node = e.node_name;
+        ev.reason = e.reason;
+        to_evict_.push_back({std::move(ev), e.deadline});
+        m.bound = false;
+        m.stopping = true;
+        gang.cancel_deadline = std::max(gang.cancel_deadline, e.deadline);
+        continue;
+      }
       if (m.bound) {
         // Its pod runs on the node: it must go. One only reserved has no pod
         // there yet; its bind now fails and kube-scheduler tries again.
@@ -259,6 +420,7 @@ void Extender::Forget(const std::string& gang_name) {
   if (g.deadline >= 0) expiries_.erase({g.deadline, g.name});
   for (const Member& m : g.members) {
     gang_of_pod_.erase(m.key);
+    if (auto u = pod_of_uid_.find(m.uid); u != pod_of_uid_.end() && u->second == m.key) pod_of_uid_.erase(u);
     if (options_.store) options_.store->Put("pod", m.key, "");
   }
   Touch(gang_name);
@@ -307,30 +469,39 @@ std::string Extender::WaitReason(const Gang& g) const {
                       ") is not placed: ", why);
 }
 
-ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
+ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view who) {
   auto pod = ReadPod(args.pod);
   if (!pod.ok()) {
     ExtenderFilterResult r;
     r.error = std::string(pod.status().message());
     return r;
   }
+  std::vector<std::string> from_nodes;  // names of the Node objects (nodeCacheCapable false)
+  if (!args.node_names) from_nodes = args.CandidateNames();
+  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
+  if (!options_.scheduler_name.empty() && pod->scheduler_name != options_.scheduler_name) {
+    // Not ours to place: nothing is learned from the request, nothing kept.
+    const std::string why = absl::StrCat("pod ", pod->Key(), " has spec.schedulerName '", pod->scheduler_name,
+                                         "', not '", options_.scheduler_name,
+                                         "': this extender places only the pods of its profile");
+    Refused(who, absl::StrCat("filter pod ", pod->Key()), why);
+    return FailAll(args, names, why, /*unresolvable=*/true);
+  }
+  RefreshNodeList(args);
   ExtenderFilterResult learned;
   FilterVerdict v;
   bool evict = false;
   {
     absl::MutexLock lock(&mu_);
     LookUpPodGroup(*pod);
-    LearnNodes(args, learned);
-    v = FilterPod(*pod, args.pod);
+    LearnNodes(args, who, learned);
+    v = FilterPod(*pod, args.pod, names, who);
     Persist();
     evict = !to_evict_.empty();
   }
   if (evict) CarryOutEvictions();  // the cycle a completed gang ran decided some
   // The answer is built outside the lock.
   ExtenderFilterResult r;
-  std::vector<std::string> from_nodes;  // names of the Node objects (nodeCacheCapable false)
-  if (!args.node_names) from_nodes = args.CandidateNames();
-  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
   const auto at = v.node.empty() ? names.end() : std::find(names.begin(), names.end(), v.node);
   if (!v.node.empty() && at == names.end()) {
     v.reason = absl::StrCat(v.reason, ", which is not among the candidates (rejected by another filter?)");
@@ -352,8 +523,24 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args) {
   return r;
 }
 
-Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw) {
+Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw,
+                                            const std::vector<std::string>& names, std::string_view who) {
+  if (!pod.uid.empty()) {
+    if (auto u = pod_of_uid_.find(pod.uid); u != pod_of_uid_.end() && u->second != pod.Key()) {
+      // One pod counts once: a second name for the same UID is refused.
+      const std::string why = absl::StrCat("pod ", pod.Key(), " has UID ", pod.uid, ", the UID of pod ", u->second,
+                                           ", which ringmaster already admitted");
+      Refused(who, absl::StrCat("filter pod ", pod.Key()), why);
+      return {"", why, true};
+    }
+  }
   Gang& gang = Admit(pod, raw);
+  if (gang.cancelled) {
+    return {"", absl::StrCat("gang ", gang.name, " was cancelled (ringmaster cancel): its pods are not placed again"),
+            true};
+  }
+  Member* me = FindMember(pod.Key());
+  SetOffered(gang, *me, names);
   if (!gang.job.valid() && gang.min_member <= 0 && pod_group_looking_.contains(gang.name)) {
     // Not unresolvable: kube-scheduler tries the pod again, and the answer
     // is in by then.
@@ -363,7 +550,6 @@ Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::
   }
   if (!gang.unresolvable.empty()) return {"", gang.unresolvable, true};
   if (gang.min_member <= 0) return {"", MinMemberUnknown(gang.name), true};
-  Member* me = FindMember(pod.Key());
   if (!gang.job.valid() && static_cast<int>(gang.members.size()) >= gang.min_member) {
     if (absl::Status s = Submit(gang); !s.ok()) return {"", absl::StrCat("gang ", gang.name, ": ", s.message()), true};
     RunCycle();
@@ -374,7 +560,11 @@ Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::
                          " pods before this one arrived; it is not part of the gang"),
             true};
   }
-  if (me->node.empty()) return {"", WaitReason(gang), false};
+  if (me->reserved() && !me->bound && !me->offered[engine_.state().cluster().FindNode(me->node).value()] &&
+      std::none_of(gang.members.begin(), gang.members.end(), [](const Member& o) { return o.bound; })) {
+    Replan(gang, *me);  // step 4: other pods took the reserved node
+  }
+  if (!me->reserved()) return {"", WaitReason(gang), false};
   return {me->node, absl::StrCat("gang ", gang.name, ": pod reserved on node ", me->node), false};
 }
 
@@ -382,7 +572,7 @@ HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
   std::string reserved;
   if (auto pod = ReadPod(args.pod); pod.ok()) {
     absl::MutexLock lock(&mu_);
-    if (const Member* m = FindMember(pod->Key())) reserved = m->node;
+    if (const Member* m = FindMember(pod->Key()); m != nullptr && m->reserved()) reserved = m->node;
   }
   // Hosts left out score 0 (kube-scheduler adds only the scores listed).
   HostPriorityList out;
@@ -401,7 +591,7 @@ ExtenderPreemptionResult Extender::Preempt(const ExtenderPreemptionArgs& args) {
   std::string reserved;
   {
     absl::MutexLock lock(&mu_);
-    if (const Member* m = FindMember(pod->Key())) reserved = m->node;
+    if (const Member* m = FindMember(pod->Key()); m != nullptr && m->reserved()) reserved = m->node;
   }
   if (reserved.empty()) return out;
   if (args.node_name_to_meta_victims) {
@@ -422,11 +612,11 @@ ExtenderPreemptionResult Extender::Preempt(const ExtenderPreemptionArgs& args) {
   return out;
 }
 
-ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
+ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args, std::string_view who) {
   ExtenderBindingResult r;
   {
     absl::MutexLock lock(&mu_);
-    r = BindLocked(args);
+    r = BindLocked(args, who);
     Persist();
   }
   // A pod bound in Kubernetes must be known bound after a restart, or its
@@ -439,15 +629,28 @@ ExtenderBindingResult Extender::Bind(const ExtenderBindingArgs& args) {
   return r;
 }
 
-ExtenderBindingResult Extender::BindLocked(const ExtenderBindingArgs& args) {
+ExtenderBindingResult Extender::BindLocked(const ExtenderBindingArgs& args, std::string_view who) {
   const std::string key = absl::StrCat(args.pod_namespace.empty() ? "default" : args.pod_namespace, "/", args.pod_name);
+  // Honoured only for a pod admitted through Filter, with its UID, to its
+  // reserved node (step 6); a refusal is an audit line.
+  auto refuse = [&](std::string why) -> ExtenderBindingResult {
+    Refused(who, absl::StrCat("bind pod ", key, " (UID '", args.pod_uid, "') to node ", args.node), why);
+    return {std::move(why)};
+  };
   Member* m = FindMember(key);
-  if (m == nullptr || m->node.empty()) {
-    return {absl::StrCat("pod ", key, " has no node reserved by ringmaster (did its filter pass through this extender?)")};
+  if (m == nullptr) {
+    return refuse(absl::StrCat("pod ", key, " was not admitted by ringmaster (did its filter pass through this extender?)"));
   }
-  if (m->node != args.node) return {absl::StrCat("pod ", key, " is reserved on node ", m->node, ", not ", args.node)};
-  if (m->bound) return {};  // a repeated bind: already done
+  if (args.pod_uid.empty() || args.pod_uid != m->uid) {
+    return refuse(absl::StrCat("PodUID '", args.pod_uid, "' is not the UID of the pod ", key, " ringmaster admitted"));
+  }
   Gang& gang = gangs_.at(gang_of_pod_.at(key));
+  if (gang.cancelled) return refuse(absl::StrCat("gang ", gang.name, " was cancelled"));
+  if (!m->reserved()) {
+    return refuse(absl::StrCat("pod ", key, " has no node reserved by ringmaster (its gang is not placed yet)"));
+  }
+  if (m->node != args.node) return refuse(absl::StrCat("pod ", key, " is reserved on node ", m->node, ", not ", args.node));
+  if (m->bound) return {};  // a repeated bind: already done
   Touch(gang.name);
   const absl::Status sent = binder_ ? binder_->Bind(args) : absl::OkStatus();
   const TaskState state = engine_.state().job(gang.job).task(m->task).state;
@@ -473,6 +676,27 @@ ExtenderBindingResult Extender::BindLocked(const ExtenderBindingArgs& args) {
     gang.deadline = -1;
   }
   return {};
+}
+
+void Extender::JobCancelledLocked(scheduler::JobId job) {
+  auto g = gang_of_job_.find(job);
+  if (g == gang_of_job_.end()) return;
+  Gang& gang = gangs_.at(g->second);
+  if (gang.cancelled) return;
+  gang.cancelled = true;
+  common::Log(common::LogLevel::info, "gang cancelled", {{"gang", gang.name}, {"job", engine_.state().job(job).name()}});
+  // Reservations not bound are gone (the engine released those tasks); the
+  // bound pods are evicted with the cycle's kCancel evictions (RunCycle).
+  for (Member& m : gang.members) {
+    if (!m.bound && !m.stopping) {
+      m.node.clear();
+      m.gpus.clear();
+    }
+  }
+  if (gang.deadline >= 0) expiries_.erase({gang.deadline, gang.name});
+  gang.deadline = -1;
+  Touch(gang.name);
+  Persist();
 }
 
 void Extender::Tick() {
@@ -613,11 +837,16 @@ void Extender::Persist() {
                          {"task", m.task == kNoTask ? -1 : static_cast<int64_t>(m.task)},
                          {"node", m.node},
                          {"gpus", m.gpus},
-                         {"bound", m.bound}});
+                         {"bound", m.bound},
+                         {"stopping", m.stopping}});
     }
     nlohmann::json state{{"min_member", g.min_member}, {"unresolvable", g.unresolvable},
                          {"attempt", attempts_.count(name) ? attempts_.at(name) : 0},
                          {"deadline", g.deadline}, {"members", std::move(members)}};
+    if (g.cancelled) {
+      state["cancelled"] = true;
+      state["cancel_deadline"] = g.cancel_deadline;
+    }
     if (g.job.valid()) {
       const scheduler::Job& job = engine_.state().job(g.job);
       state["job"] = job.name();
@@ -644,6 +873,7 @@ absl::Status Extender::Restore(const std::vector<StoredRecord>& records) {
       auto spec = ReadNode(j, options_.topology);
       if (!spec.ok()) return bad(r, spec.status().message());
       if (auto added = engine_.AddNode(*std::move(spec)); !added.ok()) return bad(r, added.status().message());
+      ++learned_nodes_;
     } else if (r.kind == "pod") {
       pods[r.name] = std::move(j);
     } else if (r.kind == "gang") {
@@ -682,9 +912,12 @@ absl::Status Extender::RestoreGang(const std::string& name, const nlohmann::json
     m.node = mj.at("node").get<std::string>();
     m.gpus = mj.at("gpus").get<std::vector<int16_t>>();
     m.bound = mj.at("bound").get<bool>();
+    m.stopping = mj.value("stopping", false);
     g.members.push_back(std::move(m));
   }
   if (g.members.empty()) return absl::DataLossError("no members");
+  g.cancelled = state.value("cancelled", false);
+  g.cancel_deadline = state.value("cancel_deadline", scheduler::Timestamp{-1});
   attempts_[name] = state.at("attempt").get<int>();
   if (state.contains("job")) {
     std::vector<std::pair<int, Member*>> tasks;
@@ -692,9 +925,18 @@ absl::Status Extender::RestoreGang(const std::string& name, const nlohmann::json
     for (uint32_t t = 0; t < tasks.size(); ++t) {
       if (tasks[t].second->task != t) return absl::DataLossError("its members' task numbers do not match");
     }
+    g.member_of_task.assign(tasks.size(), 0);
+    for (uint32_t t = 0; t < tasks.size(); ++t) {
+      g.member_of_task[t] = static_cast<uint32_t>(tasks[t].second - g.members.data());
+    }
+    // A cancelled gang holds again only the nodes of its pods still being
+    // stopped (bound, or evicted and before the deadline).
+    const bool stop_over = g.cancel_deadline >= 0 && clock_.Now() >= g.cancel_deadline;
     std::vector<scheduler::Engine::RestoredTask> placed;
     for (const auto& [role, m] : tasks) {
-      if (!m->node.empty()) placed.push_back({m->task, role, m->node, m->gpus});
+      if (m->node.empty()) continue;
+      if (g.cancelled && (stop_over || !(m->bound || m->stopping))) continue;
+      placed.push_back({m->task, role, m->node, m->gpus});
     }
     auto id = engine_.RestoreJob(std::move(spec), state.at("created").get<int64_t>(), placed,
                                  state.at("generation").get<int64_t>());
@@ -710,6 +952,12 @@ absl::Status Extender::RestoreGang(const std::string& name, const nlohmann::json
     }
     g.job = *id;
     gang_of_job_[*id] = name;
+    if (g.cancelled) {
+      // Cancelled stays cancelled: its pods still there are stopped again
+      // (Cancelling, a new grace period), or it is Aborted at once.
+      (void)engine_.CancelJob(*id);
+      for (Member& m : g.members) m.bound = false;
+    }
     // A placement that no longer holds (a node gone, say) is dropped: the
     // engine places the gang again.
     const scheduler::Job& job = engine_.state().job(*id);
@@ -718,16 +966,20 @@ absl::Status Extender::RestoreGang(const std::string& name, const nlohmann::json
         m.node.clear();
         m.gpus.clear();
         m.bound = false;
+        m.stopping = false;
+      } else if (g.cancelled) {
+        m.stopping = true;
       }
     }
     g.deadline = state.at("deadline").get<int64_t>();
     const bool all_bound =
         std::all_of(g.members.begin(), g.members.end(), [](const Member& m) { return m.bound || m.task == kNoTask; });
     const bool any_node = std::any_of(g.members.begin(), g.members.end(), [](const Member& m) { return !m.node.empty(); });
-    if (all_bound || !any_node) g.deadline = -1;
+    if (all_bound || !any_node || g.cancelled) g.deadline = -1;
   }
   for (const Member& m : g.members) {
     gang_of_pod_[m.key] = name;
+    if (!m.uid.empty()) pod_of_uid_[m.uid] = m.key;
     if (m.bound) bindings_.push_back({m.key, m.node});
   }
   if (g.deadline >= 0) expiries_.insert({g.deadline, name});
@@ -756,7 +1008,7 @@ const Extender::Member* Extender::FindMember(const std::string& pod_key) const {
 std::optional<std::string> Extender::ReservedNode(const std::string& pod_key) const {
   absl::MutexLock lock(&mu_);
   const Member* m = FindMember(pod_key);
-  if (m == nullptr || m->node.empty()) return std::nullopt;
+  if (m == nullptr || !m->reserved()) return std::nullopt;
   return m->node;
 }
 

@@ -8,9 +8,21 @@
 // through us, which is how a reservation becomes a binding).
 //
 // Algorithm, per pod:
+//  0. Who may place: a pod whose spec.schedulerName is not the extender's
+//     profile (`scheduler_name`) is refused, and so is a second pod with the
+//     UID of one already admitted (one pod counts once). A Node object the
+//     engine lacks is learned only while fewer than `max_learned_nodes` were
+//     learned from requests, and, when the Binder can list the API server's
+//     Nodes, only when the API server has a Node of that name (and UID).
+//     Each refusal leaves an audit line in the log (who, what, why).
 //  1. Filter learns the Node objects sent (nodeCacheCapable false) that the
 //     engine lacks, reads the pod, and adds it to its gang: the pod group
 //     named by its labels / annotations (kube_objects.h), or a gang of one.
+//     The candidate nodes of the request are the offered nodes of the pod
+//     and of its gang's other pods of the same request shape (the latest
+//     filter knows best what other pods hold): until the next such filter,
+//     their tasks may be placed only on them (a predicate the engine checks
+//     with the policy's, Engine::SetDriverPredicate).
 //  2. While fewer than min member pods of the gang were seen, every
 //     candidate node fails with the count seen and the count awaited. A
 //     grouped pod without the min-member annotation takes the PodGroup's
@@ -24,14 +36,25 @@
 //     the member's filter passes exactly that node (the others need no
 //     reason: the pod is placed), and its prioritize lists only that node,
 //     with kMaxExtenderPriority (hosts left out score 0). A gang the engine
-//     cannot place fails every node with the engine's pending reason.
+//     cannot place fails every node with the engine's pending reason. A
+//     filter that no longer offers the member's reserved node (other pods
+//     took it) re-plans the gang at once, inside the offered nodes, when no
+//     member has bound yet; with a member bound the reservation stands
+//     until it expires (step 5).
 //  5. Reservations expire `reservation_timeout_ms` after the gang was placed
 //     unless every member bound: the job is cancelled in the engine (its
 //     GPUs are free again) and the gang is forgotten; its pods form it anew
 //     on their next filter.
-//  6. Bind checks the node against the reservation, hands it to the Binder
-//     (none: only recorded) and confirms it to the engine; a failed bind
-//     releases the whole gang, which the engine places again.
+//  6. Bind is honoured only for a pod admitted through Filter, with the same
+//     (non-empty) UID, to the node reserved for it; anything else is refused
+//     with an audit line. It hands the binding to the Binder (none: only
+//     recorded) and confirms it to the engine; a failed bind releases the
+//     whole gang, which the engine places again.
+//  8. A gang cancelled (the admin API's CancelJob, JobCancelledLocked) stays
+//     cancelled, across a restart too: its pods' filters fail, unresolvable;
+//     its bound pods are evicted with the engine's cancel grace period and
+//     their GPUs stay held (Cancelling) until the deadline (the pods are not
+//     watched).
 //  7. An Eviction decision of the engine (preempt, reclaim, shrink, cancel)
 //     for a bound member is carried out on its pod: the Binder evicts it
 //     through the API server's Eviction subresource with the grace period
@@ -53,6 +76,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -106,6 +130,15 @@ struct ExtenderOptions {
   // bindings) across a restart; must outlive the extender. Null: nothing
   // survives. A bind is answered only once it is durable.
   ExtenderStore* store = nullptr;
+  // The kube-scheduler profile whose pods the extender places: a pod whose
+  // spec.schedulerName differs is refused. Empty: any pod (tests).
+  std::string scheduler_name;
+  // At most this many nodes are learned from requests (a flood of invented
+  // Node objects is refused beyond it). 0: no limit.
+  int max_learned_nodes = 0;
+  // The API server's Node list (Binder::ListNodes) is read again at most
+  // this often when a request names a node it lacks.
+  int64_t node_list_refresh_ms = 10'000;
 };
 
 // A pod the engine decided to stop (scheduler::Eviction), for the Binder.
@@ -140,6 +173,12 @@ class Binder {
     (void)group;
     return absl::UnimplementedError("no API server to read PodGroups from");
   }
+  // The API server's Nodes, name -> UID, against which Node objects sent in
+  // requests are checked before they are learned. Unimplemented when the
+  // binder cannot ask (the default: nodes are not checked).
+  virtual absl::StatusOr<std::map<std::string, std::string>> ListNodes() {
+    return absl::UnimplementedError("no API server to list Nodes from");
+  }
 };
 
 class Extender {
@@ -154,14 +193,25 @@ class Extender {
   // Waits for a PodGroup lookup in flight (the Binder's timeout at most).
   ~Extender();
 
-  ExtenderFilterResult Filter(const ExtenderArgs& args);
+  // `who` names the caller in audit lines (the HTTP peer).
+  ExtenderFilterResult Filter(const ExtenderArgs& args, std::string_view who = {});
   // The reserved node with kMaxExtenderPriority; nothing for a pod without one.
   HostPriorityList Prioritize(const ExtenderArgs& args);
   // Keeps only the victims on the pod's reserved node (the engine decides
   // preemption for ringmaster's gangs; kube-scheduler should not evict for
   // them elsewhere); a pod without a reservation gets no victims.
   ExtenderPreemptionResult Preempt(const ExtenderPreemptionArgs& args);
-  ExtenderBindingResult Bind(const ExtenderBindingArgs& args);
+  ExtenderBindingResult Bind(const ExtenderBindingArgs& args, std::string_view who = {});
+
+  // The admin API cancelled `job`: when it is one of the extender's gangs,
+  // the gang is cancelled for good (step 8) and the record is queued for
+  // the store (the caller syncs it). Call with the engine lock held.
+  void JobCancelledLocked(scheduler::JobId job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `job` is one of the extender's gangs (its pods must be stopped
+  // when it is cancelled). Call with the engine lock held.
+  bool OwnsJobLocked(scheduler::JobId job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return gang_of_job_.contains(job);
+  }
 
   // The daemon's periodic step: releases expired reservations, runs one
   // engine cycle, records its binds as reservations and carries out its
@@ -217,9 +267,18 @@ class Extender {
     PodInfo pod;
     nlohmann::json raw;  // the Pod object read into `pod` (for the store)
     uint32_t task = kNoTask;
-    std::string node;  // reserved node; empty when none
+    std::string node;  // reserved node (or, when `stopping`, the node it is evicted from); empty when none
     std::vector<int16_t> gpus;  // on `node`
     bool bound = false;
+    // Bound, then its gang was cancelled: the pod is being evicted from
+    // `node`, whose GPUs the engine holds until the cancel deadline.
+    bool stopping = false;
+    // The nodes kube-scheduler offered in the last filter of a pod of the
+    // gang with this pod's request shape, by NodeId (empty: no filter since
+    // a restart, no restriction).
+    std::vector<bool> offered;
+    // Reserved and not stopping: the node its filter passes and bind takes.
+    bool reserved() const { return !node.empty() && !stopping; }
   };
   struct Gang {
     std::string name;  // "namespace/group", or "namespace/pod" for a gang of one
@@ -228,16 +287,37 @@ class Extender {
     std::vector<Member> members;  // in arrival order
     scheduler::JobId job;  // invalid until submitted
     scheduler::Timestamp deadline = -1;
+    bool cancelled = false;  // step 8
+    scheduler::Timestamp cancel_deadline = -1;  // its stopping pods' GPUs are free then
+    // The member holding each engine task (indices into `members`).
+    std::vector<uint32_t> member_of_task;
   };
 
-  void LearnNodes(const ExtenderArgs& args, ExtenderFilterResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LearnNodes(const ExtenderArgs& args, std::string_view who, ExtenderFilterResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before LearnNodes, outside the lock: reads the API server's Node list
+  // when the request names a node the engine and the list lack and the
+  // list is older than node_list_refresh_ms.
+  void RefreshNodeList(const ExtenderArgs& args) ABSL_LOCKS_EXCLUDED(mu_);
+  // The per-pod predicate (step 1).
+  scheduler::Verdict Offered(const scheduler::TaskRef& task, scheduler::NodeId node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the candidate nodes of `me`'s filter as the offered nodes of
+  // every member of its gang with its request shape.
+  void SetOffered(Gang& gang, const Member& me, const std::vector<std::string>& names)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Step 4: the member's reservation is outside its offered nodes.
+  void Replan(Gang& gang, const Member& me) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An audit line for a refused write.
+  static void Refused(std::string_view who, std::string_view what, std::string_view why);
   // What a filter answers: pass `node`, or fail every candidate with `reason`.
   struct FilterVerdict {
     std::string node;
     std::string reason;
     bool unresolvable = false;
   };
-  FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw, const std::vector<std::string>& names,
+                          std::string_view who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For a grouped pod without the min-member annotation whose gang's min
   // member is not known yet: queues a read of the PodGroup through the
   // binder for the lookup thread (not again while one is queued, nor within
@@ -264,7 +344,8 @@ class Extender {
   // Why the pod's gang has no node for it yet.
   std::string WaitReason(const Gang& gang) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ExtenderBindingResult BindLocked(const ExtenderBindingArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ExtenderBindingResult BindLocked(const ExtenderBindingArgs& args, std::string_view who)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the evictions RunCycle queued (step 7 above).
   void CarryOutEvictions() ABSL_LOCKS_EXCLUDED(mu_);
   CycleObserver observe_ ABSL_GUARDED_BY(mu_);
@@ -287,6 +368,17 @@ class Extender {
   // PodGroups looked up in vain, and when: not asked again for a while.
   std::map<std::string, scheduler::Timestamp> pod_group_miss_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<scheduler::Timestamp, std::string>> expiries_ ABSL_GUARDED_BY(mu_);
+  // The pod ("namespace/name") admitted with each non-empty UID.
+  std::map<std::string, std::string> pod_of_uid_ ABSL_GUARDED_BY(mu_);
+  // Nodes learned from requests (and restored), against max_learned_nodes.
+  int learned_nodes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The API server's Nodes (name -> UID) and when they were read; checking
+  // is off once the binder answers Unimplemented.
+  std::map<std::string, std::string> api_nodes_ ABSL_GUARDED_BY(mu_);
+  scheduler::Timestamp api_nodes_at_ ABSL_GUARDED_BY(mu_) = -1;
+  bool api_nodes_fetching_ ABSL_GUARDED_BY(mu_) = false;
+  bool check_nodes_ ABSL_GUARDED_BY(mu_) = true;
+  std::string api_nodes_error_ ABSL_GUARDED_BY(mu_);  // why the last read failed
   std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
   // Evictions decided but not yet accepted, with their deadlines.
   std::vector<std::pair<PodEviction, scheduler::Timestamp>> to_evict_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,13 @@
 // The extender's HTTP routes: POST {prefix}/filter, /prioritize, /preempt,
 // /bind (kube-scheduler appends the verb to the stanza's urlPrefix) and
-// GET /healthz. A body that does not parse gets 400 with {"Error": what and
-// where}; an unknown path 404; a wrong method 405.
+// GET /healthz. Every error answer is JSON {"Error": what and where}: a
+// body that does not parse, or a request without its Pod (filter,
+// prioritize, preempt) or without PodName or Node (bind), gets 400; an
+// unknown path 404; a wrong method 405. The HTTP peer is the `who` of the
+// extender's audit lines.
+//
+// HandleHealthRequest answers the routes of the health port (--metrics):
+// GET /healthz only (its caller adds /metrics); everything else 404.
 #ifndef RINGMASTER_SERVER_EXTENDER_HTTP_H_
 #define RINGMASTER_SERVER_EXTENDER_HTTP_H_
 
@@ -11,6 +17,7 @@
 namespace ringmaster::server {
 
 HttpResponse HandleExtenderRequest(Extender& extender, const HttpRequest& request);
+HttpResponse HandleHealthRequest(const HttpRequest& request);
 
 }  // namespace ringmaster::server
 

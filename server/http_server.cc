@@ -113,6 +113,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
  private:
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
 
+  // "IP:PORT" of the client, once per connection.
+  const std::string& Peer() {
+    if (peer_.empty()) {
+      beast::error_code ec;
+      const tcp::endpoint ep = Lowest().socket().remote_endpoint(ec);
+      if (!ec) peer_ = absl::StrCat(ep.address().to_string(), ":", ep.port());
+    }
+    return peer_;
+  }
+
   void OnRead(beast::error_code ec, size_t) {
     if (ec == http::error::body_limit) {
       Refuse(413, absl::StrCat("request body too large: the limit is ", options_.body_limit, " bytes"));
@@ -135,7 +145,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       return;
     }
     http::request<PaddedStringBody> req = parser_->release();
-    HttpRequest r{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
+    HttpRequest r{std::string(req.method_string()), std::string(req.target()), std::move(req.body()), Peer()};
     HttpResponse out;
     try {
       out = handler_(r);
@@ -193,6 +203,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<http::request_parser<PaddedStringBody>> parser_;
   http::response<http::string_body> res_;
   std::array<char, 4096> drain_;
+  std::string peer_;
   const HttpHandler& handler_;
   const HttpServerOptions& options_;
 };

@@ -26,6 +26,8 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query
   std::string body;    // see kHttpBodyPadding
+  // The client's address, "IP:PORT" (for audit lines); empty when unknown.
+  std::string peer;
 };
 
 struct HttpResponse {

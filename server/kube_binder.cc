@@ -9,6 +9,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -106,6 +107,32 @@ class ApiServerBinder : public Binder {
         absl::StrCat("PodGroup ", ns, "/", group, " not found (", absl::StrJoin(tried, ", "), ")"));
   }
 
+  // GET of the Node list, metadata only (PartialObjectMetadataList; a
+  // server that ignores the Accept header sends a NodeList, read the same).
+  absl::StatusOr<std::map<std::string, std::string>> ListNodes() override {
+    auto res = Send(http::verb::get, "/api/v1/nodes", nullptr,
+                    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+    if (!res.ok()) return res.status();
+    if (res->result_int() != 200) {
+      return absl::FailedPreconditionError(absl::StrCat("listing Nodes: API server answered ", res->result_int(), ": ",
+                                                        res->body().substr(0, 300)));
+    }
+    const nlohmann::json list = nlohmann::json::parse(res->body(), nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json* items = list.is_object() ? FindKey(list, "items") : nullptr;
+    if (items == nullptr || !items->is_array()) {
+      return absl::FailedPreconditionError("listing Nodes: the answer is not a list with items");
+    }
+    std::map<std::string, std::string> out;
+    for (const nlohmann::json& item : *items) {
+      const nlohmann::json* meta = FindKey(item, "metadata");
+      if (meta == nullptr) continue;
+      auto name = StringAt(*meta, "name", "metadata.name");
+      auto uid = StringAt(*meta, "uid", "metadata.uid");
+      if (name.ok() && uid.ok() && !name->empty()) out[*name] = *uid;
+    }
+    return out;
+  }
+
  private:
   absl::StatusOr<http::response<http::string_body>> Post(const std::string& target, const nlohmann::json& body) {
     return Send(http::verb::post, target, &body);
@@ -114,11 +141,12 @@ class ApiServerBinder : public Binder {
   // One request (with `body` as JSON when given) with the bearer token; the
   // answer, or Unavailable when the API server could not be reached.
   absl::StatusOr<http::response<http::string_body>> Send(http::verb verb, const std::string& target,
-                                                         const nlohmann::json* body) {
+                                                         const nlohmann::json* body,
+                                                         const char* accept = "application/json") {
     http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, host_);
     if (body != nullptr) req.set(http::field::content_type, "application/json");
-    req.set(http::field::accept, "application/json");
+    req.set(http::field::accept, accept);
     std::string token = options_.token;
     if (!options_.token_file.empty()) {
       auto t = ReadFile(options_.token_file, "token file");
@@ -132,6 +160,17 @@ class ApiServerBinder : public Binder {
     beast::error_code ec = tls_ ? RoundTripTls(req, res) : RoundTripPlain(req, res);
     if (ec) return absl::UnavailableError(absl::StrCat("API server ", options_.url, ": ", ec.message()));
     return res;
+  }
+
+  // Reads one answer; a Node list of a large cluster is bigger than Beast's
+  // default 8 MB response limit.
+  template <class Stream>
+  static void ReadResponse(Stream& stream, http::response<http::string_body>& res, beast::error_code& ec) {
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::uint64_t{512} << 20);
+    http::read(stream, buffer, parser, ec);
+    if (!ec) res = parser.release();
   }
 
   // Connects the TCP stream under the request's deadline.
@@ -153,8 +192,7 @@ class ApiServerBinder : public Binder {
     beast::error_code ec;
     Connect(stream, ec);
     if (!ec) http::write(stream, req, ec);
-    beast::flat_buffer buffer;
-    if (!ec) http::read(stream, buffer, res, ec);
+    if (!ec) ReadResponse(stream, res, ec);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     return ec;
@@ -175,8 +213,7 @@ class ApiServerBinder : public Binder {
     Connect(beast::get_lowest_layer(stream), ec);
     if (!ec) stream.handshake(ssl::stream_base::client, ec);
     if (!ec) http::write(stream, req, ec);
-    beast::flat_buffer buffer;
-    if (!ec) http::read(stream, buffer, res, ec);
+    if (!ec) ReadResponse(stream, res, ec);
     if (!ec) {
       beast::error_code ignored;
       stream.shutdown(ignored);  // servers often close without close_notify

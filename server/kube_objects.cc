@@ -59,9 +59,17 @@ absl::StatusOr<Amounts> ReadAmounts(const json& list, const std::string& path) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(path, ".", k, ": expected a quantity"));
     }
-    auto q = ParseKubeQuantity(text, field == &a.cpu);
+    // GPUs are read in thousandths first: a fraction is refused, not
+    // rounded up (pods get whole devices; see docs/EXTENDER.md).
+    const bool gpus = field == &a.gpus;
+    auto q = ParseKubeQuantity(text, field == &a.cpu || gpus);
     if (!q.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ".", k, ": ", q.status().message()));
-    *field = *q;
+    if (gpus && *q % topology::kMilliPerGpu != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ".", k, ": '", text,
+          "' is not a whole number of GPUs (ringmaster gives pods whole devices; GPU shares are for admin API jobs)"));
+    }
+    *field = gpus ? *q / topology::kMilliPerGpu : *q;
   }
   return a;
 }
@@ -148,6 +156,12 @@ absl::Status ReadGang(PodInfo& p) {
     p.group = Lookup(p, k);
     if (!p.group.empty()) break;
   }
+  for (const char ch : p.group) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("Pod.metadata: the pod group's name holds a control character");
+    }
+  }
   const std::string min = Lookup(p, kVolcanoMinMember);
   if (!min.empty()) {
     int v = 0;
@@ -167,6 +181,10 @@ absl::Status ReadGang(PodInfo& p) {
 
 absl::StatusOr<Quantity> ParseKubeQuantity(std::string_view text, bool milli) {
   const std::string bad = absl::StrCat("'", std::string(text), "' is not a quantity");
+  if (!text.empty() && text[0] == '-') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", std::string(text), "' is negative (a resource amount is 0 or more)"));
+  }
   size_t i = 0;
   if (i < text.size() && text[i] == '+') ++i;
   __int128 mantissa = 0;
@@ -234,6 +252,19 @@ absl::StatusOr<PodInfo> ReadPod(const json& pod) {
     if (!s->ok()) return s->status();
   }
   if (name->empty()) return absl::InvalidArgumentError("Pod.metadata.name: missing");
+  // Kubernetes names never hold control characters; a NUL would not even
+  // survive the journal (a restart could not read the gang back).
+  for (const auto& [field, value] : {std::pair{"Pod.metadata.name", &*name}, std::pair{"Pod.metadata.namespace", &*ns},
+                                     std::pair{"Pod.metadata.uid", &*uid}}) {
+    for (size_t i = 0; i < value->size(); ++i) {
+      const auto c = static_cast<unsigned char>((*value)[i]);
+      if (c < 0x20 || c == 0x7f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": a control character (byte ", static_cast<int>(c), " at ", i,
+                         ") is not allowed in a Kubernetes name"));
+      }
+    }
+  }
   p.name = *name;
   if (!ns->empty()) p.ns = *ns;
   p.uid = *uid;
@@ -249,6 +280,9 @@ absl::StatusOr<PodInfo> ReadPod(const json& pod) {
   if (!spec->is_object()) return absl::InvalidArgumentError("Pod.spec: expected an object");
   if (auto s = ReadRequests(*spec, p); !s.ok()) return s;
   if (auto s = ReadTolerations(*spec, p); !s.ok()) return s;
+  auto scheduler_name = StringAt(*spec, "schedulerName", "Pod.spec.schedulerName");
+  if (!scheduler_name.ok()) return scheduler_name.status();
+  p.scheduler_name = *std::move(scheduler_name);
   auto selector = StringMap(*spec, "nodeSelector", "Pod.spec.nodeSelector");
   if (!selector.ok()) return selector.status();
   p.node_selector = *std::move(selector);

@@ -40,6 +40,7 @@ struct PodInfo {
   topology::Resources request;  // cpu milli and memory bytes, summed over containers
   int gpus = 0;                 // whole nvidia.com/gpu devices
   int32_t priority = 0;
+  std::string scheduler_name;  // spec.schedulerName ("" when absent)
   std::map<std::string, std::string> node_selector;
   std::vector<scheduler::Toleration> tolerations;
   // The gang: group name ("" when the pod names none) and its min member
@@ -77,7 +78,10 @@ std::vector<topology::TierSpec> TierSpecs(const TopologyLabels& labels);
 absl::StatusOr<topology::NodeSpec> ReadNode(const nlohmann::json& node, const TopologyLabels& labels);
 
 // A Kubernetes resource quantity ("500m", "2", "16Gi", "1.5G", "1e3") in
-// units (milli = false) or thousandths (milli = true), rounded up.
+// units (milli = false) or thousandths (milli = true), rounded up. A
+// negative amount is an error that says it is negative. (nvidia.com/gpu is
+// read in thousandths by ReadPod and ReadNode: a fraction, "0.5" or "500m",
+// is refused rather than rounded up to a device.)
 absl::StatusOr<topology::Quantity> ParseKubeQuantity(std::string_view text, bool milli);
 
 }  // namespace ringmaster::server

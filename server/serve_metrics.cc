@@ -96,7 +96,9 @@ void ServeMetrics::ObserveRequest(std::string_view target, int status, double se
 HttpHandler WithMetricsRoutes(ServeMetrics& metrics, HttpHandler next) {
   return [&metrics, next = std::move(next)](const HttpRequest& request) -> HttpResponse {
     if (PathLabel(request.target) == "metrics") {
-      if (request.method != "GET" && request.method != "HEAD") return {405, "text/plain", "use GET\n"};
+      if (request.method != "GET" && request.method != "HEAD") {
+        return {405, "application/json", R"({"Error":"metrics: use GET"})"};
+      }
       return {200, kMetricsContentType, metrics.registry().Expose()};
     }
     const auto start = std::chrono::steady_clock::now();

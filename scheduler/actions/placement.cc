@@ -351,16 +351,16 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     stmt.Discard();
     if (pipelined) {
       out.kind = PlaceOutcome::Kind::kPipelined;
-      out.reason = absl::StrCat("gang ", job.ReadyCount(), "/", job.min_member(),
-                                ": pipelined, waits for releasing tasks to free ",
+      out.reason = absl::StrCat(job.ReadyCount(), " of ", job.min_member(),
+                                " members placeable: pipelined, waits for releasing tasks to free ",
                                 Describe(job, tasks, need));
       return out;
     }
   }
 
   // The reason a user can act on.
-  std::string why = absl::StrCat("gang ", job.ReadyCount() + out.tasks_placed, "/",
-                                 job.min_member(), ": needs ", Describe(job, tasks, need));
+  std::string why = absl::StrCat(job.ReadyCount() + out.tasks_placed, " of ", job.min_member(),
+                                 " members placeable: needs ", Describe(job, tasks, need));
   // What the largest domain at a tier has free: whole GPUs, or GPU milli for
   // a gang of shares.
   auto largest = [&](int t) {

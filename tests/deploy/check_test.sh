@@ -18,6 +18,11 @@ cases=(
   "deployment.yaml|s#name: ringmaster-policy#name: ringmaster-policies#|not defined"
   "service.yaml|s#namespace: ringmaster-system#namespace: yes#|metadata.namespace must be a string"
   "policy.yaml|s#namespace: ringmaster-system#namespace: n#|metadata.namespace must be a string"
+  "deployment.yaml|s#--http=127.0.0.1:8080#--http=0.0.0.0:8080#|the extender must listen on loopback"
+  "deployment.yaml|s#--metrics=0.0.0.0:9090#--metrics=0.0.0.0:9091#|not ringmaster's --metrics port 9091"
+  "deployment.yaml|s#containerPort: 9090#containerPort: 8080#|is the extender's --http port"
+  "service.yaml|s#targetPort: metrics#targetPort: 8080#|the Service exposes port 8080, the extender's --http port"
+  "deployment.yaml|0,/port: metrics}/s#port: metrics}#port: 8080}#|readinessProbe uses port 8080"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r file expr want <<<"$c"

@@ -22,8 +22,8 @@ TEST(GangScenario, TwoLargeGangsExactlyOneStartsTheOtherWaitsWhole) {
   const std::string waiting = h.Running("a") ? "b" : "a";
   EXPECT_EQ(h.job(waiting).ReadyCount(), 0) << "the waiting gang holds nothing";
   EXPECT_EQ(h.GpusOf(waiting), 0);
-  // It could place 1 of its 3 workers in what is left: "gang 1/3".
-  EXPECT_NE(h.job(waiting).pending_reason().find("gang 1/3: needs 3 × 8 GPUs"), std::string::npos)
+  // It could place 1 of its 3 workers in what is left: "1 of 3 members placeable".
+  EXPECT_NE(h.job(waiting).pending_reason().find("1 of 3 members placeable: needs 3 × 8 GPUs"), std::string::npos)
       << h.job(waiting).pending_reason();
 }
 
@@ -108,7 +108,7 @@ TEST(GangScenario, HardTopologyReasonNamesTheLargestFreeDomain) {
   h.Cycle();
   EXPECT_FALSE(h.Running("huge"));
   EXPECT_EQ(h.job("huge").pending_reason(),
-            "gang 0/5: needs 5 × 8 GPUs within one tier-2 domain (spine); the largest free has 32 GPUs; "
+            "0 of 5 members placeable: needs 5 × 8 GPUs within one tier-2 domain (spine); the largest free has 32 GPUs; "
             "it can never fit: the biggest such domain has 32 GPUs in all");
 }
 

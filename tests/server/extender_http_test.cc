@@ -156,6 +156,34 @@ TEST_F(ExtenderHttpTest, BadRequestsGetAnErrorAnswer) {
   EXPECT_EQ(Send(port, http::verb::get, "/healthz", "").status, 200);
 }
 
+TEST_F(ExtenderHttpTest, EveryErrorAnswerIsJsonAndARequestWithoutItsPodIs400) {
+  const uint16_t port = server_->port();
+  auto error = [](const Reply& r) {
+    const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && j.contains("Error") ? j["Error"].get<std::string>() : "<not JSON: " + r.body + ">";
+  };
+  Reply r = Send(port, http::verb::post, "/nope", "{}");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(error(r).find("not found"), std::string::npos) << r.body;
+  r = Send(port, http::verb::get, "/filter", "");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(error(r), "filter: use POST");
+  r = Send(port, http::verb::post, "/healthz", "");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(error(r), "healthz: use GET");
+  for (const char* verb : {"/filter", "/prioritize", "/preempt"}) {
+    for (const char* body : {"{}", R"({"Pod": null})"}) {
+      r = Send(port, http::verb::post, verb, body);
+      EXPECT_EQ(r.status, 400) << verb << " " << body << ": " << r.body;
+      EXPECT_NE(error(r).find("Pod: missing"), std::string::npos) << r.body;
+    }
+  }
+  r = Send(port, http::verb::post, "/bind", "{}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error(r).find("PodName: missing"), std::string::npos) << r.body;
+  EXPECT_EQ(extender_->gang_count(), 0u);
+}
+
 TEST_F(ExtenderHttpTest, MalformedOrOversizedRequestsGet400Or431AndTheServerKeepsServing) {
   const uint16_t port = server_->port();
   // Request lines and headers that do not parse.

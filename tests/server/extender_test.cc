@@ -210,7 +210,7 @@ TEST_F(ExtenderTest, BindChecksTheReservation) {
   const std::string node = *extender_->ReservedNode("ml/s");
   const std::string other = node == "n1" ? "n2" : "n1";
   EXPECT_NE(extender_->Bind({"s", "ml", "uid-s", other}).error.find("is reserved on node " + node), std::string::npos);
-  EXPECT_NE(extender_->Bind({"nobody", "ml", "u", node}).error.find("no node reserved"), std::string::npos);
+  EXPECT_NE(extender_->Bind({"nobody", "ml", "u", node}).error.find("was not admitted by ringmaster"), std::string::npos);
   EXPECT_TRUE(extender_->Bind({"s", "ml", "uid-s", node}).error.empty());
 }
 
@@ -387,6 +387,11 @@ class FakeApiServer {
   explicit FakeApiServer(int refuse) : refuse_(refuse) {
     auto s = HttpServer::Start({}, [this](const HttpRequest& r) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (r.method == "GET" && r.target == "/api/v1/nodes") {  // the Node objects the requests carry are real
+        return HttpResponse{200, "application/json",
+                            R"({"kind":"PartialObjectMetadataList","items":[{"metadata":{"name":"n1"}},)"
+                            R"({"metadata":{"name":"n2"}},{"metadata":{"name":"n3"}}]})"};
+      }
       if (r.target.find("/eviction") == std::string::npos) return HttpResponse{201, "application/json", "{}"};  // binds
       got_.push_back(r);
       if (refuse_ > 0) {
@@ -609,6 +614,264 @@ TEST_F(ExtenderRestartTest, AStoredRecordThatDoesNotReadIsDataLossNamingIt) {
       {{"gang", "ml/h", R"({"min_member":1,"unresolvable":"","attempt":0,"deadline":-1,
         "members":[{"pod":"ml/gone","task":-1,"node":"","gpus":[],"bound":false}]})"}});
   EXPECT_NE(missing.message().find("pod ml/gone is missing"), std::string_view::npos) << missing;
+}
+
+// --- Place only where kube-scheduler allows (issue 26, part 1) ---------------
+
+// Node objects of `names` (8 GPUs each), as a filter of nodeCacheCapable
+// false carries the nodes kube-scheduler's own filters passed.
+ExtenderArgs Offered(const json& pod, const std::vector<std::string>& names) {
+  ExtenderArgs a;
+  a.pod = pod;
+  a.nodes.emplace();
+  for (const std::string& n : names) a.nodes->push_back(Node(n, 8));
+  return a;
+}
+
+TEST_F(ExtenderTest, AGangOfOneOfferedOnlyNodeBIsNotReservedOnNodeAItKnew) {
+  // The engine learns n1 first (a gang still forming names it), then pods
+  // ringmaster does not schedule fill n1: kube-scheduler offers only n2.
+  extender_->Filter(Offered(Pod("early-0", "early", 2, 8), {"n1"}));
+  const ExtenderFilterResult r = extender_->Filter(Offered(Pod("solo", "", 0, 8), {"n2"}));
+  EXPECT_EQ(Passing(r), std::vector<std::string>{"n2"}) << ToJson(r);
+  EXPECT_EQ(extender_->ReservedNode("ml/solo"), "n2");
+}
+
+TEST_F(ExtenderTest, KubeSchedulersSequenceWithBackoffBindsInsideTheOfferedNodesInOneReservation) {
+  // kube-scheduler's real sequence: one pod at a time, filter -> prioritize
+  // -> bind, an unschedulable pod retried after a backoff. n1 and n2 are
+  // learned while free; then other pods fill them, and kube-scheduler's
+  // NodeResourcesFit offers the gang's pods only n3 and n4.
+  extender_->Filter(Offered(Pod("w-0", "g", 2, 8), {"n1", "n2", "n3", "n4"}));  // 1 of 2: waits
+  const std::vector<std::string> free = {"n3", "n4"};
+  std::map<std::string, std::string> bound;
+  std::vector<std::string> queue = {"w-1", "w-0"};  // w-0 comes back after its backoff
+  for (int attempt = 0; attempt < 8 && !queue.empty(); ++attempt) {
+    const std::string pod = queue.front();
+    queue.erase(queue.begin());
+    const ExtenderFilterResult r = extender_->Filter(Offered(Pod(pod, "g", 2, 8), free));
+    const std::vector<std::string> passing = Passing(r);
+    if (passing.empty()) {
+      queue.push_back(pod);  // unschedulable: retried after a backoff
+      clock_.Advance(1'000);
+      extender_->Tick();
+      continue;
+    }
+    ASSERT_EQ(passing.size(), 1u);
+    ASSERT_TRUE(passing[0] == "n3" || passing[0] == "n4") << pod << " passed " << passing[0];
+    ASSERT_TRUE(extender_->Bind({pod, "ml", "uid-" + pod, passing[0]}).error.empty()) << pod;
+    bound[pod] = passing[0];
+  }
+  EXPECT_TRUE(queue.empty()) << "pods left unbound: " << queue.size();
+  ASSERT_EQ(bound.size(), 2u);
+  EXPECT_NE(bound["w-0"], bound["w-1"]);  // 8 GPUs each: one node each
+  // One reservation: the gang never re-formed as ml/g#1.
+  EXPECT_TRUE(engine_->FindJob("ml/g").valid());
+  EXPECT_FALSE(engine_->FindJob("ml/g#1").valid());
+  EXPECT_EQ(engine_->state().job(engine_->FindJob("ml/g")).Count(scheduler::TaskState::kRunning), 2);
+}
+
+TEST_F(ExtenderTest, AReservationOutsideTheOfferedNodesIsReplannedAtOnce) {
+  extender_->Filter(Offered(Pod("solo", "", 0, 8), {"n1", "n2", "n3"}));
+  const std::string first = *extender_->ReservedNode("ml/solo");
+  std::vector<std::string> others;
+  for (const char* n : {"n1", "n2", "n3"}) {
+    if (n != first) others.push_back(n);
+  }
+  // Its node was taken by other pods: the next filter offers the other two.
+  // No timeout, no Tick: that filter answers a node among them.
+  const ExtenderFilterResult r = extender_->Filter(Offered(Pod("solo", "", 0, 8), others));
+  const std::vector<std::string> passing = Passing(r);
+  ASSERT_EQ(passing.size(), 1u) << ToJson(r);
+  EXPECT_NE(passing[0], first);
+  EXPECT_EQ(extender_->ReservedNode("ml/solo"), passing[0]);
+  EXPECT_TRUE(extender_->Bind({"solo", "ml", "uid-solo", passing[0]}).error.empty());
+  EXPECT_FALSE(engine_->FindJob("ml/solo#1").valid());  // the same job, placed again
+}
+
+// --- Let no stranger place or bind (issue 26, part 2) ------------------------
+
+// Counts the binds it is asked for; lists the API server's Nodes when
+// `nodes` is set.
+class CountingBinder : public Binder {
+ public:
+  absl::Status Bind(const ExtenderBindingArgs& b) override {
+    binds.push_back(b.pod_namespace + "/" + b.pod_name);
+    return absl::OkStatus();
+  }
+  absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::map<std::string, std::string>> ListNodes() override {
+    ++lists;
+    if (!nodes) return absl::UnimplementedError("no list");
+    return *nodes;
+  }
+  std::vector<std::string> binds;
+  std::optional<std::map<std::string, std::string>> nodes;
+  int lists = 0;
+};
+
+TEST_F(ExtenderTest, AStrangersBindIsRefusedAndNothingIsSentToTheApiServer) {
+  CountingBinder binder;
+  binder_ = &binder;
+  Make(DefaultTopologyLabels());
+  extender_->Filter(FullArgs(Pod("s", "", 0, 8)));
+  const std::string node = *extender_->ReservedNode("ml/s");
+  // A pod never admitted through /filter (kube-system's coredns), to a node
+  // of the caller's choosing, with or without a UID.
+  EXPECT_NE(extender_->Bind({"coredns-1", "kube-system", "", "control-plane-1"}, "10.0.0.9:4242").error.find(
+                "was not admitted by ringmaster"),
+            std::string::npos);
+  EXPECT_NE(extender_->Bind({"coredns-1", "kube-system", "u-x", node}).error.find("was not admitted"),
+            std::string::npos);
+  // The admitted pod with an empty or another UID.
+  EXPECT_NE(extender_->Bind({"s", "ml", "", node}).error.find("PodUID '' is not the UID"), std::string::npos);
+  EXPECT_NE(extender_->Bind({"s", "ml", "uid-other", node}).error.find("is not the UID"), std::string::npos);
+  EXPECT_TRUE(binder.binds.empty());
+  EXPECT_TRUE(extender_->bindings().empty());
+  EXPECT_TRUE(extender_->Bind({"s", "ml", "uid-s", node}).error.empty());
+  EXPECT_EQ(binder.binds, std::vector<std::string>{"ml/s"});
+}
+
+TEST_F(ExtenderTest, APodOfAnotherSchedulerProfileIsRefused) {
+  ExtenderOptions o;
+  o.scheduler_name = "ringmaster";
+  extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
+  json other = Pod("coredns-1", "", 0, 0);
+  other["spec"]["schedulerName"] = "default-scheduler";
+  ExtenderFilterResult r = extender_->Filter(FullArgs(other));
+  ASSERT_EQ(r.failed_and_unresolvable_nodes.size(), 3u) << ToJson(r);
+  EXPECT_NE(r.failed_and_unresolvable_nodes.at("n1").find("spec.schedulerName 'default-scheduler', not 'ringmaster'"),
+            std::string::npos);
+  EXPECT_EQ(extender_->gang_count(), 0u);
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 0u);  // nothing learned from the request either
+  json ours = Pod("p", "", 0, 8);
+  ours["spec"]["schedulerName"] = "ringmaster";
+  EXPECT_EQ(Passing(extender_->Filter(FullArgs(ours))).size(), 1u);
+}
+
+TEST_F(ExtenderTest, TwoPodsWithOneUidCountOnce) {
+  extender_->Filter(FullArgs(Pod("a", "g", 2, 4)));
+  json twin = Pod("b", "g", 2, 4);
+  twin["metadata"]["uid"] = "uid-a";
+  const ExtenderFilterResult r = extender_->Filter(FullArgs(twin));
+  ASSERT_FALSE(r.failed_and_unresolvable_nodes.empty()) << ToJson(r);
+  EXPECT_NE(r.failed_and_unresolvable_nodes.at("n1").find("has UID uid-a, the UID of pod ml/a"), std::string::npos);
+  EXPECT_FALSE(engine_->FindJob("ml/g").valid()) << "the twin completed the gang";
+  // A real second member completes it.
+  EXPECT_EQ(Passing(extender_->Filter(FullArgs(Pod("c", "g", 2, 4)))).size(), 1u);
+}
+
+// A filter carrying `n` invented Node objects (5,000 in the attack).
+ExtenderArgs Flood(const json& pod, int n) {
+  ExtenderArgs a;
+  a.pod = pod;
+  a.nodes.emplace();
+  for (int i = 0; i < n; ++i) a.nodes->push_back(Node("fake-" + std::to_string(i), 8));
+  return a;
+}
+
+TEST_F(ExtenderTest, ANodeFloodIsBoundedByTheLimit) {
+  ExtenderOptions o;
+  o.max_learned_nodes = 4;
+  extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
+  const ExtenderFilterResult r = extender_->Filter(Flood(Pod("x", "wait", 2, 8), 5000));
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 4u);
+  ASSERT_EQ(r.failed_and_unresolvable_nodes.size(), 4996u);
+  EXPECT_EQ(r.failed_and_unresolvable_nodes.at("fake-4999"),
+            "node not learned: ringmaster learns at most 4 nodes from requests (--max-learned-nodes)");
+}
+
+TEST_F(ExtenderTest, NodeObjectsAreCheckedAgainstTheApiServer) {
+  CountingBinder binder;
+  binder.nodes = std::map<std::string, std::string>{{"n1", ""}, {"n2", "uid-n2"}, {"n3", ""}};
+  binder_ = &binder;
+  Make(DefaultTopologyLabels());
+  // 5,000 invented nodes: none is learned, the API server was asked once.
+  ExtenderFilterResult r = extender_->Filter(Flood(Pod("x", "wait", 3, 8), 5000));
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 0u);
+  EXPECT_EQ(r.failed_and_unresolvable_nodes.at("fake-7"), "node not learned: the API server has no Node fake-7");
+  EXPECT_EQ(binder.lists, 1);
+  // A Node object whose UID is not the API server's is not learned either.
+  json forged = Node("n2", 8);
+  forged["metadata"]["uid"] = "uid-forged";
+  ExtenderArgs a;
+  a.pod = Pod("y", "wait", 3, 8);  // still forming: holds no GPUs
+  a.nodes = std::vector<json>{Node("n1", 8), forged, Node("n3", 8)};
+  r = extender_->Filter(a);
+  EXPECT_EQ(binder.lists, 1);  // the list read for the flood has these names: not read again
+  EXPECT_EQ(engine_->state().cluster().num_nodes(), 2u);
+  EXPECT_NE(r.failed_and_unresolvable_nodes.at("n2").find("with UID uid-forged"), std::string::npos) << ToJson(r);
+  // The next real gang is placed on real nodes only.
+  a.pod = Pod("solo", "", 0, 8);
+  const ExtenderFilterResult placed = extender_->Filter(a);
+  ASSERT_EQ(Passing(placed).size(), 1u) << ToJson(placed);
+  EXPECT_TRUE(Passing(placed)[0] == "n1" || Passing(placed)[0] == "n3");
+}
+
+// --- Keep cancels whole (issue 26, part 4) -----------------------------------
+
+TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndStaysCancelledAcrossARestart) {
+  absl::Mutex mu;  // the daemon's engine lock, shared with the admin API
+  auto make = [&](bool restore) {
+    const std::vector<StoredRecord> kept = store_.records();
+    scheduler::EngineOptions opts;
+    opts.auto_confirm_binds = false;
+    opts.cancel_grace_ms = 10'000;  // serve's --cancel-grace-ms
+    extender_.reset();
+    engine_ = *scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(DefaultTopologyLabels()), {}), policy_,
+                                         registry_, clock_, opts);
+    ExtenderOptions o;
+    o.store = &store_;
+    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, &mu);
+    if (restore) {
+      ASSERT_TRUE(extender_->Restore(kept).ok());
+    }
+  };
+  make(false);
+  for (int i = 0; i < 2; ++i) extender_->Filter(FullArgs(Pod("w-" + std::to_string(i), "a", 2, 8)));
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "w-" + std::to_string(i);
+    ASSERT_TRUE(extender_->Bind({name, "ml", "uid-" + name, *extender_->ReservedNode("ml/" + name)}).error.empty());
+  }
+  const scheduler::JobId a = engine_->FindJob("ml/a");
+  {
+    // What the admin API's CancelJob does for a pod gang (AdminService,
+    // with the extender's gangs among the jobs something else runs).
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(engine_->CancelJob(a).ok());
+    extender_->JobCancelledLocked(a);
+  }
+  extender_->Tick();  // the cycle's kCancel evictions: the pods are evicted
+  EXPECT_EQ(extender_->evictions().size(), 2u);
+  EXPECT_EQ(engine_->state().job(a).phase(), scheduler::JobPhase::kCancelling);
+  EXPECT_EQ(engine_->state().job(a).allocated().gpu_milli(), 16'000);  // held until the pods are gone
+  // A gang needing every GPU is not given them meanwhile.
+  ExtenderFilterResult r;
+  for (int i = 0; i < 3; ++i) r = extender_->Filter(FullArgs(Pod("b-" + std::to_string(i), "b", 3, 8)));
+  EXPECT_TRUE(Passing(r).empty()) << ToJson(r);
+
+  clock_.Advance(2'000);
+  make(/*restore=*/true);  // kill -9 and restart, 2 s into the grace period
+  const scheduler::JobId again = engine_->FindJob("ml/a");
+  ASSERT_TRUE(again.valid());
+  EXPECT_EQ(engine_->state().job(again).phase(), scheduler::JobPhase::kCancelling);
+  EXPECT_EQ(engine_->state().job(again).allocated().gpu_milli(), 16'000);
+  // Its pods are not placed again; a bind for them is refused.
+  r = extender_->Filter(FullArgs(Pod("w-0", "a", 2, 8)));
+  ASSERT_EQ(r.failed_and_unresolvable_nodes.size(), 3u) << ToJson(r);
+  EXPECT_NE(r.failed_and_unresolvable_nodes.at("n1").find("was cancelled"), std::string::npos);
+  EXPECT_FALSE(extender_->ReservedNode("ml/w-0").has_value());
+  EXPECT_NE(extender_->Bind({"w-0", "ml", "uid-w-0", "n1"}).error.find("cancelled"), std::string::npos);
+  // After the grace period the GPUs are free and the waiting gang is placed.
+  clock_.Advance(10'000);
+  extender_->Tick();
+  EXPECT_EQ(engine_->state().job(again).phase(), scheduler::JobPhase::kAborted);
+  r = extender_->Filter(FullArgs(Pod("b-0", "b", 3, 8)));
+  EXPECT_EQ(Passing(r).size(), 1u) << ToJson(r);
+  // And it stays cancelled across another restart, Aborted now.
+  make(/*restore=*/true);
+  ASSERT_TRUE(engine_->FindJob("ml/a").valid());
+  EXPECT_EQ(engine_->state().job(engine_->FindJob("ml/a")).phase(), scheduler::JobPhase::kAborted);
 }
 
 TEST_F(ExtenderTest, AMalformedPodGetsAnError) {

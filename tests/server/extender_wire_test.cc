@@ -260,6 +260,35 @@ TEST(KubeObjects, Quantities) {
   }
 }
 
+TEST(KubeObjects, ANegativeQuantityIsCalledNegative) {
+  const auto q = ParseKubeQuantity("-8", false);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().message(), "'-8' is negative (a resource amount is 0 or more)");
+}
+
+// A pod asking for 8, then a fraction of a GPU (a quantity of its own).
+nlohmann::json GpuPod(const nlohmann::json& gpus) {
+  return {{"metadata", {{"name", "p"}, {"uid", "u"}}},
+          {"spec", {{"containers", {{{"resources", {{"limits", {{"nvidia.com/gpu", gpus}}}}}}}}}}};
+}
+
+TEST(KubeObjects, FractionalOrNegativeGpuRequestsAreRefusedNotRoundedUp) {
+  ASSERT_EQ(ReadPod(GpuPod("8"))->gpus, 8);
+  ASSERT_EQ(ReadPod(GpuPod(2))->gpus, 2);
+  ASSERT_EQ(ReadPod(GpuPod("2000m"))->gpus, 2);  // a whole number, however written
+  for (const char* fraction : {"0.5", "500m", "1.5"}) {
+    const auto pod = ReadPod(GpuPod(fraction));
+    ASSERT_FALSE(pod.ok()) << fraction << " read as " << pod->gpus << " GPUs";
+    EXPECT_EQ(pod.status().message(),
+              std::string("Pod.spec.containers[0].resources.limits.nvidia.com/gpu: '") + fraction +
+                  "' is not a whole number of GPUs (ringmaster gives pods whole devices; GPU shares are for admin API "
+                  "jobs)");
+  }
+  const auto negative = ReadPod(GpuPod("-8"));
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("'-8' is negative"), std::string_view::npos) << negative.status();
+}
+
 TEST(KubeObjects, PodRequestsAndGang) {
   auto a = ParseExtenderArgs(kFilterFullNodes);
   ASSERT_TRUE(a.ok());

@@ -54,7 +54,7 @@ pod() {  # name -> a Pod of gang "pair" (min member 2) asking for 8 GPUs
   echo "{\"metadata\":{\"name\":\"$1\",\"namespace\":\"t\",\"uid\":\"u-$1\",
     \"labels\":{\"scheduling.x-k8s.io/pod-group\":\"pair\"},
     \"annotations\":{\"scheduling.volcano.sh/group-min-member\":\"2\"}},
-    \"spec\":{\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\"}}}]}}"
+    \"spec\":{\"schedulerName\":\"ringmaster\",\"containers\":[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\"}}}]}}"
 }
 filter() {
   curl -s --max-time 5 -X POST -H 'Content-Type: application/json' \
