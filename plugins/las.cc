@@ -20,6 +20,13 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   auto fifo = args.Bool("fifoPreempt", false);
   if (!fifo.ok()) return fifo.status();
+  auto preempt_after = args.Double("preemptAfter", 0);
+  if (!preempt_after.ok()) return preempt_after.status();
+  if (!(*preempt_after >= 0 && *preempt_after <= 1e9)) {
+    return args.Error("preemptAfter", "must be seconds in [0, 1e9] (0: preempt at once)");
+  }
+  auto by_time = args.Bool("byTime", false);
+  if (!by_time.ok()) return by_time.status();
   if (auto s = args.Finish(); !s.ok()) return s;
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(*text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -38,7 +45,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (static_cast<int>(cuts.size()) > kMaxThresholds) {
     return args.Error("thresholds", absl::StrCat("at most ", kMaxThresholds, " thresholds"));
   }
-  return std::make_unique<LasPlugin>(std::move(cuts), *starve, *fifo);
+  Options o;
+  o.starve_limit = *starve;
+  o.fifo_preempt = *fifo;
+  o.preempt_after_ms = std::llround(*preempt_after * 1e3);
+  o.by_time = *by_time;
+  return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
@@ -51,23 +63,32 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
 }
 
+int64_t LasPlugin::Attained(const scheduler::Job& job, scheduler::Timestamp now) const {
+  const int64_t a = job.AttainedMilliMs(now);
+  if (!o_.by_time) return a;
+  // GPU-milli x ms over the gang's GPU-milli: ms, x 1000 to keep the unit
+  // of the thresholds (a CPU-only job counts its milli-CPU-free time as is).
+  const int64_t g = job.min_request().gpu_milli();
+  return g > 0 ? a / g * 1000 : a;
+}
+
 int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) {
-  int64_t attained = job.AttainedMilliMs(now);
+  int64_t attained = Attained(job, now);
   auto it = promoted_at_.find(job.id());
   if (it != promoted_at_.end()) attained -= it->second;
   // The number of thresholds at or below what it attained.
   auto level = [&] {
     return static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) - thresholds_.begin());
   };
-  if (starve_limit_ <= 0 || level() == 0 || job.phase() == scheduler::JobPhase::kRunning) return level();
+  if (o_.starve_limit <= 0 || level() == 0 || job.phase() == scheduler::JobPhase::kRunning) return level();
   // Starved? It ran (started .. last_stopped) and has waited since. The
   // answer is the same for every call at `now` (a waiting job attains
   // nothing), so orders built from it stay consistent.
   const scheduler::Timestamp started = job.started(), stopped = job.last_stopped();
   if (started < 0 || stopped < started || now <= stopped) return level();
   const double ran = static_cast<double>(stopped - started);
-  if (static_cast<double>(now - stopped) < starve_limit_ * ran) return level();
-  promoted_at_[job.id()] = job.AttainedMilliMs(now);
+  if (static_cast<double>(now - stopped) < o_.starve_limit * ran) return level();
+  promoted_at_[job.id()] = Attained(job, now);
   ++promotions_;
   return 0;
 }
@@ -82,11 +103,24 @@ int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
 namespace ringmaster::plugins {
 
 int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp now) {
-  if (!fifo_preempt_) return Rank(job, now);
+  int64_t rank = Rank(job, now);
+  if (o_.preempt_after_ms > 0 &&
+      (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
+    // Waiting since it was last stopped, else since it was submitted.
+    const scheduler::Timestamp stopped = job.last_stopped();
+    const bool ran = job.started() >= 0 && stopped >= job.started();
+    const scheduler::Timestamp since = ran ? stopped : job.created();
+    // The lowest level of its priority: above no running job of it.
+    if (now - since < o_.preempt_after_ms) {
+      const int64_t lowest = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1);
+      return o_.fifo_preempt ? lowest * (int64_t{1} << 40) : lowest;
+    }
+  }
+  if (!o_.fifo_preempt) return rank;
   // Creation times (ms) below 2^40 (35 years) fit under one step of Rank.
   constexpr int64_t kSpan = int64_t{1} << 40;
   const int64_t created = std::clamp<int64_t>(job.created(), 0, kSpan - 1);
-  return Rank(job, now) * kSpan + (kSpan - 1 - created);
+  return rank * kSpan + (kSpan - 1 - created);
 }
 
 }  // namespace ringmaster::plugins

@@ -22,6 +22,15 @@
 //     running jobs of its own level that arrived after it (the Tiresias of
 //     the Pollux authors' simulator: each interval the jobs in queue order
 //     run while their GPUs fit, the rest are stopped).
+//   - `preemptAfter` (seconds, default 0): a waiting job may preempt only
+//     once it has waited this long (since it was submitted, or since it was
+//     last stopped); before that it waits for GPUs to free as jobs end. Jobs
+//     end often in a busy cluster, so most waits end without a preemption.
+//   - `byTime` (default false): attained service counts time run, not GPUs
+//     x time (one-dimensional LAS; thresholds are then seconds): a big gang
+//     is demoted no faster than a small job, so it is not the first victim
+//     merely for being big (a preempted big gang waits longest to get all its
+//     GPUs back).
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -37,6 +46,14 @@
 
 namespace ringmaster::plugins {
 
+// The arguments besides the thresholds (see above).
+struct LasOptions {
+  double starve_limit = 0;
+  bool fifo_preempt = false;
+  scheduler::Timestamp preempt_after_ms = 0;
+  bool by_time = false;
+};
+
 class LasPlugin : public scheduler::Plugin {
  public:
   static constexpr const char* kName = "las";
@@ -48,29 +65,34 @@ class LasPlugin : public scheduler::Plugin {
   // and > 0 (a YAML string, e.g. "3600, 36000").
   // `starveLimit`: a number >= 0 (0: no promotion).
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
-  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms, double starve_limit = 0, bool fifo_preempt = false)
-      : thresholds_(std::move(thresholds_milli_ms)), starve_limit_(starve_limit), fifo_preempt_(fifo_preempt) {}
+  using Options = LasOptions;
+  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms, Options o = {})
+      : thresholds_(std::move(thresholds_milli_ms)), o_(o) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
   bool UsesTime() const override { return true; }
 
+  // What the levels count: Job::AttainedMilliMs, or with byTime that
+  // divided by the job's GPUs (milli) x 1000, i.e. milliseconds run x 1000.
+  int64_t Attained(const scheduler::Job& job, scheduler::Timestamp now) const;
   // 0 .. thresholds().size(): the job's level at `now` (promoting it first
   // when it has starved: see above).
   int Level(const scheduler::Job& job, scheduler::Timestamp now);
   // Higher goes first and may preempt lower: priority, then the level.
   int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now);
-  // Rank, then (fifoPreempt) the earlier creation: what preempt compares.
+  // Rank, then (fifoPreempt) the earlier creation: what preempt compares. A
+  // waiting job short of preemptAfter ranks as its priority's lowest level.
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
-  double starve_limit() const { return starve_limit_; }
+  double starve_limit() const { return o_.starve_limit; }
+  const Options& options() const { return o_; }
   // Promotions so far (all jobs).
   int64_t promotions() const { return promotions_; }
 
  private:
   std::vector<int64_t> thresholds_;
-  double starve_limit_ = 0;
-  bool fifo_preempt_ = false;
+  Options o_;
   // Promoted jobs: the attained service at their last promotion, which their
   // level no longer counts.
   std::map<scheduler::JobId, int64_t> promoted_at_;

@@ -246,5 +246,94 @@ TEST(LasPlugin, FifoPreemptLetsAnEarlierJobStopALaterOneOfItsLevel) {
   EXPECT_TRUE(EarlyAndLate(false, true).second);
 }
 
+
+TEST(LasPlugin, PreemptAfterHoldsAWaitingJobBackUntilItHasWaitedThatLong) {
+  // As above (threshold 3600 GPU-s: `long` on 8 GPUs crosses it at 450 s),
+  // with preemptAfter 600 s: `new`, submitted at 100 s, may preempt from
+  // 700 s on, not at 450 s. A job of higher priority is not held back.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy("3600", ", preemptAfter: 600")));
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  h.clock().Set(100'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  for (scheduler::Timestamp t : {450'000, 600'000, 699'999}) {
+    h.clock().Set(t);
+    EXPECT_TRUE(h.Cycle().evictions.empty()) << "at " << t << " ms `new` has waited less than 600 s";
+    EXPECT_TRUE(h.Running("long"));
+  }
+  h.clock().Set(700'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "new");
+  EXPECT_TRUE(h.Running("new"));
+  // `long` now waits since 700 s; `urgent` (priority 1) takes `new`'s GPUs
+  // at once, whatever preemptAfter says.
+  h.clock().Set(701'000);
+  h.Submit(JobBuilder("urgent").GpusPerTask(8).Priority(1).Build());
+  d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "urgent");
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "new");
+}
+
+TEST(LasPlugin, PreemptAfterCountsFromTheLastStopForAJobThatRan) {
+  // `a` (8 GPUs) is stopped by a node loss at 10 s and waits from then on;
+  // `b` runs on the other node from 0 s and crosses 100 GPU-s at 12.5 s.
+  // With preemptAfter 300 s, `a` preempts `b` at 360 s, not before
+  // (it was submitted at 0 s: counting from submission would say 300 s).
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy("100, 100000", ", preemptAfter: 300")));
+  h.Submit(JobBuilder("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("a") && h.Running("b"));
+  h.clock().Set(10'000);
+  ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("a").task(0).node).name).ok());
+  // `a` attained 80 GPU-s (level 0); `b` is at level 1 from 12.5 s on.
+  for (scheduler::Timestamp t : {300'000, 309'999}) {
+    h.clock().Set(t);
+    EXPECT_TRUE(h.Cycle().evictions.empty()) << "at " << t << " ms";
+  }
+  h.clock().Set(310'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "a");
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "b");
+}
+
+TEST(LasPlugin, ByTimeCountsTimeRunNotGpusTimesTime) {
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml", {{"thresholds", {"100, 1000", 4, 17}}, {"byTime", {"true", 4, 40}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("big").GpusPerTask(4).Gang(2).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("big"));
+  const scheduler::Job& big = h.job("big");
+  // 8 GPUs: 100 GPU-s after 12.5 s, but 100 s of running only at 100 s.
+  EXPECT_EQ(las.Level(big, 99'999), 0);
+  EXPECT_EQ(las.Level(big, 100'000), 1);
+  EXPECT_EQ(las.Level(big, 999'999), 1);
+  EXPECT_EQ(las.Level(big, 1'000'000), 2);
+  auto gpu_s = Make("100, 1000");
+  ASSERT_TRUE(gpu_s.ok());
+  EXPECT_EQ(static_cast<plugins::LasPlugin&>(**gpu_s).Level(big, 12'500), 1) << "the control: GPU-seconds";
+}
+
+TEST(LasPlugin, PreemptAfterAndByTimeAreChecked) {
+  for (const auto& [key, bad] : std::vector<std::pair<std::string, std::string>>{
+           {"preemptAfter", "-1"}, {"preemptAfter", "2e9"}, {"preemptAfter", "soon"}, {"byTime", "maybe"}}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{key, {bad, 6, 3}}}));
+    ASSERT_FALSE(q.ok()) << key << ": " << bad;
+    EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(q.status().message().find("p.yaml:6:3: plugins[las].arguments." + key + ": "), std::string::npos)
+        << q.status().message();
+  }
+}
 }  // namespace
 }  // namespace ringmaster::testing
