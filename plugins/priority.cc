@@ -6,14 +6,16 @@ using scheduler::Job;
 using scheduler::TaskRef;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> PriorityPlugin::Create(const scheduler::PluginArgs& args) {
+  auto victims = args.Bool("victims", true);
+  if (!victims.ok()) return victims.status();
   if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<PriorityPlugin>();
+  return std::make_unique<PriorityPlugin>(*victims);
 }
 
 void PriorityPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddJobOrderFn(kName, &JobOrder);
   s.AddQueueOrderFn(kName, &QueueOrder);
-  s.AddPreemptableFn(kName, &Preemptable);
+  if (victims_) s.AddPreemptableFn(kName, &Preemptable);
 }
 
 int PriorityPlugin::JobOrder(const Job& l, const Job& r) {

@@ -335,5 +335,43 @@ TEST(LasPlugin, PreemptAfterAndByTimeAreChecked) {
         << q.status().message();
   }
 }
+TEST(LasPlugin, PriorityInTheTierForbidsLevelPreemptionUnlessVictimsFalse) {
+  // The scenario of AWaitingJobOfALowerLevelPreemptsOneThatCrossedAThreshold
+  // with `priority` first in the tier: its Preemptable answer (lower
+  // priorities only) is intersected with the rest, so `new` never preempts
+  // `long`; with `victims: false` it does at 450 s, as under las alone.
+  for (const bool victims : {true, false}) {
+    const std::string policy = std::string(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+tiers:
+- plugins:
+  - name: priority
+)") + (victims ? "" : "    arguments: {victims: false}\n") + R"(  - name: las
+    arguments: {thresholds: "3600"}
+  - name: gang
+- plugins:
+  - name: predicates
+)";
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(policy));
+    h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    h.clock().Set(100'000);
+    h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+    h.Cycle();
+    h.clock().Set(450'000);
+    auto d = h.Cycle();
+    if (victims) {
+      EXPECT_TRUE(d.evictions.empty()) << "priority's victim rule forbids it";
+      EXPECT_TRUE(h.Running("long"));
+    } else {
+      ASSERT_EQ(d.evictions.size(), 1u);
+      EXPECT_EQ(d.evictions[0].preemptor, "new");
+      EXPECT_TRUE(h.Running("new"));
+    }
+  }
+}
 }  // namespace
 }  // namespace ringmaster::testing
