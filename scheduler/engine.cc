@@ -554,16 +554,18 @@ MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind,
   std::vector<topology::RankSlot> slots;
   for (const Task* t : members) slots.push_back({t->node, t->gpus.empty() ? -1 : t->gpus.front()});
   const std::vector<topology::RankSlot> ring = topology::OrderRanks(c, slots);
+  // Each ring slot takes the first member not yet taken with that slot
+  // (members of one slot in index order): one map lookup per slot, not a
+  // scan of the members (a gang of 40,000 tasks took minutes).
+  std::map<std::pair<uint32_t, int>, std::vector<size_t>> by_slot;
+  for (size_t k = members.size(); k-- > 0;) by_slot[{slots[k].node.value(), slots[k].gpu}].push_back(k);
   std::vector<const Task*> ordered;
-  std::vector<bool> used(members.size(), false);
+  ordered.reserve(members.size());
   for (const topology::RankSlot& slot : ring) {
-    for (size_t k = 0; k < members.size(); ++k) {
-      if (!used[k] && slots[k] == slot) {
-        used[k] = true;
-        ordered.push_back(members[k]);
-        break;
-      }
-    }
+    auto it = by_slot.find({slot.node.value(), slot.gpu});
+    if (it == by_slot.end() || it->second.empty()) continue;
+    ordered.push_back(members[it->second.back()]);
+    it->second.pop_back();
   }
   if (ordered.size() == members.size()) members = std::move(ordered);
   for (size_t r = 0; r < members.size(); ++r) {

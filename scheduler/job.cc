@@ -131,8 +131,10 @@ uint32_t Job::AddTask(int role) {
   Task t;
   t.index = static_cast<uint32_t>(tasks_.size());
   t.role = role;
-  int n = 0;
-  for (const Task& o : tasks_) n += (o.role == role);
+  // The role's n-th task (a count kept per role: a scan of the tasks made
+  // creating a gang quadratic in its size).
+  if (role_tasks_.size() <= static_cast<size_t>(role)) role_tasks_.resize(role + 1, 0);
+  const int n = role_tasks_[role]++;
   t.name = absl::StrCat(spec_.name, "-", spec_.roles[role].name, "-", n);
   tasks_.push_back(std::move(t));
   counts_[static_cast<int>(TaskState::kPending)]++;
@@ -142,6 +144,7 @@ uint32_t Job::AddTask(int role) {
 void Job::PopPendingTask() {
   if (tasks_.empty() || tasks_.back().state != TaskState::kPending) std::abort();  // a bug in the caller
   counts_[static_cast<int>(TaskState::kPending)]--;
+  role_tasks_[tasks_.back().role]--;
   tasks_.pop_back();
 }
 

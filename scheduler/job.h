@@ -238,6 +238,7 @@ class Job {
   int64_t checkpoint_interval_ms_ = 0;  // spec_.checkpoint_interval_ms
   std::array<int, kNumTaskStates> counts_{};
   std::vector<Task> tasks_;
+  std::vector<int> role_tasks_;  // tasks of each role (AddTask names the next one)
   std::vector<Resources> role_requests_;
   int64_t generation_ = 0;
   int64_t attained_milli_ms_ = 0;  // up to attained_at_

@@ -7,6 +7,11 @@
 #   scripts/fuzz.sh --all [SECONDS]    every target in turn (what scripts/test.sh
 #                                      runs, with a few seconds each)
 #   scripts/fuzz.sh --list             the targets
+#   scripts/fuzz.sh --merge TARGET|--all [SECONDS]
+#                                      fuzz as above, then add to the kept
+#                                      corpus fuzz/corpus/TARGET the new inputs
+#                                      that reach code its seeds do not
+#                                      (libFuzzer -merge=1); commit them
 #
 # Each run starts from the seeds in fuzz/corpus/TARGET and the inputs that
 # once crashed it (fuzz/regressions/TARGET). A crash fails the script and
@@ -20,6 +25,12 @@ BUILD=build/fuzz
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 ]] || usage
+merge=0
+if [[ $1 == --merge ]]; then
+  merge=1
+  shift
+  [[ $# -ge 1 ]] || usage
+fi
 case "$1" in
   --list) printf '%s\n' "${TARGETS[@]}"; exit 0 ;;
   --all) selected=("${TARGETS[@]}") ;;
@@ -69,6 +80,18 @@ for t in "${selected[@]}"; do
   fi
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD/fuzz-$t.log" | tr '\n' ' '
   echo
+  if ((merge)); then
+    mkdir -p "fuzz/corpus/$t"
+    before=$(find "fuzz/corpus/$t" -type f | wc -l)
+    if ! "$BUILD/fuzz/fuzz_$t" -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+        "fuzz/corpus/$t" "$corpus" 2>"$BUILD/merge-$t.log"; then
+      tail -20 "$BUILD/merge-$t.log" >&2
+      echo "== merge $t: FAILED (log $BUILD/merge-$t.log)" >&2
+      failed+=("$t")
+      continue
+    fi
+    echo "== merge $t: fuzz/corpus/$t $before -> $(find "fuzz/corpus/$t" -type f | wc -l) inputs"
+  fi
 done
 if ((${#failed[@]})); then
   echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]}" >&2
