@@ -52,6 +52,13 @@ struct EngineOptions {
   // Aborted. 0: everything is released at once and the job is Aborted at
   // once (the simulator, `schedule`, most tests).
   int64_t cancel_grace_ms = 0;
+  // The shortcuts that make a cycle cost what changed, with the same
+  // decisions: the planner skips a gang that cannot fit by free GPU count
+  // (State::TasksFitByCount), and NextWakeup names the first time-based
+  // change after a cycle that changed nothing. false: neither (every gang
+  // tried, NextWakeup now whenever the policy reads the clock), for tests
+  // that compare the two.
+  bool fast_paths = true;
 };
 
 class Engine {
@@ -97,11 +104,17 @@ class Engine {
   // a cycle then); -1 when none.
   Timestamp NextDeadline() const;
   // When a cycle with nothing new (no submission, finish, release, node
-  // change or policy change) could next decide something: now when the
-  // policy reads the clock (an action or plugin UsesTime: cooldowns,
-  // growIdle, attained service; a driver then wakes at its own period), else
-  // the earliest release deadline, else kNever: only an event can change a
-  // decision, and a virtual-clock driver may skip its wake-up cycles.
+  // change or policy change) could next decide something. A policy that
+  // reads no clock (no action or plugin UsesTime): the earliest release
+  // deadline, else kNever (only an event can change a decision, and a
+  // virtual-clock driver may skip its wake-up cycles). One that reads it:
+  // now after an event or a cycle that changed the state; after a cycle
+  // that changed nothing, the earliest time at which one of its time-based
+  // conditions turns (Action / Plugin::NextChange: growIdle and cooldown
+  // ends, a LAS threshold or starvation promotion, a victim's cooldown), or
+  // the deadline: a cycle before then would decide nothing, so a driver
+  // may skip its wake-ups until then (docs/ARCHITECTURE.md, "What the
+  // engine retries").
   static constexpr Timestamp kNever = std::numeric_limits<Timestamp>::max();
   Timestamp NextWakeup() const;
   // When the job may start, from what the engine knows: now if it runs; for
@@ -186,8 +199,8 @@ class Engine {
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);
-  // Releases tasks whose release deadline has passed.
-  void ExpireReleases();
+  // Releases tasks whose release deadline has passed; true when any was.
+  bool ExpireReleases();
   // A Releasing task is gone: it waits again (Pending), or, in a
   // Cancelling job, it ended (Failed) and the job is Aborted when none is
   // left Releasing.
@@ -208,6 +221,10 @@ class Engine {
   int nodes_to_score_ = kDefaultNodesToScore;
   std::vector<std::unique_ptr<Action>> actions_;
   int64_t cycle_ = 0;
+  // An event since the last cycle (NextWakeup), and whether the last cycle
+  // changed the state.
+  bool touched_ = true;
+  bool last_cycle_changed_ = true;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership
   // changes), handed out with the next cycle's.

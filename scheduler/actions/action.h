@@ -26,6 +26,13 @@ class Action {
   // change) may decide differently only because time went on: cooldowns,
   // growIdle. Engine::NextWakeup reads it; true unless the action says not.
   virtual bool UsesTime() const { return true; }
+  // For an action that UsesTime, asked after a cycle that changed nothing
+  // (Engine::NextWakeup): the earliest time >= now at which it could decide
+  // differently on the same state (growIdle or a cooldown ends), from what
+  // its last Execute saw; kNoChange when only an event can change its
+  // decisions. Being early is safe (a cycle that decides nothing); being
+  // late is a bug. Default: now.
+  virtual Timestamp NextChange(const State& /*state*/, Timestamp now) const { return now; }
 };
 
 // The names MakeAction knows, in the order a policy usually lists them.

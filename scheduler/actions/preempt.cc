@@ -28,33 +28,51 @@ std::vector<Job*> WaitingGangs(Session& s) {
 
 namespace {
 
+// After a cycle that changed nothing: now when some preemptor had victims
+// to choose from (their costs move with time: work at risk), else the first
+// end of a cooldown that alone kept a job from being a victim.
+Timestamp NextChangeOf(const VictimPicker& picker, Timestamp now) {
+  if (picker.had_victims()) return now;
+  return picker.cooldown_end() == kNoChange ? kNoChange : std::max(picker.cooldown_end(), now);
+}
+
 class PreemptAction : public Action {
  public:
   explicit PreemptAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "preempt"; }
+  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+    return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
+  }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kPreempt, args_);
     for (Job* p : WaitingGangs(s)) picker.TryFor(*p);
+    next_change_ = NextChangeOf(picker, s.now());
   }
 
  private:
   EvictionArgs args_;
+  Timestamp next_change_ = 0;
 };
 
 class ReclaimAction : public Action {
  public:
   explicit ReclaimAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "reclaim"; }
+  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+    return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
+  }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kReclaim, args_);
     for (Job* p : WaitingGangs(s)) {
       if (s.Overused(s.queue(p->queue()))) continue;
       picker.TryFor(*p);
     }
+    next_change_ = NextChangeOf(picker, s.now());
   }
 
  private:
   EvictionArgs args_;
+  Timestamp next_change_ = 0;
 };
 
 }  // namespace

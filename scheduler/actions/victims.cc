@@ -82,11 +82,15 @@ bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int6
   if (v.id() == p.id() || v.phase() != JobPhase::kRunning) return false;
   if (v.Count(TaskState::kAllocated) > 0) return false;  // placed this cycle: not yet started
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
-  if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) return false;
-  if (mode_ == EvictMode::kPreempt) {
-    return v.queue() == p.queue() && v_priority < p_priority;
+  const bool by_rule = mode_ == EvictMode::kPreempt ? v.queue() == p.queue() && v_priority < p_priority
+                                                    : v.queue() != p.queue();
+  if (!by_rule) return false;
+  if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) {
+    // Only its cooldown keeps it: when that ends, the answer may change.
+    cooldown_end_ = std::min(cooldown_end_, v.last_resize() + args_.cooldown_ms);
+    return false;
   }
-  return v.queue() != p.queue();
+  return true;
 }
 
 bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const {
@@ -673,6 +677,7 @@ bool VictimPicker::TryFor(Job& p) {
   if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
   Offer& offer = OfferFor(p);
   if (offer.units.empty()) return false;
+  had_victims_ = true;
 
   struct Scope {
     int tier;

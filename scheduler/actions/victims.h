@@ -69,6 +69,11 @@ class VictimPicker {
   // Tries to start `preemptor`'s gang minimum by evicting victims. True when
   // it committed (P bound now, or held for its releasing victims).
   bool TryFor(Job& preemptor);
+  // What TryFor saw, for Action::NextChange: some preemptor had at least
+  // one victim unit to choose from; the earliest end of a cooldown that
+  // alone kept a running job from being a victim (kNoChange: none).
+  bool had_victims() const { return had_victims_; }
+  Timestamp cooldown_end() const { return cooldown_end_; }
 
  private:
   // Cost key: smaller is cheaper.
@@ -196,6 +201,8 @@ class VictimPicker {
   EvictMode mode_;
   EvictionArgs args_;
   int evicted_ = 0;
+  bool had_victims_ = false;
+  mutable Timestamp cooldown_end_ = kNoChange;  // Eligible notes it
   std::vector<int64_t> priority_;  // by JobId value; kNoPriority: not asked yet
   static constexpr int64_t kNoPriority = INT64_MIN;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
