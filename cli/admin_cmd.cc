@@ -57,7 +57,9 @@ bool ReadPem(const std::string& flag, const std::string& path, std::string* out)
 
 void AddClientFlags(CLI::App& cmd, ClientFlags& f) {
   cmd.add_option("--server", f.server, "daemon's admin API HOST:PORT (env RINGMASTER_SERVER, else 127.0.0.1:7070)");
-  cmd.add_option("--token-file", f.token_file, "bearer token for the daemon (else env RINGMASTER_TOKEN)");
+  cmd.add_option("--token-file", f.token_file,
+                 "file whose first line is the daemon's bearer token (default: env RINGMASTER_TOKEN, which holds the "
+                 "token itself)");
   cmd.add_flag("--json", f.json, "print the API's answer as JSON");
   cmd.add_option("--timeout", f.timeout_s, "seconds to wait for the daemon (10)")->check(CLI::Range(0.1, 3600.0));
   cmd.add_option("--tls-ca", f.tls_ca, "the daemon serves TLS (serve --tls-cert): PEM CA that signed its certificate")
@@ -186,6 +188,15 @@ std::string When(int64_t ms) {
   if (s < 120) return absl::StrCat("in ", s, "s");
   if (s < 7200) return absl::StrCat("in ", s / 60, "m");
   return absl::StrCat("in ", s / 3600, "h");
+}
+
+// Every phase's name, as the API spells it (ListJobs' phases).
+std::vector<std::string> PhaseNames() {
+  std::vector<std::string> names;
+  for (scheduler::JobPhase p : scheduler::kAllPhases) {
+    names.emplace_back(scheduler::PhaseName(p));
+  }
+  return names;
 }
 
 // --- submit ------------------------------------------------------------------
@@ -451,7 +462,8 @@ void RegisterAdminCommands(CLI::App& app) {
   auto jp = std::make_shared<std::vector<std::string>>();
   CLI::App* jobs = app.add_subcommand("jobs", "list the daemon's jobs: phase, placement, expected start, why pending");
   jobs->add_option("--queue", *jq, "only this queue");
-  jobs->add_option("--phase", *jp, "only these phases (Pending, Inqueue, Running, Completed, Failed, Aborted)");
+  jobs->add_option("--phase", *jp, "only these phases")
+      ->check(CLI::IsMember(PhaseNames()));
   AddClientFlags(*jobs, *jf);
   jobs->callback([jf, jq, jp] { ExitCode() = Jobs(*jf, *jq, *jp); });
 

@@ -30,6 +30,8 @@ void RegisterShimCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
 // submit, jobs, job, queues, nodes, cancel: clients of the daemon's admin API.
 void RegisterAdminCommands(CLI::App& app);
+// `state backup DIR OUT`: a safe copy of a (live) journal.
+void RegisterStateCommand(CLI::App& app);
 // `policy update FILE` (the policy command calls it).
 void RegisterPolicyUpdateCommand(CLI::App& policy);
 

@@ -22,7 +22,14 @@ int main(int argc, char** argv) {
   ringmaster::cli::RegisterShimCommand(app);
   ringmaster::cli::RegisterServeCommand(app);
   ringmaster::cli::RegisterAdminCommands(app);
+  ringmaster::cli::RegisterStateCommand(app);
   // Further subcommands register here, one line each.
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);  // runs the chosen subcommand's callback
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every bad command line exits 2
+    // (docs/ADMIN.md), not the parser's own codes (105, 109, ...).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return ringmaster::cli::ExitCode();
 }

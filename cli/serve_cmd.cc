@@ -37,6 +37,7 @@ struct ServeFlags {
   std::string http = "127.0.0.1:8080";
   std::string grpc = "127.0.0.1:7070";
   std::string state;
+  bool fresh_state = false;
   int period_ms = 1000;
   int reservation_timeout_s = 60;
   std::string topology_labels;
@@ -121,6 +122,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   }
   o.policy_file = f.policy;
   o.state_dir = f.state;
+  o.fresh_state = f.fresh_state;
   o.grpc_address = f.grpc;
   o.period_ms = f.period_ms;
   o.http.address = address->first;
@@ -208,6 +210,10 @@ void RegisterServeCommand(CLI::App& app) {
                   "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
   cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")
       ->check(CLI::ExistingDirectory);
+  cmd->add_flag("--fresh-state", f->fresh_state,
+                "start with an empty journal on purpose: the journal files in --state are moved into "
+                "DIR/set-aside-TIME/ (never deleted); without it serve refuses a damaged, empty or missing journal")
+      ->needs("--state");
   cmd->add_option("--token-file", f->token_file, "admin mutations (submit, cancel, policy) need this bearer token")
       ->check(CLI::ExistingFile);
   cmd->add_option("--period-ms", f->period_ms, "one engine cycle every this many ms (1000)")->check(CLI::Range(10, 3'600'000));

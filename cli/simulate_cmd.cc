@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "cli/commands.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
+#include "simulator/app_model.h"
 #include "simulator/fgd_protocol.h"
 #include "simulator/replay.h"
 #include "simulator/replay_plot.h"
@@ -50,6 +52,7 @@ struct SimulateFlags {
   double mttr_s = 3600;
   ClusterFlags cluster;
   std::string trace;
+  std::string apps;
   std::string placement = "fgd";
   double tune = 1.3;
   uint64_t seed = 42;
@@ -281,6 +284,20 @@ int RunReplay(const SimulateFlags& f) {
   }
   format = trace->second;
   trace->first = simulator::SliceTrace(std::move(trace->first), f.slice);
+  simulator::AppModels models;
+  if (!f.apps.empty()) {
+    auto loaded = simulator::LoadAppModels(f.apps);
+    if (!loaded.ok()) {
+      std::cerr << loaded.status().message() << "\n";
+      return 2;
+    }
+    models = *std::move(loaded);
+  }
+  const bool elastic = std::find(policy->actions.begin(), policy->actions.end(), "elastic") != policy->actions.end();
+  if (auto s = simulator::AttachAppModels(trace->first, models, elastic, f.trace); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
   simulator::ReplayOptions o;
   o.seed = f.seed;
   o.check = f.check;
@@ -379,7 +396,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
   const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
                                                 "--comm-fraction", "--reform-pause", "--restart-cost", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
-                                                "--racks-per-spine", "--from", "--until", "--max-jobs", "--one-queue",
+                                                "--racks-per-spine", "--apps", "--from", "--until", "--max-jobs", "--one-queue",
                                                 "--walltime-oracle", "--checkpoint-interval"};
   for (const char* opt : fgd ? replay_only : fgd_only) {
     if (sim.count(opt) > 0) {
@@ -412,7 +429,12 @@ void RegisterSimulateCommand(CLI::App& app) {
   CLI::App* sim = app.add_subcommand("simulate", "replay a trace (or the FGD protocol) on a simulated cluster");
   sim->add_option("--trace", f->trace, "trace file (docs/TRACE_FORMAT.md; with --protocol fgd an openb pod list)")
       ->required();
-  sim->add_option("--format", f->format, "trace format: auto, native, philly, gavel, tiresias, alibaba2023, dlrm2025");
+  sim->add_option("--format", f->format,
+                  "trace format: auto, native, philly, gavel, tiresias, alibaba2023, dlrm2025, pollux");
+  sim->add_option("--apps", f->apps,
+                  "folder of application models (one subfolder each: placements.csv, scalability.csv, "
+                  "validation-<B>.csv; docs/TRACE_FORMAT.md) for the jobs whose trace names an application")
+      ->check(CLI::ExistingDirectory);
   AddClusterFlags(*sim, f->cluster);
   sim->add_option("--policy", f->policy, "policy file (YAML); built-in default when absent")->check(CLI::ExistingFile);
   sim->add_option("--seed", f->seed, "random seed (42)");

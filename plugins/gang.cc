@@ -10,15 +10,17 @@ using scheduler::Job;
 using scheduler::TaskRef;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GangPlugin::Create(const scheduler::PluginArgs& args) {
+  auto reserve = args.Bool("reserve", true);
+  if (!reserve.ok()) return reserve.status();
   if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<GangPlugin>();
+  return std::make_unique<GangPlugin>(*reserve);
 }
 
 void GangPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddJobValidFn(kName, &Valid);
   s.AddJobReadyFn(kName, &Ready);
   s.AddJobPipelinedFn(kName, &Pipelined);
-  s.AddJobStarvingFn(kName, &Starving);
+  if (reserve_) s.AddJobStarvingFn(kName, &Starving);
   s.AddJobOrderFn(kName, &Order);
   auto victims = [](const TaskRef&, const std::vector<TaskRef>& c) { return Victims(c); };
   s.AddPreemptableFn(kName, victims);

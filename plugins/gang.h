@@ -1,8 +1,11 @@
 // gang: a job runs with at least its minimum number of tasks or not at all.
 // Valid: the job has at least min_member tasks. Ready: min_member tasks are
 // placed. Pipelined: placed + pipelined reach the minimum. Starving: below
-// the minimum. Job order: jobs not yet ready go before ready ones. Victims:
-// a running gang gives up tasks only above its minimum, or all of them.
+// the minimum (argument `reserve`, default true; false: no job is starving,
+// so allocate never reserves nodes for a waiting gang and every job that
+// fits runs, as in schedulers that re-pack greedily each interval). Job
+// order: jobs not yet ready go before ready ones. Victims: a running gang
+// gives up tasks only above its minimum, or all of them.
 #ifndef RINGMASTER_PLUGINS_GANG_H_
 #define RINGMASTER_PLUGINS_GANG_H_
 
@@ -14,6 +17,7 @@ class GangPlugin : public scheduler::Plugin {
  public:
   static constexpr const char* kName = "gang";
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
+  explicit GangPlugin(bool reserve = true) : reserve_(reserve) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
 
@@ -25,6 +29,9 @@ class GangPlugin : public scheduler::Plugin {
   // Of `candidates`, the tasks whose eviction keeps their gang whole: tasks
   // above each job's minimum, or every task of a job when all are candidates.
   static std::vector<scheduler::TaskRef> Victims(const std::vector<scheduler::TaskRef>& candidates);
+
+ private:
+  bool reserve_ = true;
 };
 
 }  // namespace ringmaster::plugins

@@ -18,6 +18,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (!(*starve >= 0 && *starve <= 1e9)) {
     return args.Error("starveLimit", "must be a multiple in [0, 1e9] (0: no promotion)");
   }
+  auto fifo = args.Bool("fifoPreempt", false);
+  if (!fifo.ok()) return fifo.status();
   if (auto s = args.Finish(); !s.ok()) return s;
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(*text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -36,7 +38,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (static_cast<int>(cuts.size()) > kMaxThresholds) {
     return args.Error("thresholds", absl::StrCat("at most ", kMaxThresholds, " thresholds"));
   }
-  return std::make_unique<LasPlugin>(std::move(cuts), *starve);
+  return std::make_unique<LasPlugin>(std::move(cuts), *starve, *fifo);
 }
 
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
@@ -47,7 +49,7 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
     if (a == b) return 0;
     return a > b ? -1 : 1;
   });
-  s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return Rank(j, now); });
+  s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
 }
 
 int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) {
@@ -105,6 +107,18 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
 int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
   // kMaxThresholds + 1 levels fit below one step of priority.
   return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
+}
+
+}  // namespace ringmaster::plugins
+
+namespace ringmaster::plugins {
+
+int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp now) {
+  if (!fifo_preempt_) return Rank(job, now);
+  // Creation times (ms) below 2^40 (35 years) fit under one step of Rank.
+  constexpr int64_t kSpan = int64_t{1} << 40;
+  const int64_t created = std::clamp<int64_t>(job.created(), 0, kSpan - 1);
+  return Rank(job, now) * kSpan + (kSpan - 1 - created);
 }
 
 }  // namespace ringmaster::plugins

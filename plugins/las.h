@@ -17,6 +17,11 @@
 //     same key, so a waiting gang of a lower level may stop running jobs of a
 //     higher level in its queue, through the engine's preempt action and its
 //     rules (victim cost, cooldown, eviction cap, docs/PREEMPTION.md).
+//   - `fifoPreempt` (default false): inside a level the earlier job also
+//     outranks the later one for preemption, so a waiting job may stop
+//     running jobs of its own level that arrived after it (the Tiresias of
+//     the Pollux authors' simulator: each interval the jobs in queue order
+//     run while their GPUs fit, the rest are stopped).
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -43,8 +48,8 @@ class LasPlugin : public scheduler::Plugin {
   // and > 0 (a YAML string, e.g. "3600, 36000").
   // `starveLimit`: a number >= 0 (0: no promotion).
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
-  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms, double starve_limit = 0)
-      : thresholds_(std::move(thresholds_milli_ms)), starve_limit_(starve_limit) {}
+  explicit LasPlugin(std::vector<int64_t> thresholds_milli_ms, double starve_limit = 0, bool fifo_preempt = false)
+      : thresholds_(std::move(thresholds_milli_ms)), starve_limit_(starve_limit), fifo_preempt_(fifo_preempt) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
   bool UsesTime() const override { return true; }
@@ -58,6 +63,8 @@ class LasPlugin : public scheduler::Plugin {
   int Level(const scheduler::Job& job, scheduler::Timestamp now);
   // Higher goes first and may preempt lower: priority, then the level.
   int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now);
+  // Rank, then (fifoPreempt) the earlier creation: what preempt compares.
+  int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
   double starve_limit() const { return starve_limit_; }
@@ -67,6 +74,7 @@ class LasPlugin : public scheduler::Plugin {
  private:
   std::vector<int64_t> thresholds_;
   double starve_limit_ = 0;
+  bool fifo_preempt_ = false;
   // Promoted jobs: the attained service at their last promotion, which their
   // level no longer counts.
   std::map<scheduler::JobId, int64_t> promoted_at_;

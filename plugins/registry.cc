@@ -6,6 +6,7 @@
 #include "plugins/gpu_affinity.h"
 #include "plugins/gpu_share.h"
 #include "plugins/las.h"
+#include "plugins/most_free.h"
 #include "plugins/network_topology.h"
 #include "plugins/predicates.h"
 #include "plugins/priority.h"
@@ -27,6 +28,7 @@ scheduler::PluginRegistry BuiltinRegistry() {
   r.Add(GpuSharePlugin::kName, &GpuSharePlugin::Create);
   r.Add(SjfPlugin::kName, &SjfPlugin::Create);
   r.Add(LasPlugin::kName, &LasPlugin::Create);
+  r.Add(MostFreePlugin::kName, &MostFreePlugin::Create);
   // New plugins: one line here.
   return r;
 }

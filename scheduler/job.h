@@ -36,6 +36,10 @@ using QueueId = topology::StrongId<QueueIdTag>;
 // Aborted once the last is gone. Last, so the journal's phase numbers of
 // the others stay.
 enum class JobPhase { kPending, kInqueue, kRunning, kCompleted, kFailed, kAborted, kCancelling };
+// Every phase, in the order users read them (the one list: CLI checks, API filters).
+inline constexpr JobPhase kAllPhases[] = {JobPhase::kPending,   JobPhase::kInqueue, JobPhase::kRunning,
+                                          JobPhase::kCancelling, JobPhase::kCompleted, JobPhase::kFailed,
+                                          JobPhase::kAborted};
 enum class TaskState {
   kPending,
   kAllocated,

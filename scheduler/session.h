@@ -105,6 +105,11 @@ class Session {
   // The built-in choice over future free GPUs (for pipelining).
   bool SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   bool has_node_order() const { return !node_order_.empty(); }
+  // A node order plugin whose score depends on the job's own placement so
+  // far (not only on the node's state) says so: the planner then scores
+  // every node, without skipping those in the same state as one scored.
+  void MarkNodeOrderReadsJob() { node_order_reads_job_ = true; }
+  bool node_order_reads_job() const { return node_order_reads_job_; }
   // True when a plugin chooses GPUs (else the built-in best fit, which never
   // refuses a whole-GPU task on a node with that many whole GPUs free).
   bool has_gpu_select() const { return !gpu_select_.empty(); }
@@ -188,6 +193,7 @@ class Session {
   std::vector<Registered<JobStarvingFn>> job_starving_;
   std::vector<Registered<PredicateFn>> predicate_;
   std::vector<Registered<NodeOrderFn>> node_order_;
+  bool node_order_reads_job_ = false;
   std::vector<Registered<PreemptableFn>> preemptable_;
   std::vector<Registered<ReclaimableFn>> reclaimable_;
   std::vector<Registered<OverusedFn>> overused_;

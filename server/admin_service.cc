@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "scheduler/policy.h"
 #include "server/admin_convert.h"
 #include "server/coordinator_service.h"  // ToGrpc
@@ -18,6 +19,16 @@ using scheduler::TaskState;
 namespace {
 
 bool Terminal(JobPhase p) { return p == JobPhase::kCompleted || p == JobPhase::kFailed || p == JobPhase::kAborted; }
+
+// A write the journal refused (no space, read-only, I/O error): logged in
+// serve's log, and answered INTERNAL (the daemon answered; nothing was
+// promised) rather than UNAVAILABLE, which the CLI reads as "no daemon".
+grpc::Status NotJournaled(std::string_view rpc, const std::string& name, const std::string& what,
+                          const absl::Status& s) {
+  common::Log(common::LogLevel::err, "refused: not journaled",
+              {{"rpc", rpc}, {"name", name}, {"why", s.message()}});
+  return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat(what, ": ", s.message()));
+}
 
 std::vector<JournaledTask> HeldTasks(const scheduler::Engine& e, const scheduler::Job& job) {
   std::vector<JournaledTask> out;
@@ -69,6 +80,11 @@ absl::Status AdminService::Recover(const Recovered& r) {
     }
     auto spec = JobSpecFromProto(proto);
     if (!spec.ok()) return absl::DataLossError(absl::StrCat("journal: ", spec.status().message()));
+    const bool is_phase = std::any_of(std::begin(scheduler::kAllPhases), std::end(scheduler::kAllPhases),
+                                      [&](JobPhase k) { return static_cast<int>(k) == row.phase; });
+    if (!is_phase) {
+      return absl::DataLossError(absl::StrCat("journal: job '", row.name, "': phase ", row.phase, " is no phase"));
+    }
     const JobPhase phase = static_cast<JobPhase>(row.phase);
     std::vector<scheduler::Engine::RestoredTask> placed;
     if (!Terminal(phase)) {
@@ -201,7 +217,14 @@ absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::strin
     if (journal_) durable = journal_->SetPolicy(yaml);
   }
   events_.Publish(clock_.Now(), "policy", "", absl::StrCat("policy from ", file, " in force"));
-  return durable.valid() ? durable.get() : absl::OkStatus();
+  if (!durable.valid()) return absl::OkStatus();
+  if (absl::Status s = durable.get(); !s.ok()) {
+    common::Log(common::LogLevel::err, "policy not journaled", {{"from", file}, {"why", s.message()}});
+    return absl::InternalError(
+        absl::StrCat("policy from ", file, " in force but not journaled (a restart brings back the previous one): ",
+                     s.message()));
+  }
+  return absl::OkStatus();
 }
 
 size_t AdminService::jobs_accepted() const {
@@ -241,7 +264,7 @@ grpc::Status AdminService::SubmitJob(grpc::ServerContext* ctx, const admin::Subm
       // Not durable: take it back so what runs matches what was promised.
       absl::MutexLock lock(&engine_mu_);
       (void)engine_.CancelJob(id);
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("job '", name, "' not journaled: ", s.message()));
+      return NotJournaled("SubmitJob", name, absl::StrCat("job '", name, "' not accepted (not journaled; it shows as Aborted)"), s);
     }
   }
   events_.Publish(clock_.Now(), "submit", name, "");
@@ -269,7 +292,10 @@ grpc::Status AdminService::CancelJob(grpc::ServerContext* ctx, const admin::Canc
     *resp->mutable_job() = JobToProto(engine_, id, JobView::kBrief);
   }
   if (durable.valid()) {
-    if (absl::Status s = durable.get(); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = durable.get(); !s.ok()) {
+      return NotJournaled("CancelJob", req->name(),
+                          absl::StrCat("job '", req->name(), "' cancelled but not journaled (a restart brings it back)"), s);
+    }
   }
   events_.Publish(clock_.Now(), "cancel", req->name(), "");
   return grpc::Status::OK;
@@ -288,8 +314,7 @@ grpc::Status AdminService::ListJobs(grpc::ServerContext*, const admin::ListJobsR
   std::set<std::string> phases(req->phases().begin(), req->phases().end());
   for (const std::string& p : phases) {
     bool known = false;
-    for (JobPhase k : {JobPhase::kPending, JobPhase::kInqueue, JobPhase::kRunning, JobPhase::kCancelling,
-                       JobPhase::kCompleted, JobPhase::kFailed, JobPhase::kAborted}) {
+    for (JobPhase k : scheduler::kAllPhases) {
       known |= scheduler::PhaseName(k) == p;
     }
     if (!known) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("phases: unknown phase '", p, "'"));

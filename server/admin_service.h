@@ -53,9 +53,11 @@ class AdminService final : public admin::Admin::Service {
   absl::Status Recover(const Recovered& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   // Carries out and journals a cycle's decisions for the jobs accepted here.
   void OnCycle(const scheduler::Decisions& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
-  // Parses, validates and applies a policy (UpdatePolicy, SIGHUP). On any
-  // error the old policy stays and `errors` lists each (line:column: field:
-  // message). Takes the engine lock.
+  // Parses, validates and applies a policy (UpdatePolicy, SIGHUP). On an
+  // invalid policy (InvalidArgument) the old policy stays and `errors` lists
+  // each (line:column: field: message). Internal: the policy is in force but
+  // the journal refused it (logged; a restart brings back the previous one).
+  // Takes the engine lock.
   absl::Status ApplyPolicy(const std::string& yaml, const std::string& file, std::vector<std::string>* errors)
       ABSL_LOCKS_EXCLUDED(engine_mu_);
   size_t jobs_accepted() const;

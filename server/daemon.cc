@@ -103,7 +103,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   // 1. The journal.
   Recovered recovered;
   if (!o.state_dir.empty()) {
-    auto journal = Journal::Open(o.state_dir);
+    JournalOpenOptions jo;
+    jo.fresh = o.fresh_state;
+    jo.other_state = {"executor"};  // the local executor's records (below)
+    auto journal = Journal::Open(o.state_dir, jo);
     if (!journal.ok()) return journal.status();
     d->journal_ = *std::move(journal);
     auto loaded = d->journal_->Load();
@@ -161,7 +164,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   Extender* ext = d->extender_.get();
   d->metrics_ = std::make_unique<ServeMetrics>(d->metrics_registry_);
   ServeMetrics* metrics = d->metrics_.get();
-  if (d->journal_) d->journal_->SetCommitObserver([metrics](double s) { metrics->journal_write_seconds().Observe(s); });
+  if (d->journal_) {
+    d->journal_->SetCommitObserver([metrics](double s) { metrics->journal_write_seconds().Observe(s); });
+    d->journal_->SetErrorObserver([](const absl::Status& s) {
+      common::Log(common::LogLevel::err, "journal write failed", {{"why", s.message()}});
+    });
+  }
   ext->SetCycleObserver([metrics](double seconds, const scheduler::Decisions& dec, const scheduler::State& st) {
     metrics->ObserveCycle(seconds, dec, st);
   });
@@ -286,7 +294,9 @@ void Daemon::Run(const sigset_t& signals) {
     if (sig == SIGHUP) {
       absl::Status s = ReloadPolicyFile();
       std::cerr << (s.ok() ? "policy reloaded from " + options_.policy_file
-                           : "policy reload rejected, the old policy stays:\n" + std::string(s.message()))
+                    : s.code() == absl::StatusCode::kInvalidArgument
+                        ? "policy reload rejected, the old policy stays:\n" + std::string(s.message())
+                        : "policy reload: " + std::string(s.message()))
                 << std::endl;
       continue;
     }

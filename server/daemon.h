@@ -13,7 +13,9 @@
 //
 // Start:
 //  1. Opens the journal in --state DIR and reads it (admin jobs, policy, and
-//     the extender's learned nodes and gangs).
+//     the extender's learned nodes and gangs); refuses a directory it cannot
+//     write, and a journal that is damaged, empty, or missing beside other
+//     state (server/journal.h), unless fresh_state.
 //  2. Picks the policy: the --policy file, else the last one set through
 //     UpdatePolicy (journaled), else the built-in default.
 //  3. Builds the engine, re-adopts the journal's jobs (running ones where
@@ -72,6 +74,9 @@ struct DaemonOptions {
   topology::Cluster cluster;
   std::string policy_file;  // empty: the journal's policy, else the built-in one
   std::string state_dir;    // empty: no journal (nothing survives a restart)
+  // Start with an empty journal on purpose (serve --fresh-state): the
+  // journal files in state_dir are set aside first (JournalOpenOptions).
+  bool fresh_state = false;
   HttpServerOptions http;  // its TLS files (http.tls) serve the admin API too
   std::string grpc_address = "127.0.0.1:7070";  // HOST:PORT (port 0: any free port); empty: no admin API
   std::string admin_token;  // mutations need it when set

@@ -72,15 +72,39 @@ struct Recovered {
   std::vector<ExtenderRecord> extender;  // in order of first writing
 };
 
+struct JournalOpenOptions {
+  // Start with an empty journal on purpose (serve --fresh-state): the
+  // journal files present (journal.db and its -wal, -shm, -journal) are
+  // first moved, never deleted, into DIR/set-aside-YYYYMMDDTHHMMSSZ/.
+  bool fresh = false;
+  // Entries of DIR that are the daemon's other state (serve passes
+  // "executor"): with one of them present and no journal.db, the journal
+  // was lost rather than never written, and Open refuses.
+  std::vector<std::string> other_state;
+};
+
 class Journal {
  public:
-  // Opens (creating when absent) DIR/journal.db; DIR must exist. Fails with
-  // the path and SQLite's reason when the file is not a journal (not a
-  // database, another schema version, unreadable).
-  static absl::StatusOr<std::unique_ptr<Journal>> Open(const std::string& dir);
+  // Opens DIR/journal.db; DIR must exist. Creates the journal only where
+  // none was ever written (no journal.db, and none of its -wal, -shm or
+  // options.other_state in DIR), or with options.fresh. Refuses (the file is
+  // never overwritten), with the path, SQLite's reason where it has one, and
+  // how to start fresh on purpose:
+  //  - DIR not writable (probed by creating a file), or journal.db read-only;
+  //  - journal.db empty (0 bytes), or missing while other state is present;
+  //  - a file that is not a journal (damaged, not a database, another schema
+  //    version, unreadable).
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(const std::string& dir,
+                                                       const JournalOpenOptions& options = {});
   virtual ~Journal() = default;
 
-  // Everything recorded, for a restart. Call before any write.
+  // Everything recorded, for a restart. Call before any write. Every value
+  // read is checked for NULL, type and range: a row that does not parse, or
+  // a damaged file, is DataLoss naming the table, the row (its position and
+  // key) and the column. Then one write at once (FailedPrecondition when the
+  // journal cannot be written). Until a Load succeeded, an existing journal
+  // is only read: closing it leaves journal.db and its WAL as they were
+  // (no checkpoint on close).
   virtual absl::StatusOr<Recovered> Load() = 0;
 
   // Durable once the future is ready and OK. AlreadyExists when the name is
@@ -101,6 +125,11 @@ class Journal {
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.
   virtual void SetCommitObserver(std::function<void(double seconds)> observe) = 0;
+  // Called with the error of each write nobody waits for (SetPlacement,
+  // PutExtenderState) that failed — e.g. "database or disk is full" — on the
+  // writer thread, as it fails (serve logs it; Flush still returns the
+  // first). May be set at any time.
+  virtual void SetErrorObserver(std::function<void(const absl::Status&)> observe) = 0;
   // Waits until everything queued so far is committed; the first error of
   // an unwaited write since the last Flush, if any.
   virtual absl::Status Flush() = 0;
@@ -108,6 +137,20 @@ class Journal {
   virtual int64_t commits() const = 0;
   virtual const std::string& path() const = 0;
 };
+
+struct BackupSummary {
+  std::string to;        // OUT/journal.db
+  int64_t jobs = 0;      // rows of the copy's tables
+  int64_t extender = 0;
+};
+
+// Copies the journal in STATE_DIR (DIR/journal.db with its WAL: what serve
+// has committed) to OUT/journal.db with SQLite's online backup API, safely
+// while serve runs and writes (the copy is one consistent snapshot; serve is
+// not stopped). OUT must exist and hold no journal.db (never overwritten).
+// The copy is checked (PRAGMA quick_check, schema version) and is a state
+// directory serve can start on.
+absl::StatusOr<BackupSummary> BackupJournal(const std::string& state_dir, const std::string& out_dir);
 
 }  // namespace ringmaster::server
 

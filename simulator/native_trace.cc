@@ -12,7 +12,7 @@ namespace {
 struct NativeColumns {
   int job_id, submit, duration, queue, priority, tasks, gpus_per_task, min_tasks, max_tasks;
   int cpu_milli, memory_mib, gpu_milli, topology_mode, highest_tier, walltime, checkpoint;
-  int gpu_model, comm_fraction, reform_pause;
+  int gpu_model, comm_fraction, reform_pause, application, batch_size;
 };
 
 absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
@@ -39,6 +39,8 @@ absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
   c.gpu_model = t.Column("gpu_model");
   c.comm_fraction = t.Column("comm_fraction");
   c.reform_pause = t.Column("reform_pause_s");
+  c.application = t.Column("application");
+  c.batch_size = t.Column("batch_size");
   return c;
 }
 
@@ -96,6 +98,15 @@ absl::Status ReadResources(const TraceTable& t, const TableRow& r, const NativeC
   auto model = t.Text(r, c.gpu_model, "gpu_model", false);
   if (!model.ok()) return model.status();
   if (!model->empty()) j.gpu_models = absl::StrSplit(std::string(*model), '|', absl::SkipEmpty());
+  auto app = t.Text(r, c.application, "application", false);
+  if (!app.ok()) return app.status();
+  j.application = std::string(*app);
+  int64_t batch = 0;
+  if (auto s = IntField(t, r, c.batch_size, "batch_size", 0, 0, int64_t{1} << 30, batch); !s.ok()) return s;
+  j.batch_size = static_cast<int>(batch);
+  if (!j.application.empty() && batch < 1) {
+    return t.Error(r.line, "batch_size", "a job with an application needs its global batch size (>= 1)");
+  }
   return absl::OkStatus();
 }
 

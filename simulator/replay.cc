@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/engine.h"
+#include "simulator/app_model.h"
 #include "topology/bandwidth.h"
 #include "topology/rank_order.h"
 
@@ -44,6 +45,8 @@ struct JobRun {
   double gpus_held = 0;
   int64_t held_since_ms = 0;
   std::vector<topology::NodeId> nodes;  // where its tasks run
+  // A job with an application model progresses by it (work_* unused).
+  std::unique_ptr<AppRun> app;
 };
 
 struct Completion {
@@ -64,6 +67,21 @@ std::vector<topology::RankSlot> Members(const scheduler::Job& job) {
     for (int16_t g : t.gpus) slots.push_back({t.node, g});
   }
   return slots;
+}
+
+// GPUs per node of a placement, nodes in the order its members (task order) meet them.
+std::vector<int> GpusPerNode(const std::vector<topology::RankSlot>& members) {
+  std::vector<topology::NodeId> nodes;
+  std::vector<int> gpus;
+  for (const topology::RankSlot& m : members) {
+    const size_t k = std::find(nodes.begin(), nodes.end(), m.node) - nodes.begin();
+    if (k == nodes.size()) {
+      nodes.push_back(m.node);
+      gpus.push_back(0);
+    }
+    ++gpus[k];
+  }
+  return gpus;
 }
 
 // An evicted task reporting that it is gone (ReplayOptions::release_after_s).
@@ -217,6 +235,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
     r.reform_pause_ms = Ms(t.reform_pause_s >= 0 ? t.reform_pause_s : o_.reform_pause_s);
     r.work_total = static_cast<double>(Ms(t.duration_s)) * t.tasks;
     r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * t.tasks;
+    if (t.app) r.app = std::make_unique<AppRun>(t.app, t.batch_size);
   }
   return absl::OkStatus();
 }
@@ -508,7 +527,9 @@ void Driver::AfterCycle(const Decisions& d, int64_t now) {
 
 void Driver::Progress(JobRun& r, int64_t now) {
   const int64_t from = std::max(r.progress_ms, r.paused_until_ms);
-  if (now > from) r.work_done = std::min(r.work_total, r.work_done + r.speed * (now - from));
+  if (r.app) {
+    if (now > from) r.app->Advance(static_cast<double>(now - from) / 1000.0);
+  } else if (now > from) r.work_done = std::min(r.work_total, r.work_done + r.speed * (now - from));
   r.progress_ms = std::max(r.progress_ms, now);
 }
 
@@ -545,6 +566,7 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
   SetGrowable(j, size);
   r.size = size;
   r.speed = o_.speed_scales_with_size ? size / (1 + r.comm_fraction * slowdown) : r.traced_tasks;
+  if (r.app) r.app->SetPlacement(GpusPerNode(members));
 }
 
 void Driver::SetGrowable(size_t j, int size) {
@@ -557,6 +579,12 @@ void Driver::ScheduleCompletion(size_t j, int64_t now) {
   JobRun& r = runs_[j];
   ++r.version;
   if (trace_[j].endless) return;
+  if (r.app) {
+    const double s = r.app->SecondsToFinish();
+    const int64_t run_ms = std::isfinite(s) ? std::llround(s * 1000) : INT64_MAX / 4;
+    completions_.push({std::max(now, r.paused_until_ms) + run_ms, j, r.version});
+    return;
+  }
   const double left = std::max(0.0, r.work_total - r.work_done);
   const int64_t run_ms = r.speed > 0 ? std::llround(left / r.speed) : INT64_MAX / 4;
   completions_.push({std::max(now, r.paused_until_ms) + run_ms, j, r.version});
@@ -569,6 +597,8 @@ void Driver::Start(size_t j, const scheduler::Job& job, int64_t now) {
   r.running = true;
   r.progress_ms = now;
   r.paused_until_ms = r.restart_pending ? now + Ms(o_.restart_cost_s) : now;
+  // A job with a model pays its re-form cost at its first start too.
+  if (r.app && !r.restart_pending) r.paused_until_ms = now + r.reform_pause_ms;
   r.restart_pending = false;
   SetPlacement(j, job, now);
   ScheduleCompletion(j, now);
@@ -593,7 +623,11 @@ void Driver::Stop(size_t j, bool preempted, int64_t now) {
   JobRun& r = runs_[j];
   JobOutcome& out = result_.jobs[j];
   Progress(r, now);
-  r.work_done = r.checkpoint_step > 0 ? std::floor(r.work_done / r.checkpoint_step) * r.checkpoint_step : 0;
+  // A job with a model keeps its progress (the authors' jobs checkpoint
+  // when stopped); others lose what follows their last checkpoint.
+  if (!r.app) {
+    r.work_done = r.checkpoint_step > 0 ? std::floor(r.work_done / r.checkpoint_step) * r.checkpoint_step : 0;
+  }
   out.gpu_seconds += r.gpus_held * (now - r.held_since_ms) / 1000.0;
   r.gpus_held = 0;
   r.held_since_ms = now;

@@ -37,6 +37,13 @@
 // bandwidth.h). So a job at its traced size inside one rack runs exactly its
 // traced duration, and a ring across spines runs slower.
 //
+// A job with an application model (TraceJob::app, simulator/app_model.h)
+// progresses instead at its model's measured speed for the GPUs it holds on
+// each node (in task order) and its batch size, epoch by epoch, and ends
+// after the model's epochs. It pays its reform_pause_s (30 s) at every
+// start and resize and the restart cost after a stop, and keeps its
+// progress when stopped. Jobs without a model take the code path above.
+//
 // Deterministic: the same cluster, policy, trace and options give the same
 // result; ties break on the trace order.
 #ifndef RINGMASTER_SIMULATOR_REPLAY_H_

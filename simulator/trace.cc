@@ -10,6 +10,7 @@
 #include "simulator/gavel_trace.h"
 #include "simulator/native_trace.h"
 #include "simulator/philly_trace.h"
+#include "simulator/pollux_trace.h"
 #include "simulator/tiresias_trace.h"
 #include "topology/node_lists.h"
 
@@ -18,7 +19,8 @@ namespace {
 
 constexpr TraceFormat kConcreteFormats[] = {TraceFormat::kNative,   TraceFormat::kPhilly,
                                             TraceFormat::kGavel,    TraceFormat::kTiresias,
-                                            TraceFormat::kAlibaba2023, TraceFormat::kDlrm2025};
+                                            TraceFormat::kAlibaba2023, TraceFormat::kDlrm2025,
+                                            TraceFormat::kPollux};
 
 // The formats a trace can be in, with "auto" first unless `concrete_only`.
 std::string FormatList(bool concrete_only = false) {
@@ -38,6 +40,7 @@ bool Recognizes(TraceFormat f, std::string_view first) {
     case TraceFormat::kTiresias: return TiresiasTraceReader::Recognizes(first);
     case TraceFormat::kAlibaba2023: return Alibaba2023TraceReader::Recognizes(first);
     case TraceFormat::kDlrm2025: return Dlrm2025TraceReader::Recognizes(first);
+    case TraceFormat::kPollux: return PolluxTraceReader::Recognizes(first);
     case TraceFormat::kAuto: return false;
   }
   return false;
@@ -80,6 +83,7 @@ std::string_view TraceFormatName(TraceFormat f) {
     case TraceFormat::kTiresias: return "tiresias";
     case TraceFormat::kAlibaba2023: return "alibaba2023";
     case TraceFormat::kDlrm2025: return "dlrm2025";
+    case TraceFormat::kPollux: return "pollux";
   }
   return "?";
 }
@@ -130,6 +134,7 @@ absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::str
     case TraceFormat::kTiresias: return TiresiasTraceReader::Parse(text, filename);
     case TraceFormat::kAlibaba2023: return Alibaba2023TraceReader::Parse(text, filename);
     case TraceFormat::kDlrm2025: return Dlrm2025TraceReader::Parse(text, filename);
+    case TraceFormat::kPollux: return PolluxTraceReader::Parse(text, filename);
     case TraceFormat::kAuto: break;
   }
   return absl::InternalError("unreachable trace format");

@@ -2,7 +2,7 @@
 // GPU-cluster trace (or of the project's native CSV, docs/TRACE_FORMAT.md),
 // in submission order. Each format has its own reader (one file pair each:
 // native_trace, philly_trace, gavel_trace, tiresias_trace, alibaba2023_trace,
-// dlrm2025_trace), all with the same contract, which
+// dlrm2025_trace, pollux_trace), all with the same contract, which
 // tests/simulator/trace_contract_test.cc checks over every reader:
 //   1. every data row becomes exactly one TraceJob (no row is dropped) and
 //      remembers its line;
@@ -15,6 +15,7 @@
 #define RINGMASTER_SIMULATOR_TRACE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,8 @@
 #include "scheduler/job.h"
 
 namespace ringmaster::simulator {
+
+class AppModel;  // simulator/app_model.h
 
 // One job of a trace. Times in seconds from the trace's start.
 struct TraceJob {
@@ -55,12 +58,20 @@ struct TraceJob {
   // Runs until the replay ends (a jobs file's job without a duration);
   // readers never set it.
   bool endless = false;
+  // A measured application model (simulator/app_model.h) instead of a
+  // duration: the trace names it (`application`, with the job's global
+  // `batch_size`), AttachAppModels resolves it. With a model the job runs
+  // one GPU per task, progresses at the model's speed for its placement
+  // and finishes after the model's epochs; duration_s is unused.
+  std::string application;
+  int batch_size = 0;
+  std::shared_ptr<const AppModel> app;
 
   int gpus() const { return tasks * gpus_per_task; }
   bool elastic() const { return max_tasks > min_tasks; }
 };
 
-enum class TraceFormat { kAuto, kNative, kPhilly, kGavel, kTiresias, kAlibaba2023, kDlrm2025 };
+enum class TraceFormat { kAuto, kNative, kPhilly, kGavel, kTiresias, kAlibaba2023, kDlrm2025, kPollux };
 
 // "native", "philly", ... ("auto" for kAuto).
 std::string_view TraceFormatName(TraceFormat f);

@@ -8,6 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/ringmaster_shim.h"
 #include "worker_shim/shim.h"
@@ -31,6 +34,26 @@ std::string FromArgOrEnv(const char* arg, const char* env) {
   if (arg != nullptr) return arg;
   const char* v = std::getenv(env);
   return v == nullptr ? "" : v;
+}
+
+// RINGMASTER_MEMBERSHIP_TIMEOUT: seconds ("90", "2.5") or a duration with
+// its unit ("90s", "2m", "1500ms"); positive.
+absl::StatusOr<absl::Duration> MembershipTimeoutFromEnv(absl::Duration dflt) {
+  const char* v = std::getenv("RINGMASTER_MEMBERSHIP_TIMEOUT");
+  if (v == nullptr || *v == '\0') return dflt;
+  double seconds = 0;
+  absl::Duration d;
+  if (absl::SimpleAtod(v, &seconds)) {
+    d = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(v, &d)) {
+    d = -absl::InfiniteDuration();
+  }
+  if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RINGMASTER_MEMBERSHIP_TIMEOUT='", v,
+        "': not a positive number of seconds (or a duration such as 90s, 2m)"));
+  }
+  return d;
 }
 
 rm_status Report(rm_shim* h, const absl::Status& s) {
@@ -79,6 +102,12 @@ rm_shim* rm_shim_create(const char* coordinator, const char* job,
   o.client.job = FromArgOrEnv(job, "RINGMASTER_JOB");
   o.client.worker_id = FromArgOrEnv(worker, "RINGMASTER_WORKER");
   o.client.desired_workers = desired_workers;
+  auto timeout = MembershipTimeoutFromEnv(o.membership_timeout);
+  if (!timeout.ok()) {
+    h->error = timeout.status().ToString();
+    return h;
+  }
+  o.membership_timeout = *timeout;
   o.on_reform_start = [delay = h->reform_delay_ms](const auto&) {
     if (const int ms = delay->load(); ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -248,6 +277,23 @@ rm_status rm_shim_set_reform_delay(rm_shim* h, int ms) {
   if (h == nullptr) return RM_ERROR;
   h->reform_delay_ms->store(ms < 0 ? 0 : ms);
   return RM_OK;
+}
+
+rm_status rm_shim_set_membership_timeout(rm_shim* h, int64_t ms) {
+  if (!Usable(h)) return RM_ERROR;
+  if (ms <= 0) {
+    return Report(h, absl::InvalidArgumentError(absl::StrCat(
+                         "membership timeout must be positive, not ", ms,
+                         " ms")));
+  }
+  h->shim->set_membership_timeout(absl::Milliseconds(ms));
+  return Report(h, absl::OkStatus());
+}
+
+int64_t rm_shim_membership_timeout_ms(const rm_shim* h) {
+  return h == nullptr || h->shim == nullptr
+             ? 0
+             : absl::ToInt64Milliseconds(h->shim->membership_timeout());
 }
 
 int64_t rm_shim_latest_generation(const rm_shim* h) {

@@ -3,6 +3,14 @@
 // so that a restarted coordinator can re-adopt the job), a heartbeat thread,
 // and thin typed wrappers over the key-value store, progress, failure
 // reports and leave.
+//
+// The watcher also tracks whether the coordinator can be reached, and says
+// so in the log (docs/SHIM.md, "What the shim logs"): an error when the
+// first connection attempt fails (refused, or no answer within
+// `unreachable_after`), a warning when a coordinator it was connected to is
+// lost, a reminder every `unreachable_log_interval` while it stays away, and
+// an info line when it is reached (again). It keeps retrying all the while;
+// WaitForGeneration's error then names the coordinator and what went wrong.
 #ifndef RINGMASTER_WORKER_SHIM_COORDINATOR_CLIENT_H_
 #define RINGMASTER_WORKER_SHIM_COORDINATOR_CLIENT_H_
 
@@ -12,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,7 +45,31 @@ struct ClientOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration rpc_timeout = absl::Seconds(5);
   absl::Duration reconnect_backoff = absl::Milliseconds(100);
+  // A connection attempt that neither connects nor fails within this is
+  // reported as "no answer" (and goes on).
+  absl::Duration unreachable_after = absl::Seconds(2);
+  // While the coordinator stays unreachable, the log says so again this
+  // often.
+  absl::Duration unreachable_log_interval = absl::Seconds(10);
 };
+
+// Whether the coordinator can be reached, as the watcher last saw it.
+struct Reachability {
+  bool connected = false;       // a connection to it is up now
+  bool ever_connected = false;  // it was reached at least once
+  absl::Time since;             // when the current state began
+  std::string reason;           // unreachable: "connection refused", ...
+  std::string error;            // unreachable: gRPC's own message
+};
+
+// `d` for people: "60 s", "1.5 s", "250 ms" (whole or tenths of seconds from
+// 1 s up, whole milliseconds below).
+std::string FormatSeconds(absl::Duration d);
+
+// A short cause for a failed connection from gRPC's message: "connection
+// refused", "no route to host", "name not resolved", "no answer" or
+// "unreachable".
+std::string ConnectFailureReason(std::string_view grpc_message);
 
 class CoordinatorClient {
  public:
@@ -59,10 +92,23 @@ class CoordinatorClient {
   // re-formation timing.
   int64_t LatestReceivedUnixMicros() const;
   // Waits until an update with generation >= min_generation has arrived and
-  // returns the newest one. DEADLINE_EXCEEDED on timeout; FAILED_PRECONDITION
-  // when the coordinator refused the join for good (job finished).
+  // returns the newest one. On timeout: UNAVAILABLE naming the coordinator's
+  // address, why it cannot be reached and since when, if it cannot be now;
+  // else DEADLINE_EXCEEDED (the coordinator is there, the generation did
+  // not come). The message reports `waited_before + timeout` as the time
+  // waited (a caller that waits in several calls passes what it already
+  // waited). FAILED_PRECONDITION when the coordinator refused the join for
+  // good (job finished).
   absl::StatusOr<api::MembershipUpdate> WaitForGeneration(
-      int64_t min_generation, absl::Duration timeout);
+      int64_t min_generation, absl::Duration timeout,
+      absl::Duration waited_before = absl::ZeroDuration());
+
+  // The coordinator's reachability (see the top).
+  Reachability reachability() const;
+  // One sentence on the job as the coordinator sees it (members, standbys,
+  // target), for an error message; empty when the coordinator does not
+  // answer within a second.
+  std::string DescribeJob() const;
 
   // Calls `listener` (on the watcher thread, never concurrently with itself)
   // with each update newer than any before; an empty function removes it.
@@ -109,10 +155,19 @@ class CoordinatorClient {
   // The current stub; Reconnect() swaps in a fresh channel.
   std::shared_ptr<api::Coordinator::Stub> Stub() const;
   void Reconnect();
+  std::shared_ptr<grpc::Channel> Channel() const;
+  // Waits (slices of 20 ms, for stopping) until the channel is connected,
+  // has failed, or `unreachable_after` passed.
+  enum class ConnectResult { kReady, kFailed, kNoAnswer, kStopping };
+  ConnectResult AwaitConnected(grpc::Channel& channel);
+  // The watcher's reachability transitions, each logged (see the top).
+  void NoteConnected();
+  void NoteUnreachable(const std::string& reason, const std::string& error);
 
   const ClientOptions options_;
   mutable absl::Mutex stub_mu_;
   std::shared_ptr<api::Coordinator::Stub> stub_ ABSL_GUARDED_BY(stub_mu_);
+  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(stub_mu_);
 
   absl::Mutex listener_mu_;
   GenerationListener listener_ ABSL_GUARDED_BY(listener_mu_);
@@ -125,6 +180,9 @@ class CoordinatorClient {
   int32_t current_rank_ ABSL_GUARDED_BY(mu_) = -1;
   int32_t current_world_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Reachability reach_ ABSL_GUARDED_BY(mu_);
+  bool reach_reported_ ABSL_GUARDED_BY(mu_) = false;  // unreachable, logged
+  absl::Time reach_logged_ ABSL_GUARDED_BY(mu_);      // last such line
   grpc::ClientContext* stream_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<int64_t> connects_{0};
   std::thread watcher_;

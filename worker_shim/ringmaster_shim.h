@@ -62,6 +62,18 @@ rm_shim* rm_shim_create(const char* coordinator, const char* job,
 void rm_shim_destroy(rm_shim* shim);
 const char* rm_shim_last_error(const rm_shim* shim);
 
+/* How long the shim waits for a generation this worker is a member of: in
+ * rm_shim_start (to be admitted: the whole gang must join), and at every
+ * membership change (rm_shim_recover, a step boundary's re-formation).
+ * 60 s unless RINGMASTER_MEMBERSHIP_TIMEOUT (seconds, or a duration such as
+ * "90s", "2m") was set when the handle was created; this call changes it
+ * for the waits that begin afterwards (ms > 0). When it runs out the call
+ * fails: UNAVAILABLE naming the coordinator's address and why it cannot be
+ * reached (never reached, or lost), or DEADLINE_EXCEEDED saying what the
+ * coordinator has of the job (a gang still forming, a standby). */
+rm_status rm_shim_set_membership_timeout(rm_shim* shim, int64_t ms);
+int64_t rm_shim_membership_timeout_ms(const rm_shim* shim);
+
 /* Registers caller-owned state (same names and sizes on every worker),
  * before rm_shim_start. */
 rm_status rm_shim_register(rm_shim* shim, const char* name, void* data,

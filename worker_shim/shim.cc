@@ -164,7 +164,8 @@ absl::Status Shim::Start() {
 
 absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
                                               bool local_failure) {
-  const absl::Time deadline = absl::Now() + options_.membership_timeout;
+  const absl::Time began = absl::Now();
+  const absl::Time deadline = began + options_.membership_timeout;
   const int64_t boundary = NowMicros();
   // The generation of the communicator this rank holds, or held until a
   // collective failed on it; 0 for a newcomer (Start, or a standby let in),
@@ -179,9 +180,10 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
   // to the state that the next sync does not put right.
   bool rollback_needed = false;
   while (true) {
+    const absl::Time now = absl::Now();
     auto update =
-        client_->WaitForGeneration(min_generation, deadline - absl::Now());
-    if (!update.ok()) return update.status();
+        client_->WaitForGeneration(min_generation, deadline - now, now - began);
+    if (!update.ok()) return ExplainWaitFailure(update.status());
     const int64_t received = client_->LatestGeneration() == update->generation()
                                  ? client_->LatestReceivedUnixMicros()
                                  : 0;
@@ -338,8 +340,30 @@ absl::StatusOr<Shim::Boundary> Shim::StepBoundary() {
 
 absl::StatusOr<Shim::Boundary> Shim::Recover(const std::string& detail) {
   // The backend keeps its broken communicator: NCCL revokes and shrinks it.
-  (void)client_->ReportFailure(generation_, "", detail);
+  auto reported = client_->ReportFailure(generation_, "", detail);
+  if (!reported.ok() && !client_->reachability().connected) {
+    // Nobody can publish the generation that goes on without the lost peer
+    // until the coordinator is back: say so now, not at the timeout.
+    common::Log(common::LogLevel::warn,
+                "collective failed while the coordinator is unreachable",
+                {{"address", options_.client.address},
+                 {"job", options_.client.job},
+                 {"worker", options_.client.worker_id},
+                 {"generation", generation_},
+                 {"error", detail},
+                 {"waiting", FormatSeconds(options_.membership_timeout)}});
+  }
   return ReformTo(generation_ + 1, /*local_failure=*/true);
+}
+
+absl::Status Shim::ExplainWaitFailure(const absl::Status& status) const {
+  if (status.code() != absl::StatusCode::kDeadlineExceeded) return status;
+  // The coordinator is there; what it has of the job says why this worker
+  // is not in (a gang still forming, a standby, ...).
+  const std::string job = client_->DescribeJob();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "worker '", options_.client.worker_id, "': ", status.message(),
+      job.empty() ? "" : absl::StrCat("; ", job)));
 }
 
 absl::Status Shim::Leave(bool finished) {

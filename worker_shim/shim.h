@@ -53,7 +53,10 @@ namespace ringmaster::shim {
 
 struct ShimOptions {
   ClientOptions client;
-  // How long to wait for a generation this worker is a member of.
+  // How long to wait for a generation this worker is a member of: at
+  // Start() (to be admitted: the gang must form) and at every change
+  // (Recover, a step boundary's re-formation). The C API also takes it from
+  // RINGMASTER_MEMBERSHIP_TIMEOUT.
   absl::Duration membership_timeout = absl::Seconds(60);
   // Bound on one rendezvous attempt.
   absl::Duration rendezvous_timeout = absl::Seconds(20);
@@ -103,9 +106,20 @@ class Shim {
   ElasticState& state() { return state_; }
 
   // Waits to be a member, forms the first communicator and syncs the state
-  // (a newcomer receives it). kRemoved is impossible here; errors:
-  // DEADLINE_EXCEEDED (never admitted), FAILED_PRECONDITION (job finished).
+  // (a newcomer receives it). kRemoved is impossible here; errors, after
+  // membership_timeout: UNAVAILABLE (the coordinator was never reached, or
+  // is lost: the message names its address and why), DEADLINE_EXCEEDED
+  // (never admitted: the message says what the job has), and
+  // FAILED_PRECONDITION (job finished).
   absl::Status Start();
+
+  // Changes membership_timeout for the waits that begin after the call.
+  void set_membership_timeout(absl::Duration timeout) {
+    options_.membership_timeout = timeout;
+  }
+  absl::Duration membership_timeout() const {
+    return options_.membership_timeout;
+  }
 
   absl::Status AllReduce(void* data, size_t count, DataType type, ReduceOp op);
   absl::Status Broadcast(void* data, size_t bytes, int root);
@@ -134,6 +148,9 @@ class Shim {
   // Moves to the newest generation >= min_generation this worker is a
   // member of (re-forming as often as needed).
   absl::StatusOr<Boundary> ReformTo(int64_t min_generation, bool local_failure);
+  // A wait for a generation that timed out, with what the coordinator says
+  // of the job when it is reachable (DEADLINE_EXCEEDED); else as it is.
+  absl::Status ExplainWaitFailure(const absl::Status& status) const;
 
   // The background preparation of planned re-formations (see the top).
   struct PrepareResult {

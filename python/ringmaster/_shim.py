@@ -9,9 +9,10 @@ interpreter), and ctypes releases the GIL around every foreign call, so a
 collective blocked in the shim never stalls the interpreter's other threads.
 The price is about a microsecond per call, nothing beside an all-reduce.
 
-The library is found, in order: ``$RINGMASTER_SHIM_LIBRARY``; a copy beside
-this file (the build tree's staged package, ``build/*/python``); the system
-loader's search (``ctypes.util.find_library``).
+The library is found, in order: ``$RINGMASTER_SHIM_LIBRARY`` (a file that
+does not exist there is an error naming the variable, not a fall-back); a
+copy beside this file (the build tree's staged package, ``build/*/python``);
+the system loader's search (``ctypes.util.find_library``).
 """
 
 from __future__ import annotations
@@ -104,9 +105,18 @@ _lib_lock = threading.Lock()
 
 
 def library_path() -> str:
-    """Where libringmaster_shim.so is loaded from (see the module comment)."""
+    """Where libringmaster_shim.so is loaded from (see the module comment).
+    Raises ShimError when RINGMASTER_SHIM_LIBRARY names a file that does not
+    exist (the message names the variable and the path), or when the
+    library is found nowhere."""
     env = os.environ.get("RINGMASTER_SHIM_LIBRARY")
     if env:
+        if not os.path.isfile(env):
+            raise ShimError(
+                f"RINGMASTER_SHIM_LIBRARY={env!r}: no such file (it should "
+                f"name libringmaster_shim.so, built as "
+                f"build/<dir>/worker_shim/libringmaster_shim.so; unset it to "
+                f"use the copy beside the ringmaster package)")
         return env
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                         "libringmaster_shim.so")
@@ -126,7 +136,15 @@ def _load():
     with _lib_lock:
         if _lib is not None:
             return _lib
-        lib = ctypes.CDLL(library_path())
+        path = library_path()
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            source = ("set by RINGMASTER_SHIM_LIBRARY"
+                      if os.environ.get("RINGMASTER_SHIM_LIBRARY") else
+                      "beside the package or from the system loader")
+            raise ShimError(f"cannot load the shim library {path!r} "
+                            f"({source}): {e}") from e
         vp, cp, i64, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64,
                            ctypes.c_size_t)
         st = ctypes.c_int
@@ -154,6 +172,8 @@ def _load():
         sig("rm_shim_kv_wait", st, vp, i64, ctypes.POINTER(cp), sz, i64)
         sig("rm_shim_last_reform", st, vp, ctypes.POINTER(_ReformInfo))
         sig("rm_shim_set_reform_delay", st, vp, ctypes.c_int)
+        sig("rm_shim_set_membership_timeout", st, vp, i64)
+        sig("rm_shim_membership_timeout_ms", i64, vp)
         sig("rm_shim_latest_generation", i64, vp)
         sig("rm_shim_latest_failure_generation", i64, vp)
         sig("rm_shim_rank", ctypes.c_int, vp)
@@ -220,6 +240,11 @@ class Shim:
 
     # -- membership -------------------------------------------------------
     def start(self) -> None:
+        """Waits to be a member (up to ``membership_timeout``), forms the
+        communicator and syncs the registered state. ShimError when the
+        coordinator cannot be reached (``UNAVAILABLE``, naming its address)
+        or this worker was not admitted in time (``DEADLINE_EXCEEDED``,
+        saying what the job has)."""
         with self._lock:
             self._check(self._lib.rm_shim_start(self._handle()))
 
@@ -243,6 +268,20 @@ class Shim:
 
     def set_reform_delay(self, ms: int) -> None:
         self._lib.rm_shim_set_reform_delay(self._handle(), int(ms))
+
+    @property
+    def membership_timeout(self) -> float:
+        """Seconds the shim waits for a generation this worker is a member
+        of (``start``, ``recover``, a step boundary's re-formation): 60
+        unless RINGMASTER_MEMBERSHIP_TIMEOUT said otherwise when the shim
+        was created. Settable (seconds, > 0) for the waits that follow."""
+        return self._lib.rm_shim_membership_timeout_ms(self._handle()) / 1000
+
+    @membership_timeout.setter
+    def membership_timeout(self, seconds: float) -> None:
+        with self._lock:
+            self._check(self._lib.rm_shim_set_membership_timeout(
+                self._handle(), int(round(float(seconds) * 1000))))
 
     def last_reform(self) -> ReformInfo:
         with self._lock:

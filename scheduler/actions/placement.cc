@@ -107,6 +107,9 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   const int16_t share_milli = share.count > 0 && !share.whole() ? static_cast<int16_t>(share.milli) : 0;
   const bool window = limit > 1 && limit < std::numeric_limits<int>::max();
   const bool every = limit == std::numeric_limits<int>::max();
+  // Skipping a node in the state of one scored is exact only when scores
+  // depend on the node's state alone.
+  const bool dedup = !s_.node_order_reads_job();
   const bool defer_gpus = !s_.has_gpu_select() && share_milli == 0;
   // The two most common rejections, counted here and added once (the
   // reason's counts do not depend on the order they were added in).
@@ -130,10 +133,10 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     // the one scored is also the lowest index): it does not take a place in
     // the window, and when every node is scored it is not scored again.
     uint64_t state = 0;
-    if (window) {
+    if (window && dedup) {
       state = st.NodeStateHash(n);
       if (std::find(scored.begin(), scored.end(), state) != scored.end()) return true;
-    } else if (every) {
+    } else if (every && dedup) {
       state = st.NodeStateHash(n);
       if (scored_all.contains(state)) return true;
     }
@@ -159,7 +162,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
     // Every state the walk can still meet scored already: each node left
     // would be skipped above, and (no share asked) none would be counted as
     // a rejection first, so stopping here changes nothing.
-    const bool all_seen = (window || every) && share_milli == 0 &&
+    const bool all_seen = dedup && (window || every) && share_milli == 0 &&
                           static_cast<int64_t>(window ? scored.size() : scored_all.size()) >=
                               st.DistinctStatesWithFree(whole);
     const int64_t score = limit > 1 ? s_.NodeOrder(ref, n) : 0;

@@ -2,7 +2,8 @@
 # Never lose what was accepted (issue 11 §4): a client streams submissions
 # (`ringmaster submit` exits 0 only once the job is journaled), the daemon is
 # killed with SIGKILL in the middle, restarted on the same --state; every
-# acknowledged job must be there, and no job twice.
+# acknowledged job must be there, and no job twice. Then a policy update
+# (UpdatePolicy) and kill -9: the restarted daemon runs the updated policy.
 set -euo pipefail
 BIN=$1
 work=$(mktemp -d)
@@ -73,5 +74,20 @@ total=$(wc -l <<<"$names")
 [[ $total -le $((acked + 3)) ]] || fail "$total jobs after restart, $acked acknowledged"
 running=$(grep -c '"phase": "Running"' "$work/jobs.json" || true)
 [[ $running -ge 1 ]] || fail "no running job re-adopted"
-kill -TERM "$pid"; wait "$pid"; pid=""
 echo "kill -9 ok: $acked acknowledged, $total recovered, $running running, none twice"
+
+# A policy update survives kill -9 (issue 26): serve runs without --policy,
+# so after the restart the journal's policy is in force, and a job of the
+# queue only that policy has comes back in it.
+"$BIN" policy default >"$work/policy.yaml"
+printf 'queues:\n- name: default\n- name: research\n  weight: 3\n' >>"$work/policy.yaml"
+"$BIN" policy update "$work/policy.yaml" >/dev/null || fail "policy update refused"
+"$BIN" submit --name in-research --queue research --gpus 1 >/dev/null || fail "no submission to the new queue"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+pid=""
+start
+"$BIN" queues | grep -qE '^research +- +3 ' || fail "the updated policy is not in force after kill -9: $("$BIN" queues)"
+"$BIN" job in-research --json | grep -q '"queue": "research"' || fail "in-research is not back in its queue"
+kill -TERM "$pid"; wait "$pid"; pid=""
+echo "policy update survived kill -9"

@@ -199,5 +199,52 @@ TEST(LasPlugin, AStarvedJobIsPromotedToTheTopLevelAfterStarveLimitTimesItsLastRu
   EXPECT_EQ(StarvedJobRestart(", starveLimit: 1.5"), 51'000) << "waited 1.5 x its 20 s run";
 }
 
+// One 8-GPU node. `blocker` (4 GPUs) runs; `early` (8 GPUs) arrives and
+// cannot start; `late` (4 GPUs) arrives after it. All stay at level 0.
+// Returns whether `late` runs then, and whether `early` runs (and `late` was
+// stopped) once `blocker` ends.
+std::pair<bool, bool> EarlyAndLate(bool reserve, bool fifo) {
+  const std::string yaml = std::string(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+tiers:
+- plugins:
+  - name: las
+    arguments: {thresholds: "1000000", fifoPreempt: )") + (fifo ? "true" : "false") + R"(}
+  - name: gang
+    arguments: {reserve: )" + (reserve ? "true" : "false") + R"(}
+- plugins:
+  - name: predicates
+)";
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(yaml));
+  h.clock().Set(0);
+  const scheduler::JobId blocker = h.Submit(JobBuilder("blocker").GpusPerTask(4).Build());
+  h.Cycle();
+  h.clock().Set(10'000);
+  h.Submit(JobBuilder("early").GpusPerTask(8).Build());
+  h.Cycle();
+  h.clock().Set(20'000);
+  h.Submit(JobBuilder("late").GpusPerTask(4).Build());
+  h.Cycle();
+  const bool late_ran = h.Running("late");
+  h.clock().Set(100'000);
+  EXPECT_TRUE(h.engine().FinishJob(blocker, true).ok());
+  h.Cycle();
+  h.Cycle();  // the victim gone, the preemptor placed
+  return {late_ran, h.Running("early") && !h.Running("late")};
+}
+
+TEST(LasPlugin, FifoPreemptLetsAnEarlierJobStopALaterOneOfItsLevel) {
+  // With gang's reservation `late` waits behind `early`'s reserved node.
+  EXPECT_FALSE(EarlyAndLate(true, false).first);
+  // Without it `late` runs in the free half ...
+  EXPECT_TRUE(EarlyAndLate(false, false).first);
+  // ... and keeps running when `blocker` ends: same level, no preemption.
+  EXPECT_FALSE(EarlyAndLate(false, false).second);
+  // fifoPreempt: `early` outranks `late` and stops it.
+  EXPECT_TRUE(EarlyAndLate(false, true).second);
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

@@ -30,7 +30,28 @@ echo "$out" >"$work/default.yaml"
 run 0 "$BIN" policy check "$work/default.yaml"
 expect '^ok$'
 
-# Nobody listening: exit 3.
+# A bad command line exits 2, whatever the argument parser found (not its
+# own codes 105, 106, 109, 114), and sends nothing; --help exits 0.
+run 2 "$BIN"                                        # no subcommand
+expect 'A subcommand is required'
+run 2 "$BIN" jobs --bogus                           # unknown option
+expect 'bogus'
+run 2 "$BIN" submit --name x --gpus 100             # out of range
+expect 'gpus'
+run 2 "$BIN" jobs --timeout                         # option without its value
+expect 'timeout'
+run 2 "$BIN" job                                    # missing argument
+expect 'NAME is required'
+run 2 "$BIN" jobs --phase Foo --server 127.0.0.1:1  # not a phase: refused before anything is sent
+expect 'Foo not in'
+run 2 "$BIN" serve --no-bind --token-file "$work/absent"
+expect 'absent'
+run 2 "$BIN" serve --no-bind --fresh-state          # needs --state
+expect 'requires --state'
+run 0 "$BIN" jobs --help
+expect 'RINGMASTER_TOKEN, which holds the token itself'
+
+# Nobody listening: exit 3, with the hint.
 run 3 "$BIN" jobs --server 127.0.0.1:1 --timeout 2
 expect 'is `ringmaster serve` running'
 
@@ -89,6 +110,7 @@ expect '"phase": "Running"'
 expect '"gpu_milli": "16000"'
 run 1 "$BIN" job nope
 expect "job 'nope': no such job"
+grep -q 'is `ringmaster serve` running' <<<"$out" && fail "the daemon answered, yet the CLI asks whether it runs"
 run 0 "$BIN" queues
 expect '^default +- +1 +16 +16 +- +1 +1$'
 run 0 "$BIN" nodes

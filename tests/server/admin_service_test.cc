@@ -16,6 +16,7 @@
 #include "plugins/registry.h"
 #include "server/admin_convert.h"
 #include "server/daemon.h"
+#include "server/journal.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -169,6 +170,27 @@ TEST_F(AdminApiTest, MutationsNeedTheTokenReadsDoNot) {
   grpc::ClientContext c1;
   EXPECT_EQ(stub_->CancelJob(&c1, cancel, &cr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Get("a").name(), "a") << "reads are open";
+}
+
+// A journaled phase that is no JobPhase (a damaged or hand-edited journal)
+// stops the daemon at start, naming the job; it is not cast into the engine.
+TEST_F(AdminApiTest, AJournaledPhaseThatIsNoPhaseStopsTheStart) {
+  Start();
+  ASSERT_TRUE(Submit(JobBuilder("odd").Build()).ok());
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+  {
+    auto j = *Journal::Open(dir_);
+    ASSERT_TRUE(j->SetPhase("odd", 99, /*terminal=*/false).get().ok());
+  }
+  DaemonOptions o;
+  o.cluster = ClusterBuilder().NodesPerRack(2).Gpus(8).Build();
+  o.state_dir = dir_;
+  o.grpc_address = "127.0.0.1:0";
+  o.extender.learn_nodes = false;
+  auto d = Daemon::Start(std::move(o), registry_);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("job 'odd': phase 99 is no phase"), std::string::npos) << d.status();
 }
 
 TEST_F(AdminApiTest, AcknowledgedJobsComeBackAfterRestartRunningWhereTheyRan) {

@@ -1,15 +1,22 @@
 // The daemon's journal (server/journal.h): what is written comes back after
 // a reopen, a name is taken once, concurrent durable writes share commits,
-// and a file that is not a journal is refused with its path and why.
+// a file that is not a journal is refused with its path and why, a damaged
+// one (cut short, NULLs, wrong types) is an error naming table, row and
+// column and never a crash, an empty or missing journal is refused unless a
+// fresh start is asked for, and a live journal can be backed up.
 #include "server/journal.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 namespace ringmaster::server {
 namespace {
@@ -103,6 +110,216 @@ TEST_F(JournalTest, AMissingDirectoryIsAnError) {
   EXPECT_NE(j.status().message().find("absent/journal.db"), std::string::npos) << j.status();
 }
 
+// What the error of a refused journal must say: the file, and how to start
+// on purpose without it.
+void ExpectRefusalNamesFileAndWayOut(const absl::Status& s, const std::string& file) {
+  EXPECT_NE(s.message().find(file), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--fresh-state"), std::string::npos) << s;
+}
+
+TEST_F(JournalTest, AnEmptyJournalFileIsRefusedAndKept) {
+  std::ofstream(dir_ + "/journal.db").close();  // 0 bytes
+  auto j = Journal::Open(dir_);
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), absl::StatusCode::kFailedPrecondition) << j.status();
+  EXPECT_NE(j.status().message().find("empty (0 bytes)"), std::string::npos) << j.status();
+  ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/journal.db"), 0u);  // not overwritten
+}
+
+TEST_F(JournalTest, AMissingJournalBesideItsWalIsRefused) {
+  { auto j = *Journal::Open(dir_); ASSERT_TRUE(j->AddJob(Row("a", 1)).get().ok()); }
+  std::ofstream(dir_ + "/journal.db-wal") << "left by a crash";
+  std::filesystem::remove(dir_ + "/journal.db");
+  auto j = Journal::Open(dir_);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("is missing"), std::string::npos) << j.status();
+  EXPECT_NE(j.status().message().find("journal.db-wal"), std::string::npos) << j.status();
+  ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/journal.db"));
+}
+
+TEST_F(JournalTest, AMissingJournalBesideTheDaemonsOtherStateIsRefused) {
+  std::filesystem::create_directory(dir_ + "/executor");
+  JournalOpenOptions o;
+  o.other_state = {"executor"};
+  auto j = Journal::Open(dir_, o);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("(executor)"), std::string::npos) << j.status();
+  ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
+  // Foreign files are no state of ours: a first start beside them is fine.
+  std::filesystem::remove(dir_ + "/executor");
+  std::filesystem::create_directory(dir_ + "/lost+found");
+  EXPECT_TRUE(Journal::Open(dir_, o).ok());
+}
+
+TEST_F(JournalTest, AFreshStartSetsTheOldJournalAsideNeverDeletesIt) {
+  {
+    auto j = *Journal::Open(dir_);
+    ASSERT_TRUE(j->AddJob(Row("old", 1)).get().ok());
+  }
+  std::ofstream(dir_ + "/journal.db", std::ios::trunc).close();  // emptied: refused without fresh
+  ASSERT_FALSE(Journal::Open(dir_).ok());
+  JournalOpenOptions o;
+  o.fresh = true;
+  auto j = Journal::Open(dir_, o);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_TRUE((*j)->Load()->jobs.empty());
+  ASSERT_TRUE((*j)->AddJob(Row("new", 1)).get().ok());
+  int aside = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("set-aside-", 0) != 0) continue;
+    ++aside;
+    EXPECT_TRUE(std::filesystem::exists(e.path() / "journal.db")) << e.path();
+    EXPECT_EQ(std::filesystem::file_size(e.path() / "journal.db"), 0u);
+  }
+  EXPECT_EQ(aside, 1);
+}
+
+TEST_F(JournalTest, AReadOnlyJournalIsRefusedAtOpenNotAtTheFirstWrite) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes a 0444 file; journal_refusals mounts a read-only directory";
+  { auto j = *Journal::Open(dir_); ASSERT_TRUE(j->AddJob(Row("a", 1)).get().ok()); }
+  std::filesystem::permissions(dir_ + "/journal.db", std::filesystem::perms::owner_read);
+  auto j = Journal::Open(dir_);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("read-only"), std::string::npos) << j.status();
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  auto k = Journal::Open(dir_);
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("state directory " + dir_ + " is not writable"), std::string::npos)
+      << k.status();
+}
+
+// Tables created by hand without the NOT NULL constraints, holding what a
+// damaged or hand-edited file can hold: each bad value is an error naming
+// the table, the row and the column, never a crash or a silent 0.
+TEST_F(JournalTest, NullsAndWrongTypesNameTheTableRowAndColumn) {
+  struct Case {
+    const char* sql;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"INSERT INTO jobs VALUES(NULL, 1, x'00', 1, 0, 0)", "table jobs, row 1, column name: NULL, expected text"},
+      {"INSERT INTO jobs VALUES('a', 1, NULL, 1, 0, 0)", "table jobs, row 1 (job 'a'), column spec: NULL, expected bytes"},
+      {"INSERT INTO jobs VALUES('a', 1, x'00', 1, 'Running', 0)",
+       "table jobs, row 1 (job 'a'), column phase: text, expected an integer"},
+      {"INSERT INTO jobs VALUES('a', 1, x'00', 1, 0, 0), ('b', 2, x'00', 1, 0, -3)",
+       "table jobs, row 2 (job 'b'), column generation: -3 is out of range"},
+      {"INSERT INTO tasks VALUES('a', 0, 0, NULL, '0')", "table tasks, row 1 (job 'a' task 0), column node: NULL"},
+      {"INSERT INTO tasks VALUES('a', 0, 1.5, 'n', '0')",
+       "table tasks, row 1 (job 'a' task 0), column role: a real, expected an integer"},
+      {"INSERT INTO tasks VALUES('a', 0, 0, 'n', NULL)", "table tasks, row 1 (job 'a' task 0), column gpus: NULL"},
+      {"INSERT INTO extender_state VALUES('gang', NULL, 'x')", "table extender_state, row 1, column name: NULL"},
+      {"INSERT INTO extender_state VALUES('gang', 'ml/a', NULL)",
+       "table extender_state, row 1 (gang 'ml/a'), column value: NULL"},
+      {"INSERT INTO meta VALUES('policy', NULL)", "table meta, row 1 (key 'policy'), column value: NULL"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.sql);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directory(dir_);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
+    const std::string sql = absl::StrCat(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB);"
+        "CREATE TABLE jobs (name TEXT, seq INTEGER, spec BLOB, created INTEGER, phase INTEGER, generation INTEGER);"
+        "CREATE TABLE tasks (job TEXT, task INTEGER, role INTEGER, node TEXT, gpus TEXT);"
+        "CREATE TABLE extender_state (kind TEXT, name TEXT, value BLOB);"
+        "INSERT INTO meta VALUES('schema', '1');",
+        c.sql, ";");
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    auto j = Journal::Open(dir_);
+    ASSERT_TRUE(j.ok()) << j.status();
+    auto r = (*j)->Load();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status();
+    ExpectRefusalNamesFileAndWayOut(r.status(), dir_ + "/journal.db");
+  }
+}
+
+// The state a kill -9 leaves after a clean restart (journal.db, and the WAL
+// of what came since, copied while the journal is open), then journal.db
+// cut short in the middle of each page in turn (as `truncate -s 50%` does):
+// every cut opens and loads, or is an error naming the file; none crashes.
+// (Such cuts make SQLite hand out rows with NULL columns.)
+TEST_F(JournalTest, AJournalCutShortWithItsWalKeptIsAnErrorNeverACrash) {
+  const std::string image = dir_ + "/image";
+  std::filesystem::create_directory(image);
+  auto write = [](Journal& j, int i) {
+    JournaledJob row = Row("job-" + std::to_string(i), i + 1);
+    row.spec.append(100 + (i * 37) % 9000, 's');  // some rows spill onto overflow pages
+    ASSERT_TRUE(j.AddJob(row).get().ok());
+    j.SetPlacement(row.name, 2, 1, {{0, 0, "node-" + std::to_string(i % 4), {int16_t(i % 8)}}});
+    j.PutExtenderState("node", "n" + std::to_string(i), std::string(200 + (i * 106) % 10000, 'v'));
+    ASSERT_TRUE(j.Flush().ok());
+  };
+  {
+    auto j = *Journal::Open(dir_);
+    ASSERT_TRUE(j->Load().ok());
+    for (int i = 0; i < 25; ++i) write(*j, i);
+  }  // closed: checkpointed into journal.db
+  {
+    auto j = *Journal::Open(dir_);
+    for (int i = 25; i < 50; ++i) write(*j, i);
+    for (const char* f : {"journal.db", "journal.db-wal"}) {
+      std::filesystem::copy_file(dir_ + "/" + f, image + "/" + f);
+    }
+  }
+  const uintmax_t size = std::filesystem::file_size(image + "/journal.db");
+  ASSERT_GT(size, 16u * 4096) << "the image should span many pages";
+  int refused = 0, cuts = 0;
+  for (uintmax_t cut = 2048; cut < size; cut += 4096) {
+    SCOPED_TRACE(cut);
+    const std::string d = dir_ + "/cut";
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directory(d);
+    for (const char* f : {"journal.db", "journal.db-wal"}) std::filesystem::copy_file(image + "/" + f, d + "/" + f);
+    std::filesystem::resize_file(d + "/journal.db", cut);
+    ++cuts;
+    auto j = Journal::Open(d);
+    absl::Status s = j.ok() ? (*j)->Load().status() : j.status();
+    if (s.ok()) continue;
+    ++refused;
+    EXPECT_NE(s.message().find(d + "/journal.db"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("--fresh-state"), std::string::npos) << s;
+  }
+  EXPECT_GT(refused, 0) << "no cut of " << cuts << " was noticed";
+}
+
+TEST_F(JournalTest, ALiveJournalIsBackedUpWithEverythingCommitted) {
+  const std::string out = dir_ + "/backup";
+  std::filesystem::create_directory(out);
+  auto j = *Journal::Open(dir_);  // stays open: the backup reads the live journal and its WAL
+  ASSERT_TRUE(j->AddJob(Row("a", 1)).get().ok());
+  ASSERT_TRUE(j->AddJob(Row("b", 2)).get().ok());
+  j->SetPlacement("a", 2, 1, {{0, 0, "node-0000", {3}}});
+  j->PutExtenderState("gang", "ml/a", "members");
+  ASSERT_TRUE(j->SetPolicy("actions: allocate\n").get().ok());
+  ASSERT_TRUE(j->Flush().ok());
+  auto done = BackupJournal(dir_, out);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->to, out + "/journal.db");
+  EXPECT_EQ(done->jobs, 2);
+  EXPECT_EQ(done->extender, 1);
+  ASSERT_TRUE(j->AddJob(Row("after", 3)).get().ok());  // the journal goes on
+  auto copy = *Journal::Open(out);
+  Recovered got = *copy->Load();
+  Recovered want = *j->Load();
+  ASSERT_EQ(got.jobs.size(), 2u);
+  EXPECT_EQ(got.jobs[0].name, "a");
+  EXPECT_EQ(got.jobs[0].tasks, want.jobs[0].tasks);
+  EXPECT_EQ(got.jobs[1].spec, want.jobs[1].spec);
+  EXPECT_EQ(got.extender, want.extender);
+  EXPECT_EQ(got.policy_yaml, "actions: allocate\n");
+  // A journal is never overwritten by a backup.
+  auto again = BackupJournal(dir_, out);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+}
+
 TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
   {
     auto j = *Journal::Open(dir_);
@@ -118,7 +335,28 @@ TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
   auto j = *Journal::Open(dir_);
   auto r = j->Load();
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("job 'a' task 0: bad gpus '0,x'"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("table tasks, row 1 (job 'a' task 0), column gpus: bad gpus '0,x'"),
+            std::string::npos)
+      << r.status();
+}
+
+// A write nobody waits for that fails is reported as it fails (serve logs
+// it), and Flush still returns it.
+TEST_F(JournalTest, AFailedUnwaitedWriteIsReportedAsItFails) {
+  auto j = *Journal::Open(dir_);
+  ASSERT_TRUE(j->AddJob(Row("a", 1)).get().ok());
+  std::mutex mu;
+  std::vector<std::string> seen;
+  j->SetErrorObserver([&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(s.message());
+  });
+  j->SetPlacement("a", 2, 1, {{0, 0, "n", {0}}, {0, 0, "n", {1}}});  // task 0 twice: the second row breaks the key
+  const absl::Status flushed = j->Flush();
+  EXPECT_NE(flushed.message().find("recording a task"), std::string::npos) << flushed;
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], flushed.message());
 }
 
 TEST_F(JournalTest, ExtenderStateKeepsItsOrderAcrossOverwritesAndDeletes) {

@@ -13,6 +13,7 @@
 #include "simulator/gavel_trace.h"
 #include "simulator/native_trace.h"
 #include "simulator/philly_trace.h"
+#include "simulator/pollux_trace.h"
 #include "simulator/tiresias_trace.h"
 #include "simulator/trace.h"
 #include "tests/support/source_dir.h"
@@ -130,11 +131,29 @@ struct Sample<Dlrm2025TraceReader> {
   static constexpr size_t kBundledJobs = 23871;
 };
 
+template <>
+struct Sample<PolluxTraceReader> {
+  static constexpr std::string_view kGood =
+      "name,time,application,num_replicas,batch_size\n"
+      "cifar10-1,120,cifar10,6,2048\n"
+      "ncf-0,60,ncf,1,32768\n"
+      "bert-2,60,bert,8,384\n";
+  static constexpr std::string_view kBad =
+      "name,time,application,num_replicas,batch_size\n"
+      "ncf-0,60,ncf,1,32768\n"
+      "ncf-1,soon,ncf,1,32768\n";
+  static constexpr int kBadLine = 3;
+  static constexpr std::string_view kBadField = "time";
+  static constexpr std::string_view kBundled = "data/traces/pollux/workloads/workload-1.csv";
+  static constexpr size_t kBundledJobs = 160;
+};
+
 template <typename Reader>
 class TraceReaderContract : public ::testing::Test {};
 
 using Readers = ::testing::Types<NativeTraceReader, PhillyTraceReader, GavelTraceReader,
-                                 TiresiasTraceReader, Alibaba2023TraceReader, Dlrm2025TraceReader>;
+                                 TiresiasTraceReader, Alibaba2023TraceReader, Dlrm2025TraceReader,
+                                 PolluxTraceReader>;
 TYPED_TEST_SUITE(TraceReaderContract, Readers);
 
 // The lines of `text` that hold data (non-blank, after the header if any).

@@ -522,9 +522,21 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
          pg_timeout: datetime.timedelta = datetime.timedelta(seconds=30),
          coordinator: Optional[str] = None, job: Optional[str] = None,
          worker: Optional[str] = None,
-         gradients: Optional[str] = None) -> Context:
+         gradients: Optional[str] = None,
+         membership_timeout=None) -> Context:
     """Joins the job and creates the process group of the first generation
     this worker is a member of.
+
+    It waits up to the membership timeout to be admitted (the whole gang
+    must join first), and every later membership change waits as long for
+    its generation: 60 s by default; ``membership_timeout`` (seconds, or a
+    ``datetime.timedelta``) or the environment variable
+    RINGMASTER_MEMBERSHIP_TIMEOUT (seconds, or "90s", "2m") change it. When
+    it runs out, ShimError: ``UNAVAILABLE`` naming the coordinator's address
+    and why it cannot be reached (connection refused, no answer; or lost
+    since when), or ``DEADLINE_EXCEEDED`` saying what the coordinator has
+    of the job (e.g. 1 of 2 workers joined). A coordinator that cannot be
+    reached is logged at once on stderr, and retried every 0.1 s meanwhile.
 
     coordinator / job / worker default to RINGMASTER_COORDINATOR /
     RINGMASTER_JOB / RINGMASTER_WORKER (what ``ringmaster shim run --mode
@@ -545,6 +557,10 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
     gradients = choose_gradients(gradients, backend)
     device = choose_device(backend)
     shim = Shim(coordinator, job, worker, desired_workers, "gloo")
+    if membership_timeout is not None:
+        if isinstance(membership_timeout, datetime.timedelta):
+            membership_timeout = membership_timeout.total_seconds()
+        shim.membership_timeout = float(membership_timeout)
     delay = os.environ.get("RINGMASTER_REFORM_DELAY_MS")
     if delay:
         shim.set_reform_delay(int(delay))
@@ -562,12 +578,20 @@ def init(desired_workers: Optional[int] = None, backend: Optional[str] = None,
 
 
 def context() -> Context:
+    """The process's Context (what ``init()`` returned); RuntimeError before
+    ``init()`` or after ``shutdown()``."""
     if _context is None or _context.finished:
         raise RuntimeError("ringmaster.torch.init() has not been called")
     return _context
 
 
 def shutdown(finished: bool = True) -> None:
+    """Ends this worker's part in the job: with ``finished=True`` (the
+    whole job is done; every member must call it) a barrier with the other
+    members, then leave, which ends the job on the coordinator; with
+    ``finished=False`` this worker leaves alone (the others go on without
+    it). Destroys the process group and closes the shim; ``init()`` may be
+    called again afterwards. Does nothing before ``init()``."""
     global _context
     if _context is not None:
         _context.shutdown(finished)
@@ -575,16 +599,26 @@ def shutdown(finished: bool = True) -> None:
 
 
 def allreduce_(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    """Reduces `tensor` in place over the current generation's members and
+    returns it: ``op`` "sum" or "max"; float32, float64 or int64; a CUDA
+    tensor is staged through host memory. It goes through the shim's
+    communicator (not torch.distributed), which the shim revokes when a
+    peer fails: then it raises CollectiveError, which ``@elastic.run``
+    treats as a lost peer (rollback to the last commit, re-formation, the
+    training function called again)."""
     return context().allreduce_(tensor, op)
 
 
 def rank() -> int:
+    """This worker's rank in the current generation."""
     return context().rank
 
 
 def world_size() -> int:
+    """The current generation's number of workers."""
     return context().world_size
 
 
 def generation() -> int:
+    """The current generation's number (it grows with every change)."""
     return context().generation

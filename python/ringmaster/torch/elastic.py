@@ -80,6 +80,17 @@ def _prepare(state) -> None:
 
 
 def run(func: Callable[..., T]) -> Callable[..., Optional[T]]:
+    """Decorator: runs ``func(state, ...)`` elastically, in this process,
+    across membership changes. `state` is an ElasticState; ``init()`` must
+    have been called. At the start and after every change it syncs the
+    state from the lowest rank that holds it, points the sampler at this
+    rank and wraps the model in DDP (``state.ddp_model``), then calls
+    `func` again: after a planned change (HostsUpdatedInterrupt at a step
+    boundary) with the state as it is, after a lost peer (a failed
+    collective) with the state rolled back to the last commit. Returns what
+    `func` returns, or None when this worker was removed from the job (it
+    has then left). Any other exception propagates. The module's
+    docstring lists the steps."""
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs) -> Optional[T]:
         ctx = _ctx.context()

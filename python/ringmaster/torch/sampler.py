@@ -30,10 +30,21 @@ import torch
 
 
 class ElasticSampler:
-    """Iterate ``for indices in sampler`` (a batch sampler): each item is
-    this rank's list of sample indices for the next global step of the
-    current epoch; at the end of the epoch the iteration stops and
-    ``epoch`` advances."""
+    """Every sample exactly once per epoch, whatever the membership does.
+
+    Iterate ``for indices in sampler`` (a batch sampler): each item is this
+    rank's list of sample indices for the next global step of the current
+    epoch (``batch_size`` is the global batch, over all ranks); at the end
+    of the epoch the iteration stops and ``epoch`` advances. ``step_samples``
+    is the global size of the step just handed out: ``batch_size``, except
+    the last step of an epoch, which is smaller when ``num_samples`` is not
+    a multiple of it; divide the summed loss by it. The order is drawn from
+    ``seed + epoch`` (``shuffle=False``: the identity).
+
+    It needs no ``init()``: alone it is one rank of one (useful for a
+    single-process reference run); in an ElasticState the elastic loop
+    sets its rank and world size at every change and saves its position
+    with each commit."""
 
     def __init__(self, num_samples: int, batch_size: int, shuffle: bool = True,
                  seed: int = 0):
@@ -96,11 +107,13 @@ class ElasticSampler:
 
     # -- state --------------------------------------------------------------
     def state_dict(self) -> Dict[str, int]:
+        """Epoch and position (what ElasticState commits and syncs)."""
         return {"epoch": self.epoch, "position": self.position,
                 "step_samples": self.step_samples,
                 "step_position": self.step_position}
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
+        """Back to a ``state_dict()``."""
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])
         self.step_samples = int(state.get("step_samples", 0))

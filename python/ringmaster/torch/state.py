@@ -52,6 +52,19 @@ def _onto(device: torch.device):
 
 
 class ElasticState:
+    """What a worker carries across membership changes: the model (a plain
+    ``torch.nn.Module``), its optimizer, an ElasticSampler, and any extra
+    picklable values given as keywords (``ElasticState(..., step=0)`` makes
+    ``state.step``, saved and restored with the rest).
+
+    Train through ``state.ddp_model`` (the model wrapped in DDP for the
+    current generation, rebuilt at every change; ``ddp_kwargs`` go to
+    DistributedDataParallel); keep ``state.model`` for saving and
+    evaluation. Call ``commit()`` every few steps and
+    ``check_host_updates()`` at every other step, at the same steps on every
+    rank. Pass it to a function decorated with ``@elastic.run``.
+    See docs/PYTORCH.md, section 3."""
+
     def __init__(self, model: Optional[torch.nn.Module] = None,
                  optimizer: Optional[torch.optim.Optimizer] = None,
                  sampler: Optional[ElasticSampler] = None,
@@ -96,6 +109,13 @@ class ElasticState:
         self.commits += 1
 
     def commit(self, step: Optional[int] = None) -> None:
+        """Makes the current state the rollback point (an in-memory deep
+        copy of the model, optimizer, sampler and extra values), reports
+        `step` (default ``state.step``, else 0) and the sampler's position
+        to the coordinator, then runs the step boundary
+        (``check_host_updates()``), so it may raise HostsUpdatedInterrupt.
+        After a failure the members roll back to their last commit, so
+        commit every few steps (it costs a copy of the state)."""
         self.save()
         ctx = _ctx.context()
         position = 0
@@ -108,13 +128,25 @@ class ElasticState:
         self.check_host_updates()
 
     def check_host_updates(self) -> None:
+        """The step boundary, where all members agree to switch to a new
+        generation: returns when the membership is unchanged; raises
+        HostsUpdatedInterrupt when it changed (``@elastic.run`` catches it,
+        re-forms and calls the training function again), WorkerRemoved when
+        this worker was shrunk away, CollectiveError when a peer failed.
+        Call it (or ``commit()``) once per step at the same steps on every
+        rank; after a step whose gradient all-reduce carried no change it
+        costs microseconds, no collective."""
         _ctx.context().step_boundary()
 
     def restore(self) -> None:
+        """Back to the last commit (nothing happens before the first)."""
         if self._saved is not None:
             self._load(copy.deepcopy(self._saved))
 
     def sync(self, root: int = 0) -> None:
+        """Sends the state of rank `root` to every other member (one
+        torch.save blob, broadcast through the shim); ``@elastic.run`` calls
+        it after every re-formation."""
         ctx = _ctx.context()
         payload = None
         if ctx.rank == root:
