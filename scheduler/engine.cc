@@ -296,21 +296,30 @@ Timestamp Engine::NextDeadline() const {
   return -1;
 }
 
+bool Engine::ReadsClock() const {
+  for (const auto& a : actions_) {
+    if (a->UsesTime()) return true;
+  }
+  for (const auto& p : plugins_) {
+    if (p->UsesTime()) return true;
+  }
+  return false;
+}
+
 Timestamp Engine::NextWakeup() const {
-  bool uses_time = false;
-  for (const auto& a : actions_) uses_time |= a->UsesTime();
-  for (const auto& p : plugins_) uses_time |= p->UsesTime();
-  const Timestamp deadline = NextDeadline();
-  Timestamp at = deadline >= 0 ? deadline : kNever;
-  if (!uses_time) return at;
   const Timestamp now = clock_.Now();
   // Something new since the last cycle, or the last cycle changed the state
   // (a decision, an admission, a reservation, a release at its deadline):
   // the next cycle starts from another state, and may decide anything.
-  if (cycle_ == 0 || touched_ || last_cycle_changed_ || !options_.fast_paths) return now;
+  if (cycle_ == 0 || touched_ || last_cycle_changed_) return now;
+  const Timestamp deadline = NextDeadline();
+  Timestamp at = deadline >= 0 ? std::max(deadline, now) : kNever;
   // The last cycle changed nothing: the next one starts from the same
-  // state, and decides differently only once a time-based condition of an
-  // action or plugin turns (each says when: Action / Plugin::NextChange).
+  // state. A policy that reads no clock decides the same until an event or
+  // a release deadline; one that does, until one of its time-based
+  // conditions turns (each says when: Action / Plugin::NextChange).
+  if (!ReadsClock()) return at;
+  if (!options_.fast_paths) return now;
   for (const auto& a : actions_) {
     if (a->UsesTime()) at = std::min(at, a->NextChange(*state_, now));
   }

@@ -103,20 +103,23 @@ class Engine {
   // The earliest release deadline still pending (a virtual-clock driver runs
   // a cycle then); -1 when none.
   Timestamp NextDeadline() const;
-  // When a cycle with nothing new (no submission, finish, release, node
-  // change or policy change) could next decide something. A policy that
-  // reads no clock (no action or plugin UsesTime): the earliest release
-  // deadline, else kNever (only an event can change a decision, and a
-  // virtual-clock driver may skip its wake-up cycles). One that reads it:
-  // now after an event or a cycle that changed the state; after a cycle
-  // that changed nothing, the earliest time at which one of its time-based
-  // conditions turns (Action / Plugin::NextChange: growIdle and cooldown
-  // ends, a LAS threshold or starvation promotion, a victim's cooldown), or
-  // the deadline: a cycle before then would decide nothing, so a driver
-  // may skip its wake-ups until then (docs/ARCHITECTURE.md, "What the
-  // engine retries").
+  // When the next cycle could decide something, assuming no event comes
+  // before (no submission, finish, release, node or policy change). Now
+  // after an event or a cycle that changed the state (a bind, an eviction,
+  // a reservation, an admission: the next cycle starts from another state).
+  // After a cycle that changed nothing: for a policy that reads no clock
+  // (ReadsClock false), the earliest release deadline, else kNever (only an
+  // event can change a decision); for one that reads it, the earliest time
+  // at which one of its time-based conditions turns (Action /
+  // Plugin::NextChange: growIdle and cooldown ends, a LAS threshold or
+  // starvation promotion, a victim's cooldown) or the deadline, and now
+  // without the fast paths. A cycle before then would decide nothing, so a
+  // driver may skip its wake-ups until then (docs/ARCHITECTURE.md, "What
+  // the engine retries").
   static constexpr Timestamp kNever = std::numeric_limits<Timestamp>::max();
   Timestamp NextWakeup() const;
+  // Whether an action or plugin of the policy reads the clock (UsesTime).
+  bool ReadsClock() const;
   // When the job may start, from what the engine knows: now if it runs; for
   // a gang held for releasing victims, their deadline; for a waiting gang,
   // the time at which enough running tasks with a walltime will have ended

@@ -458,16 +458,18 @@ void Driver::Cycle(int64_t now) {
   allocated_now_ = AllocatedGpus();
   const bool events_left = !completions_.empty() || !releases_.empty() || next_arrival_ < trace_.size();
   const bool more_to_come = !d.empty() || events_left || now - last_change_ms_ < Ms(o_.settle_s);
-  // No wake-up when only an event can change a decision (a policy that does
-  // not read the clock): such a cycle would decide nothing.
-  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come) {
-    const int64_t wake = engine_->NextWakeup();
-    if (wake == scheduler::Engine::kNever) {
-      // only an event can change a decision
-    } else if (o_.fast_paths) {
-      AskWakeup(now, wake, events_left);
-    } else {
+  // The wake-up chain runs for a policy that reads the clock, or while a
+  // release deadline is pending; a policy that reads no clock otherwise
+  // cycles on events only (the replay's model: the cycle right after one
+  // that changed the state is not run by itself, as the engine would allow).
+  // With the fast paths, the chain skips the cycles before the engine's
+  // NextWakeup, which decide nothing.
+  if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come &&
+      (engine_->ReadsClock() || engine_->NextDeadline() >= 0)) {
+    if (!o_.fast_paths) {
       AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
+    } else if (const int64_t wake = engine_->NextWakeup(); wake != scheduler::Engine::kNever) {
+      AskWakeup(now, wake, events_left);
     }
   }
   if (!o_.check) return;

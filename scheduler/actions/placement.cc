@@ -304,26 +304,28 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
   // Every task of the minimum needs at least g whole GPUs free on one node,
   // and takes them: when the nodes it may use cannot hold `need` such tasks
   // by free GPU count (a lookup: State::TasksFitByCount, less the reserved
-  // nodes it must stay off), no scope, order or score can place it. Its
-  // outcome is that of the attempts, which are not made (a standing backlog
-  // of gangs that cannot fit costs a lookup each).
+  // nodes it must stay off), no scope, order or score can place it. With
+  // the fast paths its attempts are not made (a standing backlog of gangs
+  // that cannot fit costs a lookup each); without them they are, and fail.
+  // Either way its reason is the count's (below), so that both say the same.
   bool hopeless = false;
-  if (need > 0 && s_.fast_paths()) {
+  int64_t fit_off_reserved = 0;
+  if (need > 0) {
     int64_t g = std::numeric_limits<int64_t>::max();
     for (int k = 0; k < need; ++k) g = std::min(g, WholeGpus(job, tasks[k]));
     if (g > 0) {
-      int64_t fit = st.TasksFitByCount(g);
-      if (use_ == ReservationUse::kNone && st.reservation() && st.reservation()->job != job.id()) {
-        for (NodeId n : st.reservation()->nodes) fit -= st.FreeWholeGpus(n) / g;
+      const int64_t fit = st.TasksFitByCount(g);
+      fit_off_reserved = fit;
+      if (st.reservation() && st.reservation()->job != job.id()) {
+        for (NodeId n : st.reservation()->nodes) fit_off_reserved -= st.FreeWholeGpus(n) / g;
       }
-      if (fit < need) {
-        hopeless = true;
-        out.tasks_placed = static_cast<int>(std::max<int64_t>(fit, 0));  // the most the count allows
-      }
+      // Backfill may use reserved nodes (ReservationUse::kBackfill).
+      hopeless = (use_ == ReservationUse::kNone ? fit_off_reserved : fit) < need;
     }
   }
+  const bool skip = hopeless && s_.fast_paths();
   bool ok = false;
-  for (int t = 0; t <= top && !ok && !hopeless; ++t) {
+  for (int t = 0; t <= top && !ok && !skip; ++t) {
     // Collect the domains first: an attempt changes the free index (and
     // undoes it), which would invalidate a walk in progress.
     std::vector<topology::DomainId> domains;
@@ -341,11 +343,20 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
       if ((ok = try_scope({t, d}))) break;
     }
   }
-  if (!ok && !hard_limited && !hopeless) ok = try_scope({-1, {}});
+  if (!ok && !hard_limited && !skip) ok = try_scope({-1, {}});
   if (ok) {
     out.kind = PlaceOutcome::Kind::kPlaced;
     out.tasks_placed = need;
     return out;
+  }
+  if (hopeless) {
+    // The count's reason: "gang k/N" with k the tasks that free GPU counts
+    // would hold off the nodes reserved for another gang (an attempt reaches
+    // at most that), no node checks, and the queue's capability when it
+    // stops the first task.
+    rejections_.clear();
+    queue_limited_ = !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, tasks[0]});
+    out.tasks_placed = queue_limited_ ? 0 : static_cast<int>(std::max<int64_t>(fit_off_reserved, 0));
   }
 
   // Could the minimum run once releasing tasks are gone? (reason only; skipped
