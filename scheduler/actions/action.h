@@ -7,6 +7,7 @@
 #define RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -70,6 +71,9 @@ void SortInJobOrder(const Session& s, It first, It last) {
 // Admitted gangs below their minimum that hold nothing and wait on no
 // victim, in job order (the preemptors of preempt and reclaim).
 std::vector<Job*> WaitingGangs(Session& s);
+// The same, only those `keep` says yes to (asked before the sort, which then
+// orders fewer jobs; the order among them is the same).
+std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep);
 
 }  // namespace ringmaster::scheduler
 

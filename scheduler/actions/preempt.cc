@@ -13,13 +13,16 @@
 
 namespace ringmaster::scheduler {
 
-std::vector<Job*> WaitingGangs(Session& s) {
+std::vector<Job*> WaitingGangs(Session& s) { return WaitingGangs(s, nullptr); }
+
+std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
   std::vector<Job*> out;
   for (JobId id : s.jobs()) {
     Job& j = s.mutable_state().job(id);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
     if (j.ReadyCount() >= j.min_member()) continue;
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;
+    if (keep && !keep(j)) continue;
     out.push_back(&j);
   }
   SortInJobOrder(s, out.begin(), out.end());
@@ -45,7 +48,10 @@ class PreemptAction : public Action {
   }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kPreempt, args_);
-    for (Job* p : WaitingGangs(s)) picker.TryFor(*p);
+    // Only gangs that outrank a running job of their queue can have a
+    // victim; a commit never gives one to another gang (what it starts is
+    // not yet a victim), so they are picked before the sort.
+    for (Job* p : WaitingGangs(s, [&](const Job& j) { return picker.MayHaveVictims(j); })) picker.TryFor(*p);
     next_change_ = NextChangeOf(picker, s.now());
   }
 

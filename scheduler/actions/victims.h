@@ -69,6 +69,12 @@ class VictimPicker {
   // Tries to start `preemptor`'s gang minimum by evicting victims. True when
   // it committed (P bound now, or held for its releasing victims).
   bool TryFor(Job& preemptor);
+  // Preempt: false when no running job of its queue ranks below it (TryFor
+  // would find no victim). Reclaim: true.
+  bool MayHaveVictims(const Job& preemptor) {
+    return mode_ != EvictMode::kPreempt ||
+           LowestRunningPriority(preemptor.queue().value()) < PriorityOf(preemptor);
+  }
   // What TryFor saw, for Action::NextChange: some preemptor had at least
   // one victim unit to choose from; the earliest end of a cooldown that
   // alone kept a running job from being a victim (kNoChange: none).
@@ -208,6 +214,19 @@ class VictimPicker {
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
   std::map<std::pair<uint32_t, int64_t>, Offer> offers_;
+  // The running jobs, in active-job order, all of them and per queue: what
+  // an offer scans (a preempt offer its preemptor's queue only), instead of
+  // every active job for every offer. Built at the first use, again after
+  // a commit (which may stop or start jobs).
+  void IndexRunning();
+  bool running_indexed_ = false;
+  std::vector<const Job*> running_;
+  std::vector<std::vector<const Job*>> running_by_queue_;
+  // Per queue: the lowest priority among its running jobs (kNoPriority: not
+  // computed yet; INT64_MAX: none runs). A preemptor at or below it has no
+  // victim (Eligible) and needs no offer.
+  int64_t LowestRunningPriority(uint32_t queue);
+  std::vector<int64_t> lowest_;
 };
 
 }  // namespace ringmaster::scheduler
