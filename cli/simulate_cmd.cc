@@ -42,6 +42,7 @@ struct SimulateFlags {
   std::string format = "auto";
   std::string policy;
   bool check = false;
+  bool no_fast_paths = false;
   bool plot = false;
   bool quiet = false;
   double cycle_period_s = 1;
@@ -301,6 +302,7 @@ int RunReplay(const SimulateFlags& f) {
   simulator::ReplayOptions o;
   o.seed = f.seed;
   o.check = f.check;
+  o.fast_paths = !f.no_fast_paths;
   o.cycle_period_s = f.cycle_period_s;
   o.comm_fraction = f.comm_fraction;
   o.reform_pause_s = f.reform_pause_s;
@@ -394,7 +396,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
   const bool engine = f.driver == "engine";
   const std::vector<const char*> fgd_only = {"--placement", "--tune", "--driver", "--ties", "--fgd-score",
                                              "--typical-pct", "--relearn-pct", "--half-life", "--nodes-to-score"};
-  const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--plot", "--quiet", "--cycle-period",
+  const std::vector<const char*> replay_only = {"--format", "--policy", "--check", "--no-fast-paths", "--plot", "--quiet", "--cycle-period",
                                                 "--comm-fraction", "--reform-pause", "--restart-cost", "--mtbf", "--mttr", "--gpus-per-node", "--nodes-per-rack",
                                                 "--racks-per-spine", "--apps", "--from", "--until", "--max-jobs", "--one-queue",
                                                 "--walltime-oracle", "--checkpoint-interval"};
@@ -440,6 +442,8 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--seed", f->seed, "random seed (42)");
   sim->add_option("--out", f->out, "output folder (summary.json, jobs.csv, timeline.csv)");
   sim->add_flag("--check", f->check, "check every invariant after each cycle; stop at the first violation");
+  sim->add_flag("--no-fast-paths", f->no_fast_paths,
+                "try every waiting gang and run every wake-up cycle (the same decisions, slower: for comparisons)");
   sim->add_flag("--plot", f->plot, "draw alloc.png, jct_cdf.png and queue_delay.png in --out with gnuplot");
   sim->add_flag("--quiet", f->quiet, "no progress bar");
   sim->add_option("--cycle-period", f->cycle_period_s, "seconds between scheduling cycles (1)")

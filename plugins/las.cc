@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
 
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   const scheduler::Timestamp now = s.now();
+  promotions_at_open_ = promotions_;
   s.AddJobOrderFn(kName, [this, now](const scheduler::Job& l, const scheduler::Job& r) {
     const int64_t a = Rank(l, now), b = Rank(r, now);
     if (a == b) return 0;
@@ -91,6 +92,37 @@ int LasPlugin::Level(const scheduler::Job& job, scheduler::Timestamp now) {
   promoted_at_[job.id()] = Attained(job, now);
   ++promotions_;
   return 0;
+}
+
+scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, scheduler::Timestamp now) const {
+  if (promotions_ != promotions_at_open_) return now;  // a level changed in the last cycle
+  scheduler::Timestamp next = scheduler::kNoChange;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    int64_t attained = job.AttainedMilliMs(now);
+    if (auto it = promoted_at_.find(id); it != promoted_at_.end()) attained -= it->second;
+    const int64_t rate = job.allocated().gpu_milli();  // milli-GPU x ms attained per ms
+    if (rate > 0) {
+      // Level() counts the thresholds at or below what it attained: the next
+      // one above is crossed at now + ceil((threshold - attained) / rate).
+      auto it = std::upper_bound(thresholds_.begin(), thresholds_.end(), attained);
+      if (it != thresholds_.end()) next = std::min(next, now + (*it - attained + rate - 1) / rate);
+      continue;
+    }
+    // Waiting: its level stays, unless it starves into a promotion (the
+    // condition Level() tests, solved for the time).
+    if (starve_limit_ <= 0 || job.phase() == scheduler::JobPhase::kRunning) continue;
+    if (std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) == thresholds_.begin()) continue;
+    const scheduler::Timestamp started = job.started(), stopped = job.last_stopped();
+    if (started < 0 || stopped < started) continue;
+    const double wait = starve_limit_ * static_cast<double>(stopped - started);
+    if (wait > 1e15) continue;
+    scheduler::Timestamp at = stopped + static_cast<scheduler::Timestamp>(std::ceil(wait));
+    while (static_cast<double>(at - stopped) < wait) ++at;
+    at = std::max(at, stopped + 1);
+    next = std::min(next, std::max(at, now));
+  }
+  return next;
 }
 
 int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {

@@ -71,6 +71,10 @@ class LasPlugin : public scheduler::Plugin {
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
   bool UsesTime() const override { return true; }
+  // The first time a job's level changes on the same state: a job holding
+  // GPUs reaches its next threshold, or (with starveLimit) a stopped job's
+  // promotion falls due; now after a session that promoted a job.
+  scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
 
   // What the levels count: Job::AttainedMilliMs, or with byTime that
   // divided by the job's GPUs (milli) x 1000, i.e. milliseconds run x 1000.
@@ -97,6 +101,7 @@ class LasPlugin : public scheduler::Plugin {
   // level no longer counts.
   std::map<scheduler::JobId, int64_t> promoted_at_;
   int64_t promotions_ = 0;
+  int64_t promotions_at_open_ = 0;  // promotions_ when the last session opened
 };
 
 }  // namespace ringmaster::plugins

@@ -4,11 +4,15 @@
 #define RINGMASTER_SCHEDULER_CLOCK_H_
 
 #include <cstdint>
+#include <limits>
 
 namespace ringmaster::scheduler {
 
 // Milliseconds since an epoch the driver chooses.
 using Timestamp = int64_t;
+// "No time": what Action / Plugin::NextChange answer when only an event can
+// change their decisions.
+inline constexpr Timestamp kNoChange = std::numeric_limits<Timestamp>::max();
 
 class Clock {
  public:

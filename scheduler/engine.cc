@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
 }
 
 absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& registry) {
+  touched_ = true;
   auto tree = QueuesOf(policy);
   if (!tree.ok()) return tree.status();
   auto configured = Configure(policy, registry);
@@ -73,6 +74,7 @@ absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& regis
 absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) { return Admit(std::move(spec), clock_.Now()); }
 
 absl::StatusOr<JobId> Engine::Admit(JobSpec spec, Timestamp created) {
+  touched_ = true;
   if (auto s = spec.Validate(); !s.ok()) return s;
   if (by_name_.count(spec.name)) {
     return absl::AlreadyExistsError(absl::StrCat("job '", spec.name, "': name: already submitted"));
@@ -161,6 +163,7 @@ absl::StatusOr<Job*> Engine::ActiveJob(JobId id) {
 }
 
 absl::Status Engine::CancelJob(JobId id) {
+  touched_ = true;
   auto found = ActiveJob(id);
   if (!found.ok()) return found.status();
   Job& job = **found;
@@ -215,6 +218,7 @@ void Engine::ReleaseStopped(Job& job, uint32_t task) {
 }
 
 absl::Status Engine::FinishJob(JobId id, bool succeeded) {
+  touched_ = true;
   auto found = ActiveJob(id);
   if (!found.ok()) return found.status();
   Job& job = **found;
@@ -235,6 +239,7 @@ absl::Status Engine::FinishJob(JobId id, bool succeeded) {
 }
 
 absl::Status Engine::ConfirmBind(JobId id, uint32_t task, bool ok) {
+  touched_ = true;
   if (!state_->has_job(id)) return absl::NotFoundError("no such job");
   Job& job = state_->job(id);
   if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
@@ -255,6 +260,7 @@ absl::Status Engine::ConfirmBind(JobId id, uint32_t task, bool ok) {
 }
 
 absl::Status Engine::TaskStarted(JobId id, uint32_t task) {
+  touched_ = true;
   if (!state_->has_job(id)) return absl::NotFoundError("no such job");
   Job& job = state_->job(id);
   if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
@@ -267,6 +273,7 @@ absl::Status Engine::TaskStarted(JobId id, uint32_t task) {
 }
 
 absl::Status Engine::TaskReleased(JobId id, uint32_t task) {
+  touched_ = true;
   if (!state_->has_job(id)) return absl::NotFoundError("no such job");
   Job& job = state_->job(id);
   if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
@@ -289,25 +296,52 @@ Timestamp Engine::NextDeadline() const {
   return -1;
 }
 
-Timestamp Engine::NextWakeup() const {
-  bool uses_time = false;
-  for (const auto& a : actions_) uses_time |= a->UsesTime();
-  for (const auto& p : plugins_) uses_time |= p->UsesTime();
-  if (uses_time) return clock_.Now();
-  const Timestamp deadline = NextDeadline();
-  return deadline >= 0 ? deadline : kNever;
+bool Engine::ReadsClock() const {
+  for (const auto& a : actions_) {
+    if (a->UsesTime()) return true;
+  }
+  for (const auto& p : plugins_) {
+    if (p->UsesTime()) return true;
+  }
+  return false;
 }
 
-void Engine::ExpireReleases() {
+Timestamp Engine::NextWakeup() const {
   const Timestamp now = clock_.Now();
+  // Something new since the last cycle, or the last cycle changed the state
+  // (a decision, an admission, a reservation, a release at its deadline):
+  // the next cycle starts from another state, and may decide anything.
+  if (cycle_ == 0 || touched_ || last_cycle_changed_) return now;
+  const Timestamp deadline = NextDeadline();
+  Timestamp at = deadline >= 0 ? std::max(deadline, now) : kNever;
+  // The last cycle changed nothing: the next one starts from the same
+  // state. A policy that reads no clock decides the same until an event or
+  // a release deadline; one that does, until one of its time-based
+  // conditions turns (each says when: Action / Plugin::NextChange).
+  if (!ReadsClock()) return at;
+  if (!options_.fast_paths) return now;
+  for (const auto& a : actions_) {
+    if (a->UsesTime()) at = std::min(at, a->NextChange(*state_, now));
+  }
+  for (const auto& p : plugins_) {
+    if (p->UsesTime()) at = std::min(at, p->NextChange(*state_, now));
+  }
+  return std::max(at, now);
+}
+
+bool Engine::ExpireReleases() {
+  const Timestamp now = clock_.Now();
+  bool released = false;
   while (!releasing_.empty() && std::get<0>(*releasing_.begin()) <= now) {
     const auto [deadline, id, task] = *releasing_.begin();
     releasing_.erase(releasing_.begin());
     Job& job = state_->job(id);
     if (job.task(task).state == TaskState::kReleasing && job.task(task).release_deadline == deadline) {
       ReleaseStopped(job, task);
+      released = true;
     }
   }
+  return released;
 }
 
 void Engine::Unhold(Job& job) {
@@ -434,6 +468,7 @@ Timestamp Engine::ExpectedStart(JobId id) const {
 }
 
 absl::StatusOr<NodeId> Engine::AddNode(topology::NodeSpec spec) {
+  touched_ = true;
   return state_->AddNode(std::move(spec));
 }
 
@@ -445,6 +480,7 @@ void Engine::RecordEvictionOf(const Job& job, uint32_t task, std::string reason)
 }
 
 absl::Status Engine::LoseNode(std::string_view name, std::string_view why) {
+  touched_ = true;
   const NodeId n = state_->cluster().FindNode(name);
   if (!n.valid()) return absl::NotFoundError(absl::StrCat("node '", std::string(name), "' is not in the cluster"));
   std::vector<JobId> hit;
@@ -518,6 +554,7 @@ void Engine::StopBrokenGang(Job& job, const std::string& reason) {
 }
 
 absl::Status Engine::TaskFailed(JobId id, uint32_t task, std::string_view why) {
+  touched_ = true;
   auto found = ActiveJob(id);
   if (!found.ok()) return found.status();
   Job& job = **found;
@@ -632,17 +669,21 @@ void Engine::AfterClose(Decisions& d) {
 
 Decisions Engine::RunCycle() {
   ++cycle_;
+  touched_ = false;
   Decisions d;
+  bool changed = false;
   {
-    ExpireReleases();
+    changed = ExpireReleases();
     Session session(*state_, clock_, cycle_, tiers_);
     session.set_nodes_to_score(nodes_to_score_);
     if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
+    session.set_fast_paths(options_.fast_paths);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
     deserved_.resize(session.queues().size());
     for (size_t q = 0; q < deserved_.size(); ++q) deserved_[q] = session.queues()[q].deserved;
     d = session.Close();
+    changed |= session.commits() > 0;
   }
   AfterClose(d);
   // Hand out what happened between cycles first.
@@ -651,6 +692,7 @@ Decisions Engine::RunCycle() {
   d.membership.insert(d.membership.begin(), std::make_move_iterator(carry_.membership.begin()),
                       std::make_move_iterator(carry_.membership.end()));
   carry_ = Decisions();
+  last_cycle_changed_ = changed || !d.empty();
   if (options_.check_invariants) {
     absl::Status s = state_->CheckInvariants();
     if (!s.ok()) {

@@ -52,6 +52,13 @@ struct EngineOptions {
   // Aborted. 0: everything is released at once and the job is Aborted at
   // once (the simulator, `schedule`, most tests).
   int64_t cancel_grace_ms = 0;
+  // The shortcuts that make a cycle cost what changed, with the same
+  // decisions: the planner skips a gang that cannot fit by free GPU count
+  // (State::TasksFitByCount), and NextWakeup names the first time-based
+  // change after a cycle that changed nothing. false: neither (every gang
+  // tried, NextWakeup now whenever the policy reads the clock), for tests
+  // that compare the two.
+  bool fast_paths = true;
 };
 
 class Engine {
@@ -96,14 +103,23 @@ class Engine {
   // The earliest release deadline still pending (a virtual-clock driver runs
   // a cycle then); -1 when none.
   Timestamp NextDeadline() const;
-  // When a cycle with nothing new (no submission, finish, release, node
-  // change or policy change) could next decide something: now when the
-  // policy reads the clock (an action or plugin UsesTime: cooldowns,
-  // growIdle, attained service; a driver then wakes at its own period), else
-  // the earliest release deadline, else kNever: only an event can change a
-  // decision, and a virtual-clock driver may skip its wake-up cycles.
+  // When the next cycle could decide something, assuming no event comes
+  // before (no submission, finish, release, node or policy change). Now
+  // after an event or a cycle that changed the state (a bind, an eviction,
+  // a reservation, an admission: the next cycle starts from another state).
+  // After a cycle that changed nothing: for a policy that reads no clock
+  // (ReadsClock false), the earliest release deadline, else kNever (only an
+  // event can change a decision); for one that reads it, the earliest time
+  // at which one of its time-based conditions turns (Action /
+  // Plugin::NextChange: growIdle and cooldown ends, a LAS threshold or
+  // starvation promotion, a victim's cooldown) or the deadline, and now
+  // without the fast paths. A cycle before then would decide nothing, so a
+  // driver may skip its wake-ups until then (docs/ARCHITECTURE.md, "What
+  // the engine retries").
   static constexpr Timestamp kNever = std::numeric_limits<Timestamp>::max();
   Timestamp NextWakeup() const;
+  // Whether an action or plugin of the policy reads the clock (UsesTime).
+  bool ReadsClock() const;
   // When the job may start, from what the engine knows: now if it runs; for
   // a gang held for releasing victims, their deadline; for a waiting gang,
   // the time at which enough running tasks with a walltime will have ended
@@ -192,8 +208,8 @@ class Engine {
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);
-  // Releases tasks whose release deadline has passed.
-  void ExpireReleases();
+  // Releases tasks whose release deadline has passed; true when any was.
+  bool ExpireReleases();
   // A Releasing task is gone: it waits again (Pending), or, in a
   // Cancelling job, it ended (Failed) and the job is Aborted when none is
   // left Releasing.
@@ -215,6 +231,10 @@ class Engine {
   std::vector<std::unique_ptr<Action>> actions_;
   PredicateFn driver_predicate_;
   int64_t cycle_ = 0;
+  // An event since the last cycle (NextWakeup), and whether the last cycle
+  // changed the state.
+  bool touched_ = true;
+  bool last_cycle_changed_ = true;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership
   // changes), handed out with the next cycle's.

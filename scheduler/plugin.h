@@ -35,6 +35,7 @@
 namespace ringmaster::scheduler {
 
 class Session;
+class State;
 struct QueueInfo;
 
 // A scheduling verdict is a value, not an error: the one answer type of every
@@ -158,6 +159,12 @@ class Plugin {
   // nothing new may decide differently later (las: attained service grows
   // while jobs run). A plugin that reads Session::now must say so.
   virtual bool UsesTime() const { return false; }
+  // For a plugin that UsesTime, asked after a cycle that changed nothing
+  // (Engine::NextWakeup): the earliest time >= now at which its callbacks
+  // could answer differently on the same state (a LAS threshold crossed);
+  // kNoChange when only an event can change them. Being early is safe (a
+  // cycle that decides nothing); being late is a bug. Default: now.
+  virtual Timestamp NextChange(const State& /*state*/, Timestamp now) const { return now; }
 };
 
 using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;

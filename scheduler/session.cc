@@ -393,10 +393,13 @@ Decisions Session::Close() {
     d.binds.push_back(std::move(b));
   }
   d.evictions = std::move(evictions_);
-  // Last reason per job wins; jobs that got placed have none.
-  std::map<JobId, std::string> last;
-  for (auto& [id, r] : reasons_) last[id] = std::move(r);
-  for (auto& [id, r] : last) {
+  // Last reason per job wins, by job id; jobs that got placed have none. (A
+  // stable sort of the records, not a map: one buffer, not a node a job.)
+  std::stable_sort(reasons_.begin(), reasons_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t k = 0; k < reasons_.size(); ++k) {
+    if (k + 1 < reasons_.size() && reasons_[k + 1].first == reasons_[k].first) continue;  // a later one wins
+    auto& [id, r] = reasons_[k];
     Job& job = state_.job(id);
     if (job.ReadyCount() >= job.min_member()) continue;
     job.set_pending_reason(r);

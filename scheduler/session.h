@@ -116,6 +116,9 @@ class Session {
   // Feasible nodes scored per task (the policy's nodesToScore; 0 = all).
   int nodes_to_score() const { return nodes_to_score_; }
   void set_nodes_to_score(int n) { nodes_to_score_ = n; }
+  // EngineOptions::fast_paths (the planner's count bound).
+  bool fast_paths() const { return fast_paths_; }
+  void set_fast_paths(bool on) { fast_paths_ = on; }
 
   // --- State ----------------------------------------------------------------
   // What plugins and actions read.
@@ -143,6 +146,11 @@ class Session {
                       std::string preemptor, NodeId node);
   // Tasks evicted so far in this cycle (the actions' per-cycle cap).
   int evictions() const { return static_cast<int>(evictions_.size()); }
+  // Statements that changed the state this cycle (Statement::Commit of a
+  // top-level statement with at least one operation counts them): none
+  // means the cycle left the state as it found it.
+  void NoteCommit() { ++commits_; }
+  int commits() const { return commits_; }
 
   // Closes the session: plugins' OnSessionClose, pipelined tasks released,
   // committed allocations turned into binds. Returns the decisions.
@@ -168,10 +176,12 @@ class Session {
   std::vector<QueueInfo> queues_;
   std::vector<JobId> jobs_;
   int nodes_to_score_ = kDefaultNodesToScore;
+  bool fast_paths_ = true;
   std::vector<std::pair<JobId, std::string>> reasons_;
   std::vector<std::pair<JobId, uint32_t>> bound_;
   std::vector<Eviction> evictions_;
   bool closed_ = false;
+  int commits_ = 0;
 
   std::vector<Registered<QueueOrderFn>> queue_order_;
   std::vector<Registered<JobOrderFn>> job_order_;

@@ -40,10 +40,13 @@ void State::TrackState(NodeId n) {
       state_count_.erase(it);
       --distinct_by_free_[c.free];
     }
+    --nodes_by_free_[c.free];
   }
   c.free = free;
   c.hash = hash;
   if (free < 0) return;
+  if (nodes_by_free_.size() <= static_cast<size_t>(free)) nodes_by_free_.resize(free + 1, 0);
+  ++nodes_by_free_[free];
   if (++state_count_[std::pair{free, hash}] == 1) {
     if (distinct_by_free_.size() <= static_cast<size_t>(free)) distinct_by_free_.resize(free + 1, 0);
     ++distinct_by_free_[free];

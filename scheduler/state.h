@@ -136,6 +136,16 @@ class State {
     }
     return n;
   }
+  // An upper bound on the tasks of `g` whole GPUs each (g >= 1) that the
+  // nodes can hold by free GPU count: the sum over nodes of floor(free / g),
+  // from a histogram of nodes by free GPUs (O(GPUs per node), no walk). A
+  // gang needing more such tasks cannot be placed now, whatever the
+  // placement order, the scores and the predicates.
+  int64_t TasksFitByCount(int64_t g) const {
+    int64_t k = 0;
+    for (size_t f = static_cast<size_t>(g); f < nodes_by_free_.size(); ++f) k += nodes_by_free_[f] * (static_cast<int64_t>(f) / g);
+    return k;
+  }
   // Tasks now Releasing anywhere; pipelining is pointless while this is 0.
   int64_t releasing_tasks() const { return releasing_tasks_; }
   // Milli of GPU d on node n free now, or (future) once releasing tasks are
@@ -202,6 +212,8 @@ class State {
   // number of distinct hashes among them.
   absl::flat_hash_map<std::pair<int64_t, uint64_t>, int32_t> state_count_;
   std::vector<int64_t> distinct_by_free_;
+  // Nodes per free whole GPUs, as counted in node_state_ (TasksFitByCount).
+  std::vector<int64_t> nodes_by_free_;
   queue::QueueTree queues_;
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;

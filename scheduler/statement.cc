@@ -177,6 +177,7 @@ absl::Status Statement::Commit() {
     ops_.clear();
     return absl::OkStatus();
   }
+  if (!ops_.empty()) session_.NoteCommit();
   State& state = session_.mutable_state();
   const Timestamp now = session_.now();
   const bool grace = std::any_of(ops_.begin(), ops_.end(), [&](const Op& op) {

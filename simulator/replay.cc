@@ -152,6 +152,9 @@ class Driver {
   void SetGrowable(size_t j, int size);
   void ScheduleCompletion(size_t j, int64_t now);
   void AskCycle(int64_t now);
+  // The wake-up cycle after a cycle at `now` (Cycle): the first of the
+  // chain's at or after `wake` (Engine::NextWakeup).
+  void AskWakeup(int64_t now, int64_t wake, bool events_left);
   void RecordTimeline(int64_t now);
   double AllocatedGpus() const;
   // Free GPUs on partly used nodes / free GPUs, from per-node counts kept up
@@ -207,6 +210,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   period_ms_ = std::max<int64_t>(1, Ms(o_.cycle_period_s));
   scheduler::EngineOptions eo;
   eo.check_invariants = false;  // the driver checks, and reports instead of aborting
+  eo.fast_paths = o_.fast_paths;
   auto engine = scheduler::Engine::Create(std::move(cluster), policy, registry_, clock_, eo);
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
@@ -310,6 +314,31 @@ void Driver::ReleaseTask(const Release& rel, int64_t now) {
   }
   allocated_now_ = AllocatedGpus();
   AskCycle(now);
+}
+
+void Driver::AskWakeup(int64_t now, int64_t wake, bool events_left) {
+  // The wake-up chain runs a cycle one wake period after the last, on the
+  // cycle grid, while something is to come (an event left, or the settle
+  // time not over). The engine says (NextWakeup) that those before `wake`
+  // would decide nothing and change nothing: ask only the first at or after
+  // it, if the chain still runs by then. The decisions are those of running
+  // every one of them; only the cycle count differs.
+  const int64_t step = std::max<int64_t>(1, Ms(o_.wake_period_s));
+  const int64_t settle = Ms(o_.settle_s);
+  auto grid = [&](int64_t t) { return (t + period_ms_ - 1) / period_ms_ * period_ms_; };
+  int64_t at = grid(now + step);
+  if (events_left && at % period_ms_ == 0 && step % period_ms_ == 0) {
+    // Whole periods a step: the chain is at + k * step, and never stops.
+    if (wake > at) at += (wake - at + step - 1) / step * step;
+  } else {
+    // Walk it (a bounded walk: stopping early is safe, a cycle that decides
+    // nothing).
+    for (int walked = 0; at < wake && walked < 1'000'000; ++walked) {
+      if (!events_left && at - last_change_ms_ >= settle) return;  // the chain ends with that cycle
+      at = grid(at + step);
+    }
+  }
+  AskCycle(at);
 }
 
 void Driver::AskCycle(int64_t now) {
@@ -427,13 +456,21 @@ void Driver::Cycle(int64_t now) {
   if (!d.empty()) last_change_ms_ = now;
   AfterCycle(d, now);
   allocated_now_ = AllocatedGpus();
-  const bool more_to_come = !d.empty() || !completions_.empty() || !releases_.empty() ||
-                            next_arrival_ < trace_.size() || now - last_change_ms_ < Ms(o_.settle_s);
-  // No wake-up when only an event can change a decision (a policy that does
-  // not read the clock): such a cycle would decide nothing.
+  const bool events_left = !completions_.empty() || !releases_.empty() || next_arrival_ < trace_.size();
+  const bool more_to_come = !d.empty() || events_left || now - last_change_ms_ < Ms(o_.settle_s);
+  // The wake-up chain runs for a policy that reads the clock, or while a
+  // release deadline is pending; a policy that reads no clock otherwise
+  // cycles on events only (the replay's model: the cycle right after one
+  // that changed the state is not run by itself, as the engine would allow).
+  // With the fast paths, the chain skips the cycles before the engine's
+  // NextWakeup, which decide nothing.
   if (o_.wake_period_s > 0 && (pending_ > 0 || growable_ > 0) && more_to_come &&
-      engine_->NextWakeup() != scheduler::Engine::kNever) {
-    AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
+      (engine_->ReadsClock() || engine_->NextDeadline() >= 0)) {
+    if (!o_.fast_paths) {
+      AskCycle(now + std::max<int64_t>(1, Ms(o_.wake_period_s)));
+    } else if (const int64_t wake = engine_->NextWakeup(); wake != scheduler::Engine::kNever) {
+      AskWakeup(now, wake, events_left);
+    }
   }
   if (!o_.check) return;
   const absl::Status s = engine_->CheckInvariants();

@@ -109,6 +109,11 @@ struct ReplayOptions {
   // is left (growth after growIdle with nothing else to come).
   double settle_s = 0;
   int64_t max_cycles = 0;            // stop after this many cycles (0: no limit)
+  // The engine's fast paths (EngineOptions::fast_paths) and wake-ups only
+  // when the engine says a cycle could decide something (NextWakeup); false:
+  // every gang tried and every wake-up cycle of the chain run. The decisions
+  // are the same (tests compare them); only `cycles` and the time differ.
+  bool fast_paths = true;
   // Observers (may be empty): each cycle's decisions, each completion, and
   // the engine when the replay ends. The engine is read-only to them.
   std::function<void(const scheduler::Engine&, const scheduler::Decisions&, int64_t now_ms)> on_cycle;

@@ -7,6 +7,7 @@
 #define RINGMASTER_SCHEDULER_ACTIONS_ACTION_H_
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,13 @@ class Action {
   // change) may decide differently only because time went on: cooldowns,
   // growIdle. Engine::NextWakeup reads it; true unless the action says not.
   virtual bool UsesTime() const { return true; }
+  // For an action that UsesTime, asked after a cycle that changed nothing
+  // (Engine::NextWakeup): the earliest time >= now at which it could decide
+  // differently on the same state (growIdle or a cooldown ends), from what
+  // its last Execute saw; kNoChange when only an event can change its
+  // decisions. Being early is safe (a cycle that decides nothing); being
+  // late is a bug. Default: now.
+  virtual Timestamp NextChange(const State& /*state*/, Timestamp now) const { return now; }
 };
 
 // The names MakeAction knows, in the order a policy usually lists them.
@@ -63,6 +71,9 @@ void SortInJobOrder(const Session& s, It first, It last) {
 // Admitted gangs below their minimum that hold nothing and wait on no
 // victim, in job order (the preemptors of preempt and reclaim).
 std::vector<Job*> WaitingGangs(Session& s);
+// The same, only those `keep` says yes to (asked before the sort, which then
+// orders fewer jobs; the order among them is the same).
+std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep);
 
 }  // namespace ringmaster::scheduler
 

@@ -156,12 +156,15 @@ class AllocateAction : public Action {
       QueueInfo& queue = s.queues()[q];
       auto& jobs = by_queue[q];
       if (s.Overused(queue)) {
+        std::string why;  // one text for the queue's waiting jobs, composed once
         for (size_t k = next[q]; k < jobs.size(); ++k) {
           Job* j = jobs[k];
           if (j->ReadyCount() < j->min_member()) {
-            s.SetPendingReason(*j, absl::StrCat("queue '", queue.name(),
-                                                "' is using its deserved share (",
-                                                queue.deserved.ToString(), ")"));
+            if (why.empty()) {
+              why = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
+                                 queue.deserved.ToString(), ")");
+            }
+            s.SetPendingReason(*j, why);
           }
         }
         live.erase(it);

@@ -51,14 +51,25 @@ class ElasticAction : public Action {
   explicit ElasticAction(ElasticArgs args) : args_(args) {}
   std::string_view name() const override { return "elastic"; }
 
+  // After a cycle that changed nothing: growIdle's end, else the first
+  // cooldown end of a job that only its cooldown kept from growing; with no
+  // GPU free, only an event frees one.
+  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+    return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
+  }
+
   void Execute(Session& s) override {
     State& st = s.mutable_state();
+    next_change_ = kNoChange;
     if (st.free_index().TotalFree() == 0) {
       idle_since_ = -1;
       return;
     }
     if (idle_since_ < 0) idle_since_ = s.now();
-    if (s.now() - idle_since_ < args_.grow_idle_ms) return;
+    if (s.now() - idle_since_ < args_.grow_idle_ms) {
+      next_change_ = idle_since_ + args_.grow_idle_ms;
+      return;
+    }
     // 2. Who blocks growth.
     int64_t largest_free = st.free_index().LargestFree(0);
     bool blocked = false;
@@ -78,7 +89,10 @@ class ElasticAction : public Action {
       if (!j.elastic() || j.phase() != JobPhase::kRunning) continue;
       if (j.ReadyCount() >= j.max_member()) continue;
       if (blocked && s.JobPriority(j) <= block_priority) continue;
-      if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) continue;
+      if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) {
+        next_change_ = std::min(next_change_, j.last_resize() + args_.cooldown_ms);
+        continue;
+      }
       grow.push_back(&j);
     }
     SortInJobOrder(s, grow.begin(), grow.end());
@@ -100,6 +114,7 @@ class ElasticAction : public Action {
  private:
   ElasticArgs args_;
   Timestamp idle_since_ = -1;
+  Timestamp next_change_ = kNoChange;  // what the last Execute saw (NextChange)
 };
 
 }  // namespace

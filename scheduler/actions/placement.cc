@@ -239,21 +239,21 @@ bool GangPlacer::TryScope(Job& job, const std::vector<uint32_t>& tasks, int need
 std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& tasks,
                                  int need) const {
   // "8 × 8 GPUs" per role among the first `need` tasks.
+  auto one = [](int count, const RoleSpec& r) {
+    if (r.gpu.count > 0 && r.gpu.whole()) return absl::StrCat(count, " × ", r.gpu.count, " GPU", r.gpu.count > 1 ? "s" : "");
+    if (r.gpu.count > 0) return absl::StrCat(count, " × ", topology::FormatGpus(r.gpu.milli), " GPU share");
+    return absl::StrCat(count, " × ", r.request.ToString());
+  };
+  if (job.spec().roles.size() == 1) {  // the common case, without the map
+    const int count = std::min<int>(need, static_cast<int>(tasks.size()));
+    return count > 0 ? one(count, job.spec().roles[0]) : std::string();
+  }
   std::map<int, int> per_role;
   for (int k = 0; k < need && k < static_cast<int>(tasks.size()); ++k) {
     per_role[job.task(tasks[k]).role]++;
   }
   std::vector<std::string> parts;
-  for (const auto& [role, count] : per_role) {
-    const RoleSpec& r = job.spec().roles[role];
-    if (r.gpu.count > 0 && r.gpu.whole()) {
-      parts.push_back(absl::StrCat(count, " × ", r.gpu.count, " GPU", r.gpu.count > 1 ? "s" : ""));
-    } else if (r.gpu.count > 0) {
-      parts.push_back(absl::StrCat(count, " × ", topology::FormatGpus(r.gpu.milli), " GPU share"));
-    } else {
-      parts.push_back(absl::StrCat(count, " × ", r.request.ToString()));
-    }
-  }
+  for (const auto& [role, count] : per_role) parts.push_back(one(count, job.spec().roles[role]));
   return absl::StrJoin(parts, " + ");
 }
 
@@ -266,9 +266,10 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     if (t.state == TaskState::kPending) tasks.push_back(t.index);
   }
   if (tasks.empty()) return out;
-  std::stable_sort(tasks.begin(), tasks.end(), [&](uint32_t a, uint32_t b) {
-    return s_.TaskOrder(TaskRef{&job, a}, TaskRef{&job, b});
-  });
+  // Mostly in order already (by index, no task order plugin): checked first,
+  // as a stable sort takes a buffer from the heap even then.
+  auto before = [&](uint32_t a, uint32_t b) { return s_.TaskOrder(TaskRef{&job, a}, TaskRef{&job, b}); };
+  if (!std::is_sorted(tasks.begin(), tasks.end(), before)) std::stable_sort(tasks.begin(), tasks.end(), before);
   const int need = std::max(0, std::min<int>(job.min_member() - job.ReadyCount(),
                                              static_cast<int>(tasks.size())));
   if (limit >= 0 && static_cast<int>(tasks.size()) > std::max(need, limit)) tasks.resize(std::max(need, limit));
@@ -300,8 +301,31 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
   const bool hard_limited = constrained && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers;
   const int hard_tier = hard_limited ? spec.highest_tier : 0;
   const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
+  // Every task of the minimum needs at least g whole GPUs free on one node,
+  // and takes them: when the nodes it may use cannot hold `need` such tasks
+  // by free GPU count (a lookup: State::TasksFitByCount, less the reserved
+  // nodes it must stay off), no scope, order or score can place it. With
+  // the fast paths its attempts are not made (a standing backlog of gangs
+  // that cannot fit costs a lookup each); without them they are, and fail.
+  // Either way its reason is the count's (below), so that both say the same.
+  bool hopeless = false;
+  int64_t fit_off_reserved = 0;
+  if (need > 0) {
+    int64_t g = std::numeric_limits<int64_t>::max();
+    for (int k = 0; k < need; ++k) g = std::min(g, WholeGpus(job, tasks[k]));
+    if (g > 0) {
+      const int64_t fit = st.TasksFitByCount(g);
+      fit_off_reserved = fit;
+      if (st.reservation() && st.reservation()->job != job.id()) {
+        for (NodeId n : st.reservation()->nodes) fit_off_reserved -= st.FreeWholeGpus(n) / g;
+      }
+      // Backfill may use reserved nodes (ReservationUse::kBackfill).
+      hopeless = (use_ == ReservationUse::kNone ? fit_off_reserved : fit) < need;
+    }
+  }
+  const bool skip = hopeless && s_.fast_paths();
   bool ok = false;
-  for (int t = 0; t <= top && !ok; ++t) {
+  for (int t = 0; t <= top && !ok && !skip; ++t) {
     // Collect the domains first: an attempt changes the free index (and
     // undoes it), which would invalidate a walk in progress.
     std::vector<topology::DomainId> domains;
@@ -319,11 +343,20 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
       if ((ok = try_scope({t, d}))) break;
     }
   }
-  if (!ok && !hard_limited) ok = try_scope({-1, {}});
+  if (!ok && !hard_limited && !skip) ok = try_scope({-1, {}});
   if (ok) {
     out.kind = PlaceOutcome::Kind::kPlaced;
     out.tasks_placed = need;
     return out;
+  }
+  if (hopeless) {
+    // The count's reason: "k of N members placeable" with k the tasks that free GPU counts
+    // would hold off the nodes reserved for another gang (an attempt reaches
+    // at most that), no node checks, and the queue's capability when it
+    // stops the first task.
+    rejections_.clear();
+    queue_limited_ = !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, tasks[0]});
+    out.tasks_placed = queue_limited_ ? 0 : static_cast<int>(std::max<int64_t>(fit_off_reserved, 0));
   }
 
   // Could the minimum run once releasing tasks are gone? (reason only; skipped

@@ -13,13 +13,16 @@
 
 namespace ringmaster::scheduler {
 
-std::vector<Job*> WaitingGangs(Session& s) {
+std::vector<Job*> WaitingGangs(Session& s) { return WaitingGangs(s, nullptr); }
+
+std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
   std::vector<Job*> out;
   for (JobId id : s.jobs()) {
     Job& j = s.mutable_state().job(id);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
     if (j.ReadyCount() >= j.min_member()) continue;
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;
+    if (keep && !keep(j)) continue;
     out.push_back(&j);
   }
   SortInJobOrder(s, out.begin(), out.end());
@@ -28,33 +31,54 @@ std::vector<Job*> WaitingGangs(Session& s) {
 
 namespace {
 
+// After a cycle that changed nothing: now when some preemptor had victims
+// to choose from (their costs move with time: work at risk), else the first
+// end of a cooldown that alone kept a job from being a victim.
+Timestamp NextChangeOf(const VictimPicker& picker, Timestamp now) {
+  if (picker.had_victims()) return now;
+  return picker.cooldown_end() == kNoChange ? kNoChange : std::max(picker.cooldown_end(), now);
+}
+
 class PreemptAction : public Action {
  public:
   explicit PreemptAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "preempt"; }
+  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+    return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
+  }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kPreempt, args_);
-    for (Job* p : WaitingGangs(s)) picker.TryFor(*p);
+    // Only gangs that outrank a running job of their queue can have a
+    // victim; a commit never gives one to another gang (what it starts is
+    // not yet a victim), so they are picked before the sort.
+    for (Job* p : WaitingGangs(s, [&](const Job& j) { return picker.MayHaveVictims(j); })) picker.TryFor(*p);
+    next_change_ = NextChangeOf(picker, s.now());
   }
 
  private:
   EvictionArgs args_;
+  Timestamp next_change_ = 0;
 };
 
 class ReclaimAction : public Action {
  public:
   explicit ReclaimAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "reclaim"; }
+  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+    return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
+  }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kReclaim, args_);
     for (Job* p : WaitingGangs(s)) {
       if (s.Overused(s.queue(p->queue()))) continue;
       picker.TryFor(*p);
     }
+    next_change_ = NextChangeOf(picker, s.now());
   }
 
  private:
   EvictionArgs args_;
+  Timestamp next_change_ = 0;
 };
 
 }  // namespace

@@ -82,11 +82,15 @@ bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int6
   if (v.id() == p.id() || v.phase() != JobPhase::kRunning) return false;
   if (v.Count(TaskState::kAllocated) > 0) return false;  // placed this cycle: not yet started
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
-  if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) return false;
-  if (mode_ == EvictMode::kPreempt) {
-    return v.queue() == p.queue() && v_priority < p_priority;
+  const bool by_rule = mode_ == EvictMode::kPreempt ? v.queue() == p.queue() && v_priority < p_priority
+                                                    : v.queue() != p.queue();
+  if (!by_rule) return false;
+  if (v.last_resize() >= 0 && s_.now() - v.last_resize() < args_.cooldown_ms) {
+    // Only its cooldown keeps it: when that ends, the answer may change.
+    cooldown_end_ = std::min(cooldown_end_, v.last_resize() + args_.cooldown_ms);
+    return false;
   }
-  return v.queue() != p.queue();
+  return true;
 }
 
 bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const {
@@ -155,6 +159,32 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
   }
 }
 
+void VictimPicker::IndexRunning() {
+  const State& st = s_.state();
+  running_.clear();
+  running_by_queue_.assign(st.queues().size(), {});
+  lowest_.assign(st.queues().size(), kNoPriority);
+  for (JobId id : st.active_jobs()) {
+    const Job& v = st.job(id);
+    if (v.phase() != JobPhase::kRunning) continue;
+    running_.push_back(&v);
+    running_by_queue_[v.queue().value()].push_back(&v);
+  }
+  running_indexed_ = true;
+}
+
+int64_t VictimPicker::LowestRunningPriority(uint32_t queue) {
+  if (!running_indexed_) IndexRunning();
+  if (lowest_[queue] == kNoPriority) {
+    int64_t low = INT64_MAX;
+    for (const Job* v : running_by_queue_[queue]) {
+      if (v->phase() == JobPhase::kRunning) low = std::min(low, PriorityOf(*v));
+    }
+    lowest_[queue] = low;
+  }
+  return lowest_[queue];
+}
+
 VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   const int64_t p_priority = PriorityOf(p);
   const auto key = std::make_pair(p.queue().value(), p_priority);
@@ -166,8 +196,13 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   // (growing it by doubling copied it over and over).
   std::vector<const Job*> eligible;
   size_t task_count = 0;
-  for (JobId id : st.active_jobs()) {
-    const Job& v = st.job(id);
+  if (!running_indexed_) IndexRunning();
+  // Preempt takes only from the preemptor's queue (Eligible): its running
+  // jobs; reclaim from the others: every running job.
+  const std::vector<const Job*>& scan =
+      mode_ == EvictMode::kPreempt ? running_by_queue_[p.queue().value()] : running_;
+  for (const Job* vp : scan) {
+    const Job& v = *vp;
     if (v.phase() != JobPhase::kRunning) continue;  // before asking its priority
     if (!Eligible(p, p_priority, v, PriorityOf(v))) continue;
     eligible.push_back(&v);
@@ -622,6 +657,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   Taken(vacated, nodes);
+  running_indexed_ = false;  // victims stopped, P may run: index again when next asked
   return true;
 }
 
@@ -671,8 +707,11 @@ bool VictimPicker::TryFor(Job& p) {
   }
   if (per_task.gpus == 0) return false;  // CPU-only and GPU-share gangs do not preempt
   if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
+  // No running job of its queue ranks below it: no victim, no offer to build.
+  if (mode_ == EvictMode::kPreempt && LowestRunningPriority(p.queue().value()) >= PriorityOf(p)) return false;
   Offer& offer = OfferFor(p);
   if (offer.units.empty()) return false;
+  had_victims_ = true;
 
   struct Scope {
     int tier;

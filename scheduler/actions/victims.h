@@ -69,6 +69,17 @@ class VictimPicker {
   // Tries to start `preemptor`'s gang minimum by evicting victims. True when
   // it committed (P bound now, or held for its releasing victims).
   bool TryFor(Job& preemptor);
+  // Preempt: false when no running job of its queue ranks below it (TryFor
+  // would find no victim). Reclaim: true.
+  bool MayHaveVictims(const Job& preemptor) {
+    return mode_ != EvictMode::kPreempt ||
+           LowestRunningPriority(preemptor.queue().value()) < PriorityOf(preemptor);
+  }
+  // What TryFor saw, for Action::NextChange: some preemptor had at least
+  // one victim unit to choose from; the earliest end of a cooldown that
+  // alone kept a running job from being a victim (kNoChange: none).
+  bool had_victims() const { return had_victims_; }
+  Timestamp cooldown_end() const { return cooldown_end_; }
 
  private:
   // Cost key: smaller is cheaper.
@@ -196,11 +207,26 @@ class VictimPicker {
   EvictMode mode_;
   EvictionArgs args_;
   int evicted_ = 0;
+  bool had_victims_ = false;
+  mutable Timestamp cooldown_end_ = kNoChange;  // Eligible notes it
   std::vector<int64_t> priority_;  // by JobId value; kNoPriority: not asked yet
   static constexpr int64_t kNoPriority = INT64_MIN;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
   std::map<std::pair<uint32_t, int64_t>, Offer> offers_;
+  // The running jobs, in active-job order, all of them and per queue: what
+  // an offer scans (a preempt offer its preemptor's queue only), instead of
+  // every active job for every offer. Built at the first use, again after
+  // a commit (which may stop or start jobs).
+  void IndexRunning();
+  bool running_indexed_ = false;
+  std::vector<const Job*> running_;
+  std::vector<std::vector<const Job*>> running_by_queue_;
+  // Per queue: the lowest priority among its running jobs (kNoPriority: not
+  // computed yet; INT64_MAX: none runs). A preemptor at or below it has no
+  // victim (Eligible) and needs no offer.
+  int64_t LowestRunningPriority(uint32_t queue);
+  std::vector<int64_t> lowest_;
 };
 
 }  // namespace ringmaster::scheduler
