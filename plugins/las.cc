@@ -99,9 +99,15 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
   scheduler::Timestamp next = scheduler::kNoChange;
   for (scheduler::JobId id : state.active_jobs()) {
     const scheduler::Job& job = state.job(id);
-    int64_t attained = job.AttainedMilliMs(now);
+    int64_t attained = Attained(job, now);
     if (auto it = promoted_at_.find(id); it != promoted_at_.end()) attained -= it->second;
-    const int64_t rate = job.allocated().gpu_milli();  // milli-GPU x ms attained per ms
+    // Attained per ms: milli-GPU x ms per ms, or with byTime 1000 x ms per
+    // ms for each min-request GPU held (rounded up: early is safe).
+    int64_t rate = job.allocated().gpu_milli();
+    if (o_.by_time && rate > 0) {
+      const int64_t g = job.min_request().gpu_milli();
+      if (g > 0) rate = (rate * 1000 + g - 1) / g;
+    }
     if (rate > 0) {
       // Level() counts the thresholds at or below what it attained: the next
       // one above is crossed at now + ceil((threshold - attained) / rate).
@@ -109,13 +115,22 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
       if (it != thresholds_.end()) next = std::min(next, now + (*it - attained + rate - 1) / rate);
       continue;
     }
+    // Waiting with preemptAfter: its preemption rank rises once it has
+    // waited that long (PreemptRank).
+    if (o_.preempt_after_ms > 0 &&
+        (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
+      const scheduler::Timestamp stopped = job.last_stopped();
+      const bool ran = job.started() >= 0 && stopped >= job.started();
+      const scheduler::Timestamp at = (ran ? stopped : job.created()) + o_.preempt_after_ms;
+      if (at > now) next = std::min(next, at);
+    }
     // Waiting: its level stays, unless it starves into a promotion (the
     // condition Level() tests, solved for the time).
-    if (starve_limit_ <= 0 || job.phase() == scheduler::JobPhase::kRunning) continue;
+    if (o_.starve_limit <= 0 || job.phase() == scheduler::JobPhase::kRunning) continue;
     if (std::upper_bound(thresholds_.begin(), thresholds_.end(), attained) == thresholds_.begin()) continue;
     const scheduler::Timestamp started = job.started(), stopped = job.last_stopped();
     if (started < 0 || stopped < started) continue;
-    const double wait = starve_limit_ * static_cast<double>(stopped - started);
+    const double wait = o_.starve_limit * static_cast<double>(stopped - started);
     if (wait > 1e15) continue;
     scheduler::Timestamp at = stopped + static_cast<scheduler::Timestamp>(std::ceil(wait));
     while (static_cast<double>(at - stopped) < wait) ++at;

@@ -373,5 +373,28 @@ tiers:
     }
   }
 }
+TEST(LasPlugin, NextChangeNamesTheEndOfPreemptAfterAndTheByTimeCrossing) {
+  // The replay skips cycles before Engine::NextWakeup: a waiting job's
+  // preemptAfter ending and a byTime threshold must be named, not missed.
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml",
+      {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"600", 4, 60}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("run").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("run"));
+  // 8 GPUs: 100 GPU-s at 12.5 s, but 100 s of running only at 100 s.
+  EXPECT_EQ(las.NextChange(h.state(), 0), 100'000);
+  h.clock().Set(50'000);
+  h.Submit(JobBuilder("wait").GpusPerTask(8).Build());  // created at 50 s, waits
+  // The running job is past its only threshold at 200 s; the waiting one
+  // may preempt from 650 s on.
+  EXPECT_EQ(las.NextChange(h.state(), 200'000), 650'000);
+  EXPECT_EQ(las.NextChange(h.state(), 700'000), scheduler::kNoChange) << "nothing left to change by time";
+}
+
 }  // namespace
 }  // namespace ringmaster::testing
