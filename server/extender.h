@@ -190,7 +190,10 @@ class Extender {
   // outlive the extender. Null: the extender's own.
   Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder,
            absl::Mutex* engine_mu = nullptr);
-  // Waits for a PodGroup lookup in flight (the Binder's timeout at most).
+  // Waits for a PodGroup lookup in flight (the Binder's timeout at most) and
+  // clears the engine's driver predicate: the engine must outlive the
+  // extender, and one extender serves an engine at a time (destroy the old
+  // one before making the next).
   ~Extender();
 
   // `who` names the caller in audit lines (the HTTP peer).

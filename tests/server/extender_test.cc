@@ -61,6 +61,7 @@ class ExtenderTest : public ::testing::Test {
     opts.auto_confirm_binds = false;
     auto e = scheduler::Engine::Create(*std::move(cluster), policy_, registry_, clock_, opts);
     ASSERT_TRUE(e.ok()) << e.status();
+    extender_.reset();  // it uses the engine until it is gone (the engine must outlive it)
     engine_ = *std::move(e);
     ExtenderOptions o;
     o.topology = labels;
@@ -735,6 +736,7 @@ TEST_F(ExtenderTest, AStrangersBindIsRefusedAndNothingIsSentToTheApiServer) {
 TEST_F(ExtenderTest, APodOfAnotherSchedulerProfileIsRefused) {
   ExtenderOptions o;
   o.scheduler_name = "ringmaster";
+  extender_.reset();  // its destructor clears the engine's driver predicate
   extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
   json other = Pod("coredns-1", "", 0, 0);
   other["spec"]["schedulerName"] = "default-scheduler";
@@ -773,6 +775,7 @@ ExtenderArgs Flood(const json& pod, int n) {
 TEST_F(ExtenderTest, ANodeFloodIsBoundedByTheLimit) {
   ExtenderOptions o;
   o.max_learned_nodes = 4;
+  extender_.reset();  // its destructor clears the engine's driver predicate
   extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_);
   const ExtenderFilterResult r = extender_->Filter(Flood(Pod("x", "wait", 2, 8), 5000));
   EXPECT_EQ(engine_->state().cluster().num_nodes(), 4u);
