@@ -24,7 +24,7 @@
 #include "api/admin.grpc.pb.h"
 #include "cli/commands.h"
 #include "scheduler/job_file.h"
-#include "server/admin_convert.h"
+#include "server/admin/admin_convert.h"
 #include "topology/resources.h"
 
 namespace ringmaster::cli {

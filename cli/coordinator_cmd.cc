@@ -10,7 +10,7 @@
 
 #include "api/coordinator.grpc.pb.h"
 #include "cli/commands.h"
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 
 namespace ringmaster::cli {
 namespace {

@@ -1,4 +1,4 @@
-// `ringmaster serve`: the daemon (server/daemon.h). Runs the engine on the
+// `ringmaster serve`: the daemon (server/daemon/daemon.h). Runs the engine on the
 // wall clock, one cycle every --period-ms; serves the Kubernetes scheduler
 // extender (filter, prioritize, preempt, bind, healthz) over HTTP and the
 // admin API over gRPC (--grpc); journals what it accepts in --state DIR.
@@ -22,11 +22,11 @@
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "plugins/registry.h"
-#include "server/daemon.h"
-#include "server/local_executor.h"
-#include "server/extender.h"
-#include "server/kube_binder.h"
-#include "server/serve_metrics.h"
+#include "server/daemon/daemon.h"
+#include "server/executor/local_executor.h"
+#include "server/extender/extender.h"
+#include "server/extender/kube_binder.h"
+#include "server/http/serve_metrics.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -38,6 +38,7 @@ struct ServeFlags {
   std::string metrics;  // the health port: /healthz and /metrics only
   std::string scheduler_name = "ringmaster";
   int max_learned_nodes = 5000;
+  double foreign_pods_s = 5;
   std::string grpc = "127.0.0.1:7070";
   std::string state;
   bool fresh_state = false;
@@ -138,6 +139,10 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.extender.learn_nodes = !HasCluster(f.cluster);
   o.extender.scheduler_name = f.scheduler_name;
   o.extender.max_learned_nodes = f.max_learned_nodes;
+  // The pods others placed are read only where there is an API server.
+  if (!f.api_server.empty() && !f.no_bind) {
+    o.extender.foreign_pods_refresh_ms = static_cast<int64_t>(f.foreign_pods_s * 1000);
+  }
   if (!f.metrics.empty()) {
     auto health = server::ParseHostPort(f.metrics);
     if (!health.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics: ", health.status().message()));
@@ -232,6 +237,10 @@ void RegisterServeCommand(CLI::App& app) {
                   "learn at most this many nodes from the Node objects of requests; more are refused (5000; 0: no "
                   "limit)")
       ->check(CLI::Range(0, 1'000'000));
+  cmd->add_option("--foreign-pods-interval", f->foreign_pods_s,
+                  "with --api-server: read the pods bound to nodes this often (seconds) and count what the pods "
+                  "ringmaster did not place hold as used (5; 0: never)")
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--grpc", f->grpc,
                   "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
   cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")
@@ -288,7 +297,7 @@ void RegisterServeCommand(CLI::App& app) {
 
   // serve --local-executor --state starts each task under this (hidden):
   // it records how the command ended, for a restarted daemon that re-adopts
-  // the process (server/local_executor.h).
+  // the process (server/executor/local_executor.h).
   auto status_file = std::make_shared<std::string>();
   auto argv = std::make_shared<std::vector<std::string>>();
   CLI::App* sup = app.add_subcommand("supervise", "run CMD; write how it ended to --status-file (serve's executor)");

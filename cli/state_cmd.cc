@@ -1,13 +1,13 @@
 // `ringmaster state backup DIR OUT`: copies the journal of a state directory
 // (`serve --state DIR`), live or not, into OUT with SQLite's online backup
-// API (server/journal.h BackupJournal). Copying journal.db with cp while
+// API (server/journal/journal.h BackupJournal). Copying journal.db with cp while
 // serve runs is not safe: the last commits are in journal.db-wal (see
 // docs/ADMIN.md, "What an operator may copy or delete"). Exit codes: 0 the
 // copy is made and checked, 1 it could not be made, 2 bad command line.
 #include <iostream>
 
 #include "cli/commands.h"
-#include "server/journal.h"
+#include "server/journal/journal.h"
 
 namespace ringmaster::cli {
 

@@ -108,4 +108,14 @@ void Log(LogLevel level, std::string_view event, std::initializer_list<LogField>
   spdlog::log(level, "{}", FormatLogLine(event, fields));
 }
 
+void LogIfError(const absl::Status& status, std::string_view event, std::initializer_list<LogField> fields) {
+  if (status.ok()) return;
+  InstallLogger();
+  if (!spdlog::should_log(LogLevel::warn)) return;
+  std::string line = FormatLogLine(event, fields);
+  line += " error=";
+  AppendValue(line, status.ToString());
+  spdlog::log(LogLevel::warn, "{}", line);
+}
+
 }  // namespace ringmaster::common

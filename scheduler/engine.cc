@@ -472,6 +472,20 @@ absl::StatusOr<NodeId> Engine::AddNode(topology::NodeSpec spec) {
   return state_->AddNode(std::move(spec));
 }
 
+absl::StatusOr<int64_t> Engine::SetForeignUsage(std::string_view node, const Resources& req, int64_t gpus) {
+  const NodeId n = state_->cluster().FindNode(node);
+  if (!n.valid() || !state_->node(n).schedulable) {
+    return absl::NotFoundError(absl::StrCat("node '", std::string(node), "' is not in the cluster"));
+  }
+  const NodeState& ns = state_->node(n);
+  const Resources before = ns.foreign;
+  const std::vector<int16_t> gpus_before = ns.gpu_foreign;
+  const int64_t short_by = state_->SetForeignUsage(n, req, gpus);
+  // A change of what is free is an event: the next cycle may decide anew.
+  if (!(ns.foreign == before) || ns.gpu_foreign != gpus_before) touched_ = true;
+  return short_by;
+}
+
 absl::Status Engine::RemoveNode(std::string_view name) { return LoseNode(name, "node removed"); }
 absl::Status Engine::FailNode(std::string_view name) { return LoseNode(name, "node failed"); }
 

@@ -129,6 +129,11 @@ class Engine {
   // GPUs.
   Timestamp ExpectedStart(JobId id) const;
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
+  // What others hold on a node (State::SetForeignUsage): pods that
+  // kube-scheduler placed without ringmaster. Returns the whole GPUs that
+  // could not be counted because ringmaster's tasks hold them; NotFound for
+  // a node the engine does not have.
+  absl::StatusOr<int64_t> SetForeignUsage(std::string_view node, const Resources& req, int64_t gpus);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it
   // fail; a gang left below its minimum is released whole and waits again;
   // an elastic gang still at or above its minimum keeps running smaller.
@@ -144,7 +149,7 @@ class Engine {
   // RunCycle, on RunCycle's thread.
   void SetDriverPredicate(PredicateFn fn) { driver_predicate_ = std::move(fn); }
 
-  // --- Daemon support (server/daemon.h) ----------------------------------------
+  // --- Daemon support (server/daemon/daemon.h) ----------------------------------------
   // A task that held a node when the daemon's journal last recorded it.
   struct RestoredTask {
     uint32_t index = 0;  // position in the job's tasks (grown members past the submitted size)

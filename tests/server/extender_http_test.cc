@@ -1,7 +1,7 @@
-// End-to-end test of the extender over HTTP: server/http_server.h with the
-// routes of server/extender_http.h on 127.0.0.1 with an ephemeral port, and
+// End-to-end test of the extender over HTTP: server/http/http_server.h with the
+// routes of server/extender/extender_http.h on 127.0.0.1 with an ephemeral port, and
 // a plain Beast client. Each request is bounded by a socket timeout.
-#include "server/extender_http.h"
+#include "server/extender/extender_http.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <boost/beast/http.hpp>
 
 #include "plugins/registry.h"
-#include "server/kube_binder.h"
+#include "server/extender/kube_binder.h"
 #include "scheduler/policy.h"
 
 namespace ringmaster::server {

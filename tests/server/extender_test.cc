@@ -1,8 +1,8 @@
-// Tests for server/extender.h: gang semantics of the scheduler extender on a
+// Tests for server/extender/extender.h: gang semantics of the scheduler extender on a
 // real engine (filters fail with a reason until the gang is complete, then
 // each member passes exactly its reserved node), expiry, bind, and both
 // nodeCacheCapable modes.
-#include "server/extender.h"
+#include "server/extender/extender.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@
 #include "absl/synchronization/notification.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
-#include "server/http_server.h"
-#include "server/kube_binder.h"
+#include "server/http/http_server.h"
+#include "server/extender/kube_binder.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -533,6 +533,10 @@ class MemoryStore : public ExtenderStore {
 // after a daemon restart: the nodes come from the store alone.
 class ExtenderRestartTest : public ExtenderTest {
  protected:
+  // The extender goes before the loop it is a sink of (loop_ is this
+  // class's, extender_ the base's).
+  void TearDown() override { extender_.reset(); }
+  std::unique_ptr<CycleLoop> loop_;
   void MakeStored() {
     scheduler::EngineOptions opts;
     opts.auto_confirm_binds = false;
@@ -821,11 +825,13 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
     opts.auto_confirm_binds = false;
     opts.cancel_grace_ms = 10'000;  // serve's --cancel-grace-ms
     extender_.reset();
+    loop_.reset();
     engine_ = *scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(DefaultTopologyLabels()), {}), policy_,
                                          registry_, clock_, opts);
     ExtenderOptions o;
     o.store = &store_;
-    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, &mu);
+    loop_ = std::make_unique<CycleLoop>(*engine_, mu);
+    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, loop_.get());
     if (restore) {
       ASSERT_TRUE(extender_->Restore(kept).ok());
     }
@@ -875,6 +881,78 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
   make(/*restore=*/true);
   ASSERT_TRUE(engine_->FindJob("ml/a").valid());
   EXPECT_EQ(engine_->state().job(engine_->FindJob("ml/a")).phase(), scheduler::JobPhase::kAborted);
+}
+
+// What pods ringmaster did not admit hold (another scheduler's, or pods
+// bound directly) is counted as used on their nodes: the engine's free GPUs
+// agree with kube-scheduler's, a gang is not planned onto GPUs others hold,
+// and it is placed once they are gone. Ringmaster's own bound pods are not
+// counted twice.
+TEST_F(ExtenderTest, PodsOthersPlacedCountAsUsedOnTheirNodes) {
+  struct ListingBinder : Binder {
+    absl::Status Bind(const ExtenderBindingArgs&) override { return absl::OkStatus(); }
+    absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
+    absl::StatusOr<std::vector<BoundPod>> ListBoundPods() override { return pods; }
+    std::vector<BoundPod> pods;
+  } lister;
+  auto other = [](const std::string& key, const std::string& node, int gpus) {
+    BoundPod p;
+    p.key = key;
+    p.uid = "uid-" + key;
+    p.node = node;
+    p.request.set_cpu_milli(2'000);
+    p.gpus = gpus;
+    return p;
+  };
+  // Without a binder that lists pods nothing is counted.
+  EXPECT_EQ(extender_->RefreshForeignPods().code(), absl::StatusCode::kUnimplemented);
+  binder_ = &lister;
+  Make(DefaultTopologyLabels());
+  extender_->Filter(FullArgs(Pod("g-0", "g", 2, 8)));  // learns n1..n3; the gang waits for its second pod
+  lister.pods = {other("kube-system/o-0", "n1", 8), other("default/o-1", "n2", 6), other("default/o-2", "n9", 8)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  const auto& st = engine_->state();
+  auto free_on = [&](const std::string& n) { return st.FreeWholeGpus(st.cluster().FindNode(n)); };
+  EXPECT_EQ(free_on("n1"), 0);
+  EXPECT_EQ(free_on("n2"), 2);
+  EXPECT_EQ(free_on("n3"), 8);
+  EXPECT_EQ(extender_->ForeignOn("n2"), (std::pair<int64_t, int>{6, 1}));
+  EXPECT_EQ(extender_->ForeignOn("n9"), (std::pair<int64_t, int>{0, 0})) << "a node not learned is not counted";
+  EXPECT_EQ(st.node(st.cluster().FindNode("n1")).used.cpu_milli(), 2'000);
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+  // A gang of two 8-GPU pods: only n3 has 8 GPUs free.
+  ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("g-1", "g", 2, 8)));
+  EXPECT_TRUE(Passing(r).empty()) << ToJson(r);
+  EXPECT_FALSE(extender_->ReservedNode("ml/g-0").has_value());
+  ASSERT_EQ(r.failed_nodes.count("n1"), 1u) << ToJson(r);
+  EXPECT_NE(r.failed_nodes.at("n1").find("1 of 2 members placeable"), std::string::npos) << r.failed_nodes.at("n1");
+  // The others' pods on n1 end: the next read frees their GPUs, the next cycle places the gang.
+  lister.pods = {other("default/o-1", "n2", 6)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(free_on("n1"), 8);
+  extender_->Tick();
+  ASSERT_TRUE(extender_->ReservedNode("ml/g-0").has_value());
+  ASSERT_TRUE(extender_->ReservedNode("ml/g-1").has_value());
+  std::set<std::string> used = {*extender_->ReservedNode("ml/g-0"), *extender_->ReservedNode("ml/g-1")};
+  EXPECT_EQ(used, (std::set<std::string>{"n1", "n3"}));
+  for (const std::string name : {"g-0", "g-1"}) {
+    ASSERT_TRUE(extender_->Bind({name, "ml", "uid-" + name, *extender_->ReservedNode("ml/" + name)}).error.empty());
+  }
+  // Listed as bound, ringmaster's own pods are not counted again.
+  BoundPod mine = other("ml/g-0", *extender_->ReservedNode("ml/g-0"), 8);
+  mine.uid = "uid-g-0";
+  lister.pods = {mine, other("default/o-1", "n2", 6)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(extender_->ForeignOn(mine.node), (std::pair<int64_t, int>{0, 0}));
+  EXPECT_EQ(free_on(mine.node), 0);
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+  // A pod of others on GPUs ringmaster gave its own: counted only where free
+  // (the two schedulers disagree; a warning names the node), never twice.
+  lister.pods = {mine, other("default/intruder", "n3", 8)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(st.node(st.cluster().FindNode("n3")).foreign.gpu_milli(), 0);
+  EXPECT_EQ(free_on("n2"), 8) << "o-1 is gone from the list: its GPUs are free again";
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
 }
 
 TEST_F(ExtenderTest, AMalformedPodGetsAnError) {

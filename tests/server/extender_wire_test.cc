@@ -1,13 +1,13 @@
-// Tests for server/extender_wire.h: kube-scheduler-shaped requests and
+// Tests for server/extender/extender_wire.h: kube-scheduler-shaped requests and
 // answers in both nodeCacheCapable modes, keys in any case, bad input.
-#include "server/extender_wire.h"
+#include "server/extender/extender_wire.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "server/extender_wire_fast.h"
-#include "server/kube_objects.h"
+#include "server/extender/extender_wire_fast.h"
+#include "server/extender/kube_objects.h"
 
 namespace ringmaster::server {
 namespace {
