@@ -44,7 +44,7 @@ void ReadObjects(std::string_view body) {
   (void)args->CandidateNames();
   if (!args->nodes) return;
   const server::TopologyLabels labels = server::DefaultTopologyLabels();
-  for (const nlohmann::json& node : *args->nodes) (void)server::ReadNode(node, labels);
+  for (const server::NodeObject& node : *args->nodes) (void)server::ReadNode(node.json(), labels);
 }
 
 }  // namespace

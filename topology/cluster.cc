@@ -144,7 +144,7 @@ absl::Status Cluster::RemoveNode(NodeId id) {
 }
 
 NodeId Cluster::FindNode(std::string_view name) const {
-  auto it = node_by_name_.find(name);
+  auto it = node_by_name_.find(absl::string_view(name.data(), name.size()));
   return it == node_by_name_.end() ? NodeId() : it->second;
 }
 

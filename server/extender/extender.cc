@@ -75,19 +75,6 @@ void Extender::Refused(std::string_view who, std::string_view what, std::string_
   common::Log(common::LogLevel::warn, "refused", {{"who", who.empty() ? "-" : who}, {"what", what}, {"why", why}});
 }
 
-namespace {
-
-// metadata.name and metadata.uid of a Node object ("" when absent).
-std::pair<std::string, std::string> NodeIdentity(const nlohmann::json& obj) {
-  const nlohmann::json* meta = FindKey(obj, "metadata");
-  const nlohmann::json* name = meta ? FindKey(*meta, "name") : nullptr;
-  const nlohmann::json* uid = meta ? FindKey(*meta, "uid") : nullptr;
-  return {name && name->is_string() ? name->get<std::string>() : std::string(),
-          uid && uid->is_string() ? uid->get<std::string>() : std::string()};
-}
-
-}  // namespace
-
 void Extender::RefreshNodeList(const ExtenderArgs& args) {
   if (!args.nodes || !options_.learn_nodes || binder_ == nullptr) return;
   {
@@ -96,8 +83,8 @@ void Extender::RefreshNodeList(const ExtenderArgs& args) {
     if (api_nodes_at_ >= 0 && clock_.Now() < api_nodes_at_ + options_.node_list_refresh_ms) return;
     const topology::Cluster& cluster = engine_.state().cluster();
     bool unknown = false;
-    for (const nlohmann::json& obj : *args.nodes) {
-      const std::string name = NodeIdentity(obj).first;
+    for (const NodeObject& obj : *args.nodes) {
+      const std::string& name = obj.name();
       if (!name.empty() && !cluster.FindNode(name).valid() && !api_nodes_.contains(name)) {
         unknown = true;
         break;
@@ -128,8 +115,9 @@ void Extender::LearnNodes(const ExtenderArgs& args, std::string_view who, Extend
   const bool check = binder_ != nullptr && check_nodes_;
   int over_limit = 0;
   int unknown_to_api = 0;
-  for (const nlohmann::json& obj : *args.nodes) {
-    const auto [node_name, node_uid] = NodeIdentity(obj);
+  for (const NodeObject& obj : *args.nodes) {
+    const std::string& node_name = obj.name();
+    const std::string& node_uid = obj.uid();
     if (!node_name.empty() && cluster.FindNode(node_name).valid()) continue;
     if (options_.max_learned_nodes > 0 && learned_nodes_ >= options_.max_learned_nodes) {
       ++over_limit;
@@ -154,7 +142,7 @@ void Extender::LearnNodes(const ExtenderArgs& args, std::string_view who, Extend
         continue;
       }
     }
-    auto spec = ReadNode(obj, options_.topology);
+    auto spec = ReadNode(obj.json(), options_.topology);
     absl::Status added = spec.status();
     if (spec.ok()) {
       added = engine_.AddNode(*std::move(spec)).status();
@@ -162,7 +150,7 @@ void Extender::LearnNodes(const ExtenderArgs& args, std::string_view who, Extend
         ++learned_nodes_;
         common::Log(common::LogLevel::info, "node learned", {{"node", node_name}});
         if (options_.store) {
-          options_.store->Put("node", node_name, obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+          options_.store->Put("node", node_name, std::string(obj.text()));
         }
       }
       if (!added.ok()) result.failed_and_unresolvable_nodes[node_name] = std::string(added.message());
@@ -599,7 +587,7 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view
     // Exactly the reserved node passes; the others need no reason (the pod is placed).
     r.node_names = std::vector<std::string>{v.node};
   } else {
-    r.nodes = std::vector<nlohmann::json>{(*args.nodes)[at - names.begin()]};
+    r.nodes = std::vector<nlohmann::json>{(*args.nodes)[at - names.begin()].json()};
   }
   // Node objects that could not be read fail for what they are.
   for (auto& [node, why] : learned.failed_and_unresolvable_nodes) {

@@ -198,6 +198,13 @@ json NodeListJson(const std::optional<std::vector<json>>& items) {
   return json{{"metadata", json::object()}, {"items", *items}};
 }
 
+json NodeListJson(const std::optional<std::vector<NodeObject>>& items) {
+  if (!items) return nullptr;
+  json list = json::array();
+  for (const NodeObject& n : *items) list.push_back(n.json());
+  return json{{"metadata", json::object()}, {"items", std::move(list)}};
+}
+
 json StringListJson(const std::optional<std::vector<std::string>>& names) {
   if (!names) return nullptr;
   return *names;
@@ -228,16 +235,48 @@ absl::StatusOr<std::string> StringAt(const json& obj, std::string_view key, std:
   return v->get<std::string>();
 }
 
+NodeObject::NodeObject(nlohmann::json object) {
+  const nlohmann::json* meta = FindKey(object, "metadata");
+  const nlohmann::json* name = meta ? FindKey(*meta, "name") : nullptr;
+  const nlohmann::json* uid = meta ? FindKey(*meta, "uid") : nullptr;
+  if (name && name->is_string()) name_ = name->get<std::string>();
+  if (uid && uid->is_string()) uid_ = uid->get<std::string>();
+  auto text = std::make_shared<std::string>(object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  length_ = text->size();
+  buffer_ = std::move(text);
+  json_ = std::move(object);
+}
+
+NodeObject NodeObject::FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
+                                size_t offset, size_t length) {
+  NodeObject n;
+  n.name_ = std::move(name);
+  n.uid_ = std::move(uid);
+  n.buffer_ = std::move(buffer);
+  n.offset_ = offset;
+  n.length_ = length;
+  n.json_.reset();
+  return n;
+}
+
+const nlohmann::json& NodeObject::json() const {
+  if (!json_) {
+    // The text was valid JSON when it was read (or written by dump).
+    json_ = nlohmann::json::parse(text(), nullptr, /*allow_exceptions=*/false);
+  }
+  return *json_;
+}
+
+std::vector<NodeObject> NodeObjects(const std::vector<nlohmann::json>& objects) {
+  return std::vector<NodeObject>(objects.begin(), objects.end());
+}
+
 std::vector<std::string> ExtenderArgs::CandidateNames() const {
   if (node_names) return *node_names;
   std::vector<std::string> out;
   if (!nodes) return out;
   out.reserve(nodes->size());
-  for (const json& n : *nodes) {
-    const json* meta = FindKey(n, "metadata");
-    const json* name = meta ? FindKey(*meta, "name") : nullptr;
-    out.push_back(name && name->is_string() ? name->get<std::string>() : std::string());
-  }
+  for (const NodeObject& n : *nodes) out.push_back(n.name());
   return out;
 }
 
@@ -255,7 +294,8 @@ absl::StatusOr<ExtenderArgs> internal::ParseExtenderArgsDom(std::string_view bod
   RM_RETURN_IF_ERROR(WantObject(j, "ExtenderArgs"));
   ExtenderArgs a;
   RM_ASSIGN_OR_RETURN(a.pod, ObjectAt(j, "Pod", "Pod"));
-  RM_ASSIGN_OR_RETURN(a.nodes, NodeListAt(j, "Nodes", "Nodes"));
+  RM_ASSIGN_OR_RETURN(std::optional<std::vector<json>> nodes, NodeListAt(j, "Nodes", "Nodes"));
+  if (nodes) a.nodes.emplace(std::make_move_iterator(nodes->begin()), std::make_move_iterator(nodes->end()));
   RM_ASSIGN_OR_RETURN(a.node_names, StringListAt(j, "NodeNames", "NodeNames"));
   return a;
 }

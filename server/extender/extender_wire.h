@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,12 +32,50 @@ namespace ringmaster::server {
 inline constexpr int64_t kMinExtenderPriority = 0;
 inline constexpr int64_t kMaxExtenderPriority = 10;
 
+// A Node object of a filter or prioritize request (nodeCacheCapable
+// false: every request carries every candidate's). Its name and UID are read
+// with the request; the object is kept as compact JSON text and parsed only
+// when it is needed (a node to learn, the passing node echoed back), so a
+// node the extender knows costs a name lookup, not a parse.
+class NodeObject {
+ public:
+  NodeObject() : NodeObject(nlohmann::json::object()) {}
+  // From a parsed object (the reference parser, tests).
+  NodeObject(nlohmann::json object);  // NOLINT: implicit, a Node object is one
+  // From the fast parser: metadata.name and metadata.uid as the reference
+  // reads them ("" when absent or not strings), and the object's JSON text
+  // as sent, `length` bytes at `offset` of `buffer` (one copy of the request
+  // body that every node of the request shares).
+  static NodeObject FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
+                             size_t offset, size_t length);
+
+  const std::string& name() const { return name_; }
+  const std::string& uid() const { return uid_; }
+  // The object as JSON text: as sent (fast parser), or compact with invalid
+  // UTF-8 replaced (from a parsed object).
+  std::string_view text() const { return std::string_view(*buffer_).substr(offset_, length_); }
+  // The object; parsed from the text on first use (not thread-safe: one
+  // request's nodes are read by one thread).
+  const nlohmann::json& json() const;
+  bool operator==(const NodeObject& o) const { return json() == o.json(); }
+
+ private:
+  std::string name_;
+  std::string uid_;
+  std::shared_ptr<const std::string> buffer_;
+  size_t offset_ = 0;
+  size_t length_ = 0;
+  mutable std::optional<nlohmann::json> json_;
+};
+// Node objects from parsed ones (tests).
+std::vector<NodeObject> NodeObjects(const std::vector<nlohmann::json>& objects);
+
 // Filter and prioritize request. With nodeCacheCapable false kube-scheduler
 // sends every candidate Node object (`Nodes`, a NodeList) and NodeNames null;
 // with true only `NodeNames`.
 struct ExtenderArgs {
   nlohmann::json pod;  // a v1.Pod object
-  std::optional<std::vector<nlohmann::json>> nodes;  // NodeList items
+  std::optional<std::vector<NodeObject>> nodes;  // NodeList items
   std::optional<std::vector<std::string>> node_names;
   // The candidate names either way (Nodes' metadata.name, or NodeNames).
   std::vector<std::string> CandidateNames() const;

@@ -35,7 +35,10 @@ bool IsContainer(const dom::element& e) {
 // one, as a parsed object keeps the last of repeated keys), else the one key
 // that equals it case-insensitively. False when that is ambiguous (two
 // different spellings) — the reference path then decides.
-bool Lookup(const dom::object& obj, std::string_view key, std::optional<dom::element>& out) {
+// `chosen`, when given, gets the spelling of the key read (the last member
+// of that spelling is the one read).
+bool Lookup(const dom::object& obj, std::string_view key, std::optional<dom::element>& out,
+            std::string_view* chosen = nullptr) {
   std::optional<dom::element> exact;
   std::optional<dom::element> folded;
   std::string_view folded_key;
@@ -49,7 +52,47 @@ bool Lookup(const dom::object& obj, std::string_view key, std::optional<dom::ele
     }
   }
   out = exact ? exact : folded;
+  if (chosen != nullptr) *chosen = exact ? key : folded_key;
   return true;
+}
+
+// The JSON text of each item of the node list, as (offset, length) in
+// `text`: the members `nodes_key` of the top object and `items_key` of it
+// (the last of each spelling, as the DOM read them). `text` is valid JSON
+// (the DOM parsed it) readable SIMDJSON_PADDING bytes past its end. False
+// when the items found are not `count` objects.
+bool ItemSpans(std::string_view text, std::string_view nodes_key, std::string_view items_key, size_t count,
+               std::vector<std::pair<size_t, size_t>>& spans) {
+  namespace od = simdjson::ondemand;
+  thread_local od::parser parser;
+  od::document doc;
+  if (parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc)) return false;
+  od::object top;
+  if (doc.get_object().get(top)) return false;
+  bool found = false;
+  for (auto field : top) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return false;
+    if (key != nodes_key) continue;
+    od::object list;
+    if (field.value().get_object().get(list)) return false;
+    for (auto member : list) {
+      std::string_view k;
+      if (member.unescaped_key().get(k)) return false;
+      if (k != items_key) continue;
+      od::array items;
+      if (member.value().get_array().get(items)) return false;
+      spans.clear();
+      for (auto item : items) {
+        od::object node;
+        std::string_view raw;
+        if (item.get_object().get(node) || node.raw_json().get(raw)) return false;
+        spans.emplace_back(static_cast<size_t>(raw.data() - text.data()), raw.size());
+      }
+      found = true;
+    }
+  }
+  return found && spans.size() == count;
 }
 
 // Nesting within the limit below `e` (which sits at `level` containers deep
@@ -130,8 +173,13 @@ bool IsNull(const std::optional<dom::element>& e) { return !e || e->type() == do
 }  // namespace
 
 std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end) {
-  // One parser per thread: it keeps its buffers between requests.
+  // One parser per thread: it keeps its buffers between requests. Its depth
+  // limit is the reference's, so a document nested deeper fails here
+  // (DEPTH_ERROR) and the reference says where; node objects need no walk.
   thread_local dom::parser parser;
+  thread_local const bool depth_set = parser.allocate(simdjson::dom::MINIMAL_DOCUMENT_CAPACITY, kMaxJsonDepth) ==
+                                      simdjson::SUCCESS;
+  if (!depth_set) return std::nullopt;
   dom::element root;
   // Without the padding simdjson copies the body into a padded buffer first.
   const bool copy = readable_past_end < simdjson::SIMDJSON_PADDING;
@@ -144,7 +192,8 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
     }
   }
   std::optional<dom::element> pod, nodes, names;
-  if (!Lookup(top, "Pod", pod) || !Lookup(top, "Nodes", nodes) || !Lookup(top, "NodeNames", names)) {
+  std::string_view nodes_key, items_key;
+  if (!Lookup(top, "Pod", pod) || !Lookup(top, "Nodes", nodes, &nodes_key) || !Lookup(top, "NodeNames", names)) {
     return std::nullopt;
   }
   ExtenderArgs a;
@@ -159,7 +208,7 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
     if (nodes->type() != dom::element_type::OBJECT) return std::nullopt;
     const dom::object list(*nodes);
     std::optional<dom::element> items;
-    if (!Lookup(list, "items", items)) return std::nullopt;
+    if (!Lookup(list, "items", items, &items_key)) return std::nullopt;
     for (dom::key_value_pair kv : list) {
       if (!EqualFold(kv.key, "items") && !DepthOk(kv.value, 2)) return std::nullopt;
     }
@@ -168,11 +217,30 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
       if (items->type() != dom::element_type::ARRAY) return std::nullopt;
       const dom::array arr(*items);
       a.nodes->reserve(arr.size());
+      // One copy of the body, padded for the on-demand pass, that the nodes'
+      // texts point into.
+      auto buffer = std::make_shared<std::string>();
+      buffer->reserve(body.size() + simdjson::SIMDJSON_PADDING);
+      buffer->assign(body);
+      std::vector<std::pair<size_t, size_t>> spans;
+      if (!ItemSpans(*buffer, nodes_key, items_key, arr.size(), spans)) return std::nullopt;
+      size_t i = 0;
       for (dom::element n : arr) {
         if (n.type() != dom::element_type::OBJECT) return std::nullopt;
-        json node;
-        if (!Convert(n, 3, node)) return std::nullopt;
-        a.nodes->push_back(std::move(node));
+        // Only metadata.name and .uid are read now (as FindKey would); the
+        // object stays text until it is needed (NodeObject).
+        std::string name, uid;
+        std::optional<dom::element> meta;
+        if (!Lookup(dom::object(n), "metadata", meta)) return std::nullopt;
+        if (meta && meta->type() == dom::element_type::OBJECT) {
+          std::optional<dom::element> v;
+          if (!Lookup(dom::object(*meta), "name", v)) return std::nullopt;
+          if (v && v->type() == dom::element_type::STRING) name = std::string_view(*v);
+          if (!Lookup(dom::object(*meta), "uid", v)) return std::nullopt;
+          if (v && v->type() == dom::element_type::STRING) uid = std::string_view(*v);
+        }
+        a.nodes->push_back(NodeObject::FromText(std::move(name), std::move(uid), buffer, spans[i].first, spans[i].second));
+        ++i;
       }
     }
   }

@@ -117,7 +117,7 @@ TEST(CycleLoop, TheExtendersCycleIsTheLoopsAndEverySinkSeesIt) {
                 {"spec", {{"containers", {{{"name", "t"}, {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}}}}}};
   };
   ExtenderArgs args;
-  args.nodes = std::vector<json>{node("n1"), node("n2"), node("n3")};
+  args.nodes = NodeObjects({node("n1"), node("n2"), node("n3")});
   args.pod = pod("w-0");
   ext.Filter(args);
   {

@@ -74,7 +74,7 @@ class ExtenderTest : public ::testing::Test {
   ExtenderArgs FullArgs(const json& pod) const {
     ExtenderArgs a;
     a.pod = pod;
-    a.nodes = nodes_;
+    a.nodes = NodeObjects(nodes_);
     return a;
   }
 
@@ -803,7 +803,7 @@ TEST_F(ExtenderTest, NodeObjectsAreCheckedAgainstTheApiServer) {
   forged["metadata"]["uid"] = "uid-forged";
   ExtenderArgs a;
   a.pod = Pod("y", "wait", 3, 8);  // still forming: holds no GPUs
-  a.nodes = std::vector<json>{Node("n1", 8), forged, Node("n3", 8)};
+  a.nodes = NodeObjects({Node("n1", 8), forged, Node("n3", 8)});
   r = extender_->Filter(a);
   EXPECT_EQ(binder.lists, 1);  // the list read for the flood has these names: not read again
   EXPECT_EQ(engine_->state().cluster().num_nodes(), 2u);

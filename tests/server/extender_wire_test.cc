@@ -170,6 +170,11 @@ TEST(ExtenderWire, FastPathAgreesWithTheReference) {
     bodies.push_back(R"({"Pod": )" + std::string(depth, '[') + std::string(depth, ']') + "}");
     bodies.push_back(R"({"Nodes": {"metadata": )" + std::string(depth, '[') + std::string(depth, ']') + "}}");
   }
+  // ... and inside a Node object, which the fast path keeps as text.
+  for (int depth : {123, 124, 125, 126, 127, 128}) {
+    bodies.push_back(R"({"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "n1"}, "x": )" + std::string(depth, '[') +
+                     std::string(depth, ']') + "}]}}");
+  }
   for (const std::string& b : bodies) ExpectSameAsReference(b);
 
   // Random damage to the real requests: every cut, swap and stray byte must

@@ -349,7 +349,7 @@ TEST(MembershipBridgeExtender, APodsShimJoinsAsThePodItRunsIn) {
                    {{{"name", "t"}, {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}, {"requests", {{"cpu", "4"}}}}}}}}}}};
   };
   ExtenderArgs args;
-  args.nodes = std::vector<json>{node("n1", "r1"), node("n2", "r2"), node("n3", "r1"), node("n4", "r2")};
+  args.nodes = NodeObjects({node("n1", "r1"), node("n2", "r2"), node("n3", "r1"), node("n4", "r2")});
   for (const auto& p : pods) {
     args.pod = pod(p);
     ext.Filter(args);
