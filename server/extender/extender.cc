@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -389,7 +391,53 @@ void Extender::ForeignLoop() {
   }
 }
 
+void Extender::RankByIndex(Gang& gang, const scheduler::MembershipChange& start) {
+  // The rank of each engine task (its place in the ring order).
+  std::vector<int64_t> rank_of_task(gang.member_of_task.size(), INT64_MAX);
+  for (const scheduler::Member& m : start.members) {
+    if (m.task < rank_of_task.size()) rank_of_task[m.task] = m.rank;
+  }
+  // Within each request shape (pods of one shape may trade tasks), the pods
+  // that carry an index take the tasks they hold, in rank order, by index.
+  std::map<Shape, std::vector<Member*>> by_shape;
+  for (Member& m : gang.members) {
+    if (m.task != kNoTask && m.pod.rank >= 0) by_shape[ShapeOf(m.pod)].push_back(&m);
+  }
+  bool changed = false;
+  for (auto& [shape, members] : by_shape) {
+    std::vector<uint32_t> tasks;
+    for (const Member* m : members) tasks.push_back(m->task);
+    std::sort(tasks.begin(), tasks.end(), [&](uint32_t a, uint32_t b) {
+      return std::make_pair(rank_of_task[a], a) < std::make_pair(rank_of_task[b], b);
+    });
+    std::stable_sort(members.begin(), members.end(), [](const Member* a, const Member* b) {
+      return a->pod.rank < b->pod.rank;
+    });
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i]->task == tasks[i]) continue;
+      members[i]->task = tasks[i];
+      gang.member_of_task[tasks[i]] = static_cast<uint32_t>(members[i] - gang.members.data());
+      changed = true;
+    }
+  }
+  if (changed) {
+    common::Log(common::LogLevel::debug, "pods ranked by their index", {{"gang", gang.name}});
+    Touch(gang.name);
+  }
+}
+
 void Extender::OnCycle(const scheduler::Decisions& d) {
+  // A gang that starts: its indexed pods take the tasks of their rank before
+  // the binds become reservations (issue 27: launchers rank by index).
+  for (const scheduler::MembershipChange& mc : d.membership) {
+    if (mc.kind != scheduler::MembershipChange::Kind::kStart) continue;
+    auto g = gang_of_job_.find(mc.job);
+    if (g == gang_of_job_.end()) continue;
+    Gang& gang = gangs_.at(g->second);
+    if (std::none_of(gang.members.begin(), gang.members.end(), [](const Member& m) { return m.bound; })) {
+      RankByIndex(gang, mc);
+    }
+  }
   const scheduler::Timestamp now = clock_.Now();
   for (const scheduler::Bind& b : d.binds) {
     auto g = gang_of_job_.find(b.job);

@@ -32,7 +32,9 @@
 //     filter after it uses the value.
 //  3. The pod that completes the gang submits it to the engine as one job
 //     (a role per distinct request shape) and runs a cycle at once.
-//  4. A Bind decision of the engine reserves the member's node: from then on
+//  4. A Bind decision of the engine reserves the member's node (when the
+//     gang starts, its pods that carry an index, kube_objects.h, first take
+//     the tasks of their rank in the ring order, RankByIndex): from then on
 //     the member's filter passes exactly that node (the others need no
 //     reason: the pod is placed), and its prioritize lists only that node,
 //     with kMaxExtenderPriority (hosts left out score 0). A gang the engine
@@ -359,6 +361,11 @@ class Extender : public CycleSink {
   // every member of its gang with its request shape.
   void SetOffered(Gang& gang, const Member& me, const std::vector<std::string>& names)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A gang that starts (its kStart membership): the pods that carry an index
+  // (PodInfo::rank) take, within each request shape, the engine tasks they
+  // hold in ring order by index, so a launcher that ranks by index ranks as
+  // the placement was chosen for. Before any member is bound.
+  void RankByIndex(Gang& gang, const scheduler::MembershipChange& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 4: the member's reservation is outside its offered nodes.
   void Replan(Gang& gang, const Member& me) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An audit line for a refused write.

@@ -175,6 +175,33 @@ absl::Status ReadGang(PodInfo& p) {
   return absl::OkStatus();
 }
 
+// A decimal index in [0, kMaxIndex), or -1.
+constexpr int64_t kMaxIndex = 1'000'000;
+int64_t ParseIndex(std::string_view text) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0 || v >= kMaxIndex) return -1;
+  return v;
+}
+
+// PodInfo::rank (the header comment): an index that does not read is
+// ignored (the pod then keeps the place it arrived in), never an error.
+void ReadRank(PodInfo& p) {
+  if (const int64_t i = ParseIndex(Lookup(p, kReplicaIndex)); i >= 0) {
+    std::string type = Lookup(p, kReplicaType);
+    for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const int64_t order = type == "master" || type == "chief" || type == "launcher" ? 0 : type == "worker" ? 1 : 2;
+    p.rank = order * kMaxIndex + i;
+    return;
+  }
+  if (const int64_t i = ParseIndex(Lookup(p, kCompletionIndex)); i >= 0) {
+    p.rank = i;
+    return;
+  }
+  const size_t at = p.name.rfind("-worker-");
+  if (at != std::string::npos) p.rank = ParseIndex(std::string_view(p.name).substr(at + 8));
+}
+
 }  // namespace
 
 absl::StatusOr<Quantity> ParseKubeQuantity(std::string_view text, bool milli) {
@@ -271,6 +298,7 @@ absl::StatusOr<PodInfo> ReadPod(const json& pod) {
   RM_ASSIGN_OR_RETURN(auto annotations, StringMap(*meta, "annotations", "Pod.metadata.annotations"));
   p.annotations = std::move(annotations);
   RM_RETURN_IF_ERROR(ReadGang(p));
+  ReadRank(p);
   const json* spec = FindKey(pod, "spec");
   if (spec == nullptr || spec->is_null()) return p;
   if (!spec->is_object()) return absl::InvalidArgumentError("Pod.spec: expected an object");

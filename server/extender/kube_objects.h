@@ -7,6 +7,17 @@
 //   Volcano            annotation scheduling.k8s.io/group-name, scheduling.volcano.sh/group-name
 //   min member         annotation scheduling.volcano.sh/group-min-member
 // Each key is looked up in both the labels and the annotations.
+//
+// A pod's rank within its gang, for launchers that rank by it (PodInfo::rank),
+// from the first of these that the pod carries (labels before annotations):
+//   Kubeflow training operator  training.kubeflow.org/replica-index, with
+//                               training.kubeflow.org/replica-type: master,
+//                               chief and launcher rank before worker, worker
+//                               before the other types (ps, evaluator)
+//   Indexed Job, JobSet         batch.kubernetes.io/job-completion-index
+//                               (older: the annotation of that name)
+//   MPI Operator                the pod name's "-worker-N" suffix
+// The index is a decimal count in [0, 1000000).
 #ifndef RINGMASTER_SERVER_EXTENDER_KUBE_OBJECTS_H_
 #define RINGMASTER_SERVER_EXTENDER_KUBE_OBJECTS_H_
 
@@ -30,6 +41,9 @@ inline constexpr std::string_view kGpuMemoryLabel = "nvidia.com/gpu.memory";  //
 inline constexpr std::string_view kZoneLabel = "topology.kubernetes.io/zone";
 inline constexpr std::string_view kVolcanoMinMember = "scheduling.volcano.sh/group-min-member";
 inline constexpr std::string_view kVolcanoQueue = "scheduling.volcano.sh/queue-name";
+inline constexpr std::string_view kReplicaIndex = "training.kubeflow.org/replica-index";
+inline constexpr std::string_view kReplicaType = "training.kubeflow.org/replica-type";
+inline constexpr std::string_view kCompletionIndex = "batch.kubernetes.io/job-completion-index";
 
 struct PodInfo {
   std::string uid;
@@ -48,6 +62,9 @@ struct PodInfo {
   std::string group;
   int min_member = 0;
   std::string queue;  // Volcano queue annotation; "" means the default queue
+  // Where a launcher ranks the pod (the header comment): (replica type
+  // order, index), or -1 when the pod carries no index.
+  int64_t rank = -1;
 
   // "namespace/name".
   std::string Key() const { return ns + "/" + name; }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -953,6 +954,90 @@ TEST_F(ExtenderTest, PodsOthersPlacedCountAsUsedOnTheirNodes) {
   EXPECT_EQ(st.node(st.cluster().FindNode("n3")).foreign.gpu_milli(), 0);
   EXPECT_EQ(free_on("n2"), 8) << "o-1 is gone from the list: its GPUs are free again";
   ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+}
+
+// Launchers that rank by a pod's index (Kubeflow's replica index, an
+// Indexed Job's completion index, an MPIJob's "-worker-N"): the pod of index
+// r is reserved where the engine put its rank-r task, so a gang across two
+// racks gets ranks 0..1 in one rack and 2..3 in the other, whatever order
+// its pods arrived in.
+TEST_F(ExtenderTest, PodsThatCarryAnIndexAreRankedInRingOrder) {
+  struct Kind {
+    std::string what;
+    std::function<json(int index)> pod;
+    std::function<int(int index)> rank;  // the launcher's rank of the pod
+  };
+  auto gpu_pod = [](const std::string& name) { return Pod(name, "g", 4, 8); };
+  const std::vector<Kind> kinds = {
+      {"replica-index label",
+       [&](int i) {
+         json p = gpu_pod("w" + std::to_string(i));
+         p["metadata"]["labels"]["training.kubeflow.org/replica-index"] = std::to_string(i);
+         p["metadata"]["labels"]["training.kubeflow.org/replica-type"] = "worker";
+         return p;
+       },
+       [](int i) { return i; }},
+      {"completion-index annotation",
+       [&](int i) {
+         json p = gpu_pod("job-" + std::to_string(i) + "-x");
+         p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = std::to_string(i);
+         return p;
+       },
+       [](int i) { return i; }},
+      {"MPIJob worker names", [&](int i) { return gpu_pod("pi-worker-" + std::to_string(i)); }, [](int i) { return i; }},
+      {"PyTorchJob master and workers",
+       [&](int i) {
+         // i == 0: the master (replica index 0); 1..3: workers 0..2.
+         json p = gpu_pod(i == 0 ? "bert-master-0" : "bert-worker-" + std::to_string(i - 1));
+         p["metadata"]["labels"]["training.kubeflow.org/replica-type"] = i == 0 ? "Master" : "Worker";
+         p["metadata"]["labels"]["training.kubeflow.org/replica-index"] = std::to_string(i == 0 ? 0 : i - 1);
+         return p;
+       },
+       [](int i) { return i; }},
+  };
+  // Two racks, their nodes interleaved by name.
+  nodes_ = {Node("n1", 8, "r1"), Node("n2", 8, "r2"), Node("n3", 8, "r1"), Node("n4", 8, "r2")};
+  for (const Kind& kind : kinds) {
+    SCOPED_TRACE(kind.what);
+    Make(DefaultTopologyLabels());
+    std::vector<scheduler::MembershipChange> seen;
+    struct Recorder : CycleSink {
+      std::vector<scheduler::MembershipChange>* seen;
+      void OnCycle(const scheduler::Decisions& d) override {
+        for (const auto& m : d.membership) seen->push_back(m);
+      }
+    } recorder;
+    recorder.seen = &seen;
+    extender_->loop().AddSink(&recorder);
+    std::map<std::string, int> rank_of_pod;
+    for (int i : {2, 0, 3, 1}) {  // not in index order
+      const json p = kind.pod(i);
+      rank_of_pod["ml/" + p["metadata"]["name"].get<std::string>()] = kind.rank(i);
+      extender_->Filter(FullArgs(p));
+    }
+    std::map<int, std::string> rack_of_rank;
+    for (const auto& [pod, rank] : rank_of_pod) {
+      const auto node = extender_->ReservedNode(pod);
+      ASSERT_TRUE(node.has_value()) << pod;
+      rack_of_rank[rank] = (*node == "n1" || *node == "n3") ? "r1" : "r2";
+    }
+    EXPECT_EQ(rack_of_rank[0], rack_of_rank[1]);
+    EXPECT_EQ(rack_of_rank[2], rack_of_rank[3]);
+    EXPECT_NE(rack_of_rank[0], rack_of_rank[2]);
+    // The engine's ranks are the pods' ranks (what the coordinator hands the
+    // shims, by the pods' names).
+    ASSERT_EQ(seen.size(), 1u);
+    std::string gang;
+    std::map<uint32_t, std::string> pods;
+    {
+      absl::MutexLock lock(&extender_->loop().mutex());
+      ASSERT_TRUE(extender_->PodNamesLocked(seen[0].job, &gang, &pods));
+    }
+    for (const scheduler::Member& m : seen[0].members) {
+      EXPECT_EQ(rank_of_pod.at("ml/" + pods.at(m.task)), m.rank) << pods.at(m.task);
+    }
+    extender_->loop().RemoveSink(&recorder);
+  }
 }
 
 TEST_F(ExtenderTest, AMalformedPodGetsAnError) {
