@@ -11,11 +11,13 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "api/admin.grpc.pb.h"
 #include "cli/commands.h"
+#include "cli/host_list.h"
 #include "scheduler/job_file.h"
 #include "server/admin/admin_convert.h"
 #include "topology/resources.h"
@@ -383,13 +386,42 @@ int ShowJob(const ClientFlags& f, const std::string& name) {
               {"generation:", absl::StrCat(j.generation())},
               {"expected start:", Start(j)},
               {"pending reason:", j.pending_reason().empty() ? "-" : j.pending_reason()}});
-  std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS"}};
+  std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS", "RANK"}};
   for (const admin::Task& t : j.tasks()) {
     rows.push_back({t.name(), t.state(), t.node().empty() ? "-" : t.node(),
-                    t.gpus().empty() ? "-" : absl::StrJoin(t.gpus(), ",")});
+                    t.gpus().empty() ? "-" : absl::StrJoin(t.gpus(), ","), t.rank() < 0 ? "-" : absl::StrCat(t.rank())});
   }
   std::cout << "\n";
   PrintTable(rows);
+  return kOk;
+}
+
+// `ringmaster hosts JOB`: the job's members in ring order as a launcher's
+// host list (cli/host_list.h); exit 1 when the job has no members.
+int Hosts(const ClientFlags& f, const std::string& name, const std::string& format_name) {
+  const std::optional<HostFormat> format = ParseHostFormat(format_name);
+  if (!format) {
+    std::cerr << "hosts: --format " << format_name << ": not one of " << kHostFormats << "\n";
+    return kUsage;
+  }
+  Client c;
+  if (!Client::Make(f, &c)) return kUsage;
+  admin::GetJobRequest req;
+  req.set_name(name);
+  admin::Job j;
+  if (grpc::Status s = c.stub().GetJob(c.Context().get(), req, &j); !s.ok()) return c.Fail(s, "job " + name);
+  std::vector<const admin::Task*> members;
+  for (const admin::Task& t : j.tasks()) {
+    if (t.rank() >= 0 && !t.node().empty()) members.push_back(&t);
+  }
+  std::sort(members.begin(), members.end(), [](const admin::Task* a, const admin::Task* b) { return a->rank() < b->rank(); });
+  std::vector<std::string> nodes;
+  for (const admin::Task* t : members) nodes.push_back(t->node());
+  if (nodes.empty()) {
+    std::cerr << "hosts: job " << name << " has no members placed (" << j.phase() << ")\n";
+    return kRefused;
+  }
+  std::cout << FormatHosts(HostSlots(nodes), *format) << std::flush;
   return kOk;
 }
 
@@ -516,6 +548,18 @@ void RegisterAdminCommands(CLI::App& app) {
   job->add_option("NAME", *gname, "job name")->required();
   AddClientFlags(*job, *gf);
   job->callback([gf, gname] { ExitCode() = ShowJob(*gf, *gname); });
+
+  auto hf = std::make_shared<ClientFlags>();
+  auto hname = std::make_shared<std::string>();
+  auto hformat = std::make_shared<std::string>("openmpi");
+  CLI::App* hosts = app.add_subcommand(
+      "hosts", "a job's members in ring order as a launcher's host list (mpirun --hostfile, horovodrun discovery)");
+  hosts->add_option("JOB", *hname, "job name")->required();
+  hosts->add_option("--format", *hformat, "openmpi (host slots=N), mpich (host:N), slurm (compressed list), horovod "
+                                          "(host:N)")
+      ->check(CLI::IsMember({"openmpi", "mpich", "slurm", "horovod"}));
+  AddClientFlags(*hosts, *hf);
+  hosts->callback([hf, hname, hformat] { ExitCode() = Hosts(*hf, *hname, *hformat); });
 
   auto qf = std::make_shared<ClientFlags>();
   CLI::App* queues = app.add_subcommand("queues", "the daemon's queues: deserved, allocated, pending");

@@ -584,6 +584,11 @@ absl::Status Engine::TaskFailed(JobId id, uint32_t task, std::string_view why) {
   return absl::OkStatus();
 }
 
+std::vector<Member> Engine::RingOrder(JobId id) const {
+  if (!state_->has_job(id)) return {};
+  return Membership(state_->job(id), MembershipChange::Kind::kStart, "").members;
+}
+
 MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind, std::string reason,
                                     Timestamp deadline) const {
   MembershipChange m;

@@ -178,6 +178,9 @@ class Engine {
 
   const State& state() const { return *state_; }
   JobId FindJob(std::string_view name) const;
+  // The job's members (tasks that hold their node) in the ring order its
+  // MembershipChange decisions list them in (rank 0 first); empty when none.
+  std::vector<Member> RingOrder(JobId id) const;
   int64_t cycles() const { return cycle_; }
   // Invariant check of the whole state (see state.h).
   absl::Status CheckInvariants() const { return state_->CheckInvariants(); }

@@ -134,11 +134,16 @@ admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, JobV
   p.set_generation(job.generation());
   if (view != JobView::kFull) return p;
   *p.mutable_spec() = JobSpecToProto(job.spec());
+  std::vector<int32_t> rank_of(job.tasks().size(), -1);
+  for (const scheduler::Member& m : engine.RingOrder(id)) {
+    if (m.task < rank_of.size()) rank_of[m.task] = m.rank;
+  }
   for (const scheduler::Task& t : job.tasks()) {
     admin::Task* o = p.add_tasks();
     o->set_index(t.index);
     o->set_name(t.name);
     o->set_state(std::string(scheduler::TaskStateName(t.state)));
+    o->set_rank(rank_of[t.index]);
     if (scheduler::HoldsNode(t.state)) {
       o->set_node(st.cluster().node(t.node).name);
       for (int16_t g : t.gpus) o->add_gpus(g);
