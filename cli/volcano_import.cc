@@ -102,7 +102,7 @@ absl::StatusOr<VolcanoImport> ImportVolcanoConf(std::string_view text, std::stri
     if (!root["actions"].IsScalar()) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": actions: expected a string"));
     }
-    for (std::string_view a : absl::StrSplit(root["actions"].Scalar(), ',', absl::SkipWhitespace())) {
+    for (absl::string_view a : absl::StrSplit(root["actions"].Scalar(), ',', absl::SkipWhitespace())) {
       const std::string name(absl::StripAsciiWhitespace(a));
       auto it = Actions().find(name);
       if (it == Actions().end()) {
