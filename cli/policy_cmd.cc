@@ -10,29 +10,29 @@
 
 namespace ringmaster::cli {
 
-void RegisterPolicyCommand(CLI::App& app) {
+void RegisterPolicyCommand(CLI::App& app, int* exit_code) {
   CLI::App* policy = app.add_subcommand("policy", "work with policy files");
   policy->require_subcommand(1);
   auto file = std::make_shared<std::string>();
   CLI::App* check = policy->add_subcommand("check", "validate a policy file");
   check->add_option("FILE", *file, "policy file (YAML)")->required();
-  check->callback([file] {
+  check->callback([file, exit_code] {
     std::vector<queue::ConfigError> errors;
     auto p = scheduler::LoadPolicyFile(*file, plugins::BuiltinRegistry(), &errors);
     if (p.ok()) {
       std::cout << "ok\n";
-      ExitCode() = 0;
+      *exit_code = 0;
       return;
     }
     for (const auto& e : errors) std::cout << e.ToString() << "\n";
-    ExitCode() = 1;
+    *exit_code = 1;
   });
   CLI::App* def = policy->add_subcommand("default", "print the built-in policy (used without --policy)");
-  def->callback([] {
+  def->callback([exit_code] {
     std::cout << scheduler::DefaultPolicyYaml();
-    ExitCode() = 0;
+    *exit_code = 0;
   });
-  RegisterPolicyUpdateCommand(*policy);
+  RegisterPolicyUpdateCommand(*policy, exit_code);
 }
 
 }  // namespace ringmaster::cli
