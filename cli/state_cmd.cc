@@ -11,7 +11,7 @@
 
 namespace ringmaster::cli {
 
-void RegisterStateCommand(CLI::App& app) {
+void RegisterStateCommand(CLI::App& app, int* exit_code) {
   CLI::App* state = app.add_subcommand("state", "the daemon's state directory (serve --state)");
   state->require_subcommand(1);
   auto dir = std::make_shared<std::string>();
@@ -22,16 +22,16 @@ void RegisterStateCommand(CLI::App& app) {
   backup->add_option("OUT", *out, "an existing directory without a journal: the copy is a state directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  backup->callback([dir, out] {
+  backup->callback([dir, out, exit_code] {
     auto done = server::BackupJournal(*dir, *out);
     if (!done.ok()) {
       std::cerr << "state backup: " << done.status().message() << "\n";
-      ExitCode() = 1;
+      *exit_code = 1;
       return;
     }
     std::cout << "backed up " << *dir << "/journal.db to " << done->to << ": " << done->jobs << " jobs, "
               << done->extender << " extender records (quick_check ok)\n";
-    ExitCode() = 0;
+    *exit_code = 0;
   });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::scheduler {
 
@@ -272,9 +273,8 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
 }
 
 absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
-  auto id = cluster_->AddNode(std::move(spec));
-  if (!id.ok()) return id.status();
-  const auto& s = cluster_->node(*id);
+  RM_ASSIGN_OR_RETURN(auto id, cluster_->AddNode(std::move(spec)));
+  const auto& s = cluster_->node(id);
   NodeState ns;
   ns.gpu_used.assign(s.gpus.size(), 0);
   ns.gpu_pipelined.assign(s.gpus.size(), 0);
@@ -284,10 +284,10 @@ absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   ns.usage_hash = UsageHash(ns);
   nodes_.push_back(std::move(ns));
   node_tasks_.emplace_back();
-  free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
+  free_.AddNode(id, static_cast<int64_t>(s.gpus.size()));
   total_ += s.allocatable;
-  TrackState(*id);
-  return *id;
+  TrackState(id);
+  return id;
 }
 
 int64_t State::SetForeignUsage(NodeId n, const Resources& req, int64_t gpus) {
@@ -328,7 +328,10 @@ void State::DisableNode(NodeId n) {
   s.schedulable = false;
   total_ -= cluster_->node(n).allocatable;
   free_.RemoveNode(n);
-  (void)cluster_->RemoveNode(n);
+  // A schedulable node is in the cluster (the constructor and AddNode set
+  // the flag from presence, and only here clears both), so removing it
+  // cannot fail: a failure is a bug.
+  RM_CHECK_OK(cluster_->RemoveNode(n));
   if (IsReserved(n)) SetReservation(std::nullopt);
 }
 
