@@ -104,16 +104,19 @@ scheduler::Policy RandomPolicy(Rng& pick) {
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     if (loaded.ok()) p = *std::move(loaded);
   } else {
-    std::string actions = "enqueue, allocate";
-    for (const char* a : {"preempt", "reclaim", "elastic", "backfill"}) {
-      if (pick(0, 1)) actions += std::string(", ") + a;
-    }
+    std::string actions = "enqueue, allocate", configurations;
     const std::string evict = "{gracePeriod: " + std::to_string(pick(0, 2) * 2) +
                               ", cooldown: " + std::to_string(pick(0, 1) * 3) +
                               ", maxEvictionsPerCycle: " + std::to_string(pick(0, 1) * pick(1, 8)) + "}";
-    p = PolicyFromYaml("actions: \"" + actions + "\"\nconfigurations:\n- {name: preempt, arguments: " + evict +
-                       "}\n- {name: reclaim, arguments: " + evict + "}\n- {name: elastic, arguments: {growIdle: " +
-                       std::to_string(pick(0, 3)) + ", cooldown: " + std::to_string(pick(0, 3)) + "}}\n");
+    const std::string elastic = "{growIdle: " + std::to_string(pick(0, 3)) + ", cooldown: " + std::to_string(pick(0, 3)) + "}";
+    for (const char* a : {"preempt", "reclaim", "elastic", "backfill"}) {
+      if (!pick(0, 1)) continue;
+      actions += std::string(", ") + a;
+      const std::string name = a;
+      if (name == "preempt" || name == "reclaim") configurations += "- {name: " + name + ", arguments: " + evict + "}\n";
+      if (name == "elastic") configurations += "- {name: elastic, arguments: " + elastic + "}\n";
+    }
+    p = PolicyFromYaml("actions: \"" + actions + "\"\n" + (configurations.empty() ? "" : "configurations:\n" + configurations));
   }
   p.queues = RandomQueues(pick);
   return p;

@@ -150,14 +150,14 @@ class DecisionOracle {
   // FinishJob: every task of the job lets go (those leaving too).
   void JobFinished(scheduler::JobId id) {
     promoted_.erase(id);
-    std::erase_if(held_, [&](const auto& kv) { return kv.first.first == id; });
+    std::erase_if(held_, [&](const auto& kv) { return Gone(kv.first, kv.first.first == id); });
   }
   // TaskReleased: a leaving task is gone.
-  void TaskReleased(scheduler::JobId id, uint32_t task) { held_.erase({id, task}); }
+  void TaskReleased(scheduler::JobId id, uint32_t task) { Gone({id, task}, held_.erase({id, task}) > 0); }
   // TaskFailed: the task lets go at once; the rest of its gang as after a
   // lost node.
   void TaskFailed(scheduler::JobId id, uint32_t task) {
-    held_.erase({id, task});
+    Gone({id, task}, held_.erase({id, task}) > 0);
     AfterLoss({id});
   }
   // FailNode / RemoveNode: what ran there is gone; binds to it are errors.
@@ -173,6 +173,7 @@ class DecisionOracle {
         continue;
       }
       if (h->second.leaving_by < 0) hit.insert(h->first.first);
+      Gone(h->first, true);
       h = held_.erase(h);
     }
     AfterLoss(hit);
@@ -203,7 +204,9 @@ class DecisionOracle {
     // bind of the same cycle may take what they free.
     for (const scheduler::Eviction& e : d.evictions) {
       auto it = held_.find({e.job, e.task});
-      if (it == held_.end() && expired.count({e.job, e.task})) continue;
+      // An Eviction recorded by an event between cycles (a cancel, a broken
+      // gang) whose task a later event of that interval let go already.
+      if (it == held_.end() && (expired.count({e.job, e.task}) || gone_.count({e.job, e.task}))) continue;
       if (it == held_.end()) {
         return absl::InternalError(absl::StrCat(at, "eviction (", std::string(scheduler::EvictionKindName(e.kind)), ", ",
                                                 e.reason, ") of ", e.task_name,
@@ -226,6 +229,7 @@ class DecisionOracle {
     for (const scheduler::Bind& b : d.binds) {
       if (absl::Status s = Bind(b); !s.ok()) return absl::InternalError(absl::StrCat(at, s.message()));
     }
+    gone_.clear();
     if (absl::Status s = Check(); !s.ok()) return absl::InternalError(absl::StrCat(at, s.message()));
     return absl::OkStatus();
   }
@@ -393,6 +397,12 @@ class DecisionOracle {
   };
   using Key = std::pair<scheduler::JobId, uint32_t>;
 
+  // Notes that an event let `key` go (when `gone`); returns `gone`.
+  bool Gone(const Key& key, bool gone) {
+    if (gone) gone_.insert(key);
+    return gone;
+  }
+
   std::string TaskName(const Key& key) const {
     return absl::StrCat(jobs_.at(key.first).spec.name, "#", key.second);
   }
@@ -415,7 +425,7 @@ class DecisionOracle {
       auto j = jobs_.find(id);
       if (j == jobs_.end() || Members(id) >= j->second.min || options_.restart_grace_ms > 0) continue;
       for (auto it = held_.lower_bound({id, 0}); it != held_.end() && it->first.first == id;) {
-        it = it->second.leaving_by >= 0 ? held_.erase(it) : std::next(it);
+        it = it->second.leaving_by >= 0 && Gone(it->first, true) ? held_.erase(it) : std::next(it);
       }
     }
   }
@@ -527,6 +537,7 @@ class DecisionOracle {
   std::map<Key, Holding> held_;
   std::set<std::string> held_for_;         // jobs named as preemptor by an eviction with grace
   std::set<scheduler::JobId> promoted_;    // those of them bound since
+  std::set<Key> gone_;                     // let go by an event since the last cycle
   std::set<scheduler::JobId> above_min_;   // gangs that held more than their minimum since they last held nothing
   Stats stats_;
 };
