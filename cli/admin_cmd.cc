@@ -11,11 +11,13 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -23,8 +25,10 @@
 #include "absl/strings/str_join.h"
 #include "api/admin.grpc.pb.h"
 #include "cli/commands.h"
+#include "cli/host_list.h"
+#include "common/status_macros.h"
 #include "scheduler/job_file.h"
-#include "server/admin_convert.h"
+#include "server/admin/admin_convert.h"
 #include "topology/resources.h"
 
 namespace ringmaster::cli {
@@ -288,7 +292,7 @@ absl::StatusOr<scheduler::JobSpec> FlagJob(const SubmitFlags& f) {
   }
   s.walltime_ms = static_cast<int64_t>(f.walltime_s * 1000);
   s.command = f.command;
-  if (auto v = s.Validate(); !v.ok()) return v;
+  RM_RETURN_IF_ERROR(s.Validate());
   return s;
 }
 
@@ -383,13 +387,42 @@ int ShowJob(const ClientFlags& f, const std::string& name) {
               {"generation:", absl::StrCat(j.generation())},
               {"expected start:", Start(j)},
               {"pending reason:", j.pending_reason().empty() ? "-" : j.pending_reason()}});
-  std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS"}};
+  std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS", "RANK"}};
   for (const admin::Task& t : j.tasks()) {
     rows.push_back({t.name(), t.state(), t.node().empty() ? "-" : t.node(),
-                    t.gpus().empty() ? "-" : absl::StrJoin(t.gpus(), ",")});
+                    t.gpus().empty() ? "-" : absl::StrJoin(t.gpus(), ","), t.rank() < 0 ? "-" : absl::StrCat(t.rank())});
   }
   std::cout << "\n";
   PrintTable(rows);
+  return kOk;
+}
+
+// `ringmaster hosts JOB`: the job's members in ring order as a launcher's
+// host list (cli/host_list.h); exit 1 when the job has no members.
+int Hosts(const ClientFlags& f, const std::string& name, const std::string& format_name) {
+  const std::optional<HostFormat> format = ParseHostFormat(format_name);
+  if (!format) {
+    std::cerr << "hosts: --format " << format_name << ": not one of " << kHostFormats << "\n";
+    return kUsage;
+  }
+  Client c;
+  if (!Client::Make(f, &c)) return kUsage;
+  admin::GetJobRequest req;
+  req.set_name(name);
+  admin::Job j;
+  if (grpc::Status s = c.stub().GetJob(c.Context().get(), req, &j); !s.ok()) return c.Fail(s, "job " + name);
+  std::vector<const admin::Task*> members;
+  for (const admin::Task& t : j.tasks()) {
+    if (t.rank() >= 0 && !t.node().empty()) members.push_back(&t);
+  }
+  std::sort(members.begin(), members.end(), [](const admin::Task* a, const admin::Task* b) { return a->rank() < b->rank(); });
+  std::vector<std::string> nodes;
+  for (const admin::Task* t : members) nodes.push_back(t->node());
+  if (nodes.empty()) {
+    std::cerr << "hosts: job " << name << " has no members placed (" << j.phase() << ")\n";
+    return kRefused;
+  }
+  std::cout << FormatHosts(HostSlots(nodes), *format) << std::flush;
   return kOk;
 }
 
@@ -480,7 +513,7 @@ int UpdatePolicy(const ClientFlags& f, const std::string& file) {
 
 }  // namespace
 
-void RegisterAdminCommands(CLI::App& app) {
+void RegisterAdminCommands(CLI::App& app, int* exit_code) {
   auto sf = std::make_shared<SubmitFlags>();
   CLI::App* submit = app.add_subcommand("submit", "submit jobs to the daemon; exits 0 once they are journaled");
   submit->add_option("-f,--file", sf->file, "jobs file (the format of `schedule --jobs`, scheduler/job_file.h)")
@@ -498,7 +531,7 @@ void RegisterAdminCommands(CLI::App& app) {
   submit->add_option("command", sf->command,
                      "one job: what each task runs, after -- (serve --local-executor starts it under the shim)");
   AddClientFlags(*submit, sf->client);
-  submit->callback([sf] { ExitCode() = Submit(*sf); });
+  submit->callback([sf, exit_code] { *exit_code = Submit(*sf); });
 
   auto jf = std::make_shared<ClientFlags>();
   auto jq = std::make_shared<std::string>();
@@ -508,40 +541,52 @@ void RegisterAdminCommands(CLI::App& app) {
   jobs->add_option("--phase", *jp, "only these phases")
       ->check(CLI::IsMember(PhaseNames()));
   AddClientFlags(*jobs, *jf);
-  jobs->callback([jf, jq, jp] { ExitCode() = Jobs(*jf, *jq, *jp); });
+  jobs->callback([jf, jq, jp, exit_code] { *exit_code = Jobs(*jf, *jq, *jp); });
 
   auto gf = std::make_shared<ClientFlags>();
   auto gname = std::make_shared<std::string>();
   CLI::App* job = app.add_subcommand("job", "one job in detail: tasks, nodes, pending reason, expected start");
   job->add_option("NAME", *gname, "job name")->required();
   AddClientFlags(*job, *gf);
-  job->callback([gf, gname] { ExitCode() = ShowJob(*gf, *gname); });
+  job->callback([gf, gname, exit_code] { *exit_code = ShowJob(*gf, *gname); });
+
+  auto hf = std::make_shared<ClientFlags>();
+  auto hname = std::make_shared<std::string>();
+  auto hformat = std::make_shared<std::string>("openmpi");
+  CLI::App* hosts = app.add_subcommand(
+      "hosts", "a job's members in ring order as a launcher's host list (mpirun --hostfile, horovodrun discovery)");
+  hosts->add_option("JOB", *hname, "job name")->required();
+  hosts->add_option("--format", *hformat, "openmpi (host slots=N), mpich (host:N), slurm (compressed list), horovod "
+                                          "(host:N)")
+      ->check(CLI::IsMember({"openmpi", "mpich", "slurm", "horovod"}));
+  AddClientFlags(*hosts, *hf);
+  hosts->callback([hf, hname, hformat, exit_code] { *exit_code = Hosts(*hf, *hname, *hformat); });
 
   auto qf = std::make_shared<ClientFlags>();
   CLI::App* queues = app.add_subcommand("queues", "the daemon's queues: deserved, allocated, pending");
   AddClientFlags(*queues, *qf);
-  queues->callback([qf] { ExitCode() = Queues(*qf); });
+  queues->callback([qf, exit_code] { *exit_code = Queues(*qf); });
 
   auto nf = std::make_shared<ClientFlags>();
   CLI::App* nodes = app.add_subcommand("nodes", "the daemon's nodes: GPUs, free, tasks");
   AddClientFlags(*nodes, *nf);
-  nodes->callback([nf] { ExitCode() = Nodes(*nf); });
+  nodes->callback([nf, exit_code] { *exit_code = Nodes(*nf); });
 
   auto cf = std::make_shared<ClientFlags>();
   auto cname = std::make_shared<std::string>();
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job (journaled before it answers)");
   cancel->add_option("NAME", *cname, "job name")->required();
   AddClientFlags(*cancel, *cf);
-  cancel->callback([cf, cname] { ExitCode() = Cancel(*cf, *cname); });
+  cancel->callback([cf, cname, exit_code] { *exit_code = Cancel(*cf, *cname); });
 }
 
-void RegisterPolicyUpdateCommand(CLI::App& policy) {
+void RegisterPolicyUpdateCommand(CLI::App& policy, int* exit_code) {
   auto uf = std::make_shared<ClientFlags>();
   auto file = std::make_shared<std::string>();
   CLI::App* update = policy.add_subcommand("update", "send a policy file to the daemon (hot reload; rejected whole)");
   update->add_option("FILE", *file, "policy file (YAML)")->required();
   AddClientFlags(*update, *uf);
-  update->callback([uf, file] { ExitCode() = UpdatePolicy(*uf, *file); });
+  update->callback([uf, file, exit_code] { *exit_code = UpdatePolicy(*uf, *file); });
 }
 
 }  // namespace ringmaster::cli

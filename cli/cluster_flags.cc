@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "topology/cluster_file.h"
 #include "topology/node_lists.h"
 
@@ -40,20 +41,17 @@ void AddClusterFlags(CLI::App& cmd, ClusterFlags& f) {
 }
 
 absl::StatusOr<topology::Cluster> LoadAnyClusterFile(const std::string& path) {
-  auto text = topology::ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  const std::string_view first = FirstLineOf(*text);
+  RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
+  const std::string_view first = FirstLineOf(text);
   if (first.starts_with("sn,cpu_milli,memory_mib,gpu,model")) {
-    auto nodes = topology::ParseOpenbNodeList(*text, path);
-    if (!nodes.ok()) return nodes.status();
-    return topology::Cluster::Build({}, *std::move(nodes));
+    RM_ASSIGN_OR_RETURN(auto nodes, topology::ParseOpenbNodeList(text, path));
+    return topology::Cluster::Build({}, std::move(nodes));
   }
   if (first.find("machineId") != std::string_view::npos) {
-    auto nodes = topology::ParsePhillyMachineList(*text, path);
-    if (!nodes.ok()) return nodes.status();
-    return topology::Cluster::Build({}, *std::move(nodes));
+    RM_ASSIGN_OR_RETURN(auto nodes, topology::ParsePhillyMachineList(text, path));
+    return topology::Cluster::Build({}, std::move(nodes));
   }
-  return topology::ParseClusterFile(*text, path);
+  return topology::ParseClusterFile(text, path);
 }
 
 absl::StatusOr<topology::Cluster> BuildCluster(const ClusterFlags& f, std::string* notes) {

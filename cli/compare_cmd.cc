@@ -9,7 +9,7 @@
 
 namespace ringmaster::cli {
 
-void RegisterCompareCommand(CLI::App& app) {
+void RegisterCompareCommand(CLI::App& app, int* exit_code) {
   struct Flags {
     std::vector<std::string> dirs;
     bool json = false;
@@ -18,13 +18,13 @@ void RegisterCompareCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compare", "compare replays side by side (each DIR holds a summary.json)");
   cmd->add_option("DIR", f->dirs, "output folders of `ringmaster simulate --trace ... --out DIR`")->required();
   cmd->add_flag("--json", f->json, "print JSON instead of a table");
-  cmd->callback([f] {
+  cmd->callback([f, exit_code] {
     std::vector<simulator::RunSummary> runs;
     for (const std::string& dir : f->dirs) {
       auto r = simulator::ReadRunSummary(dir);
       if (!r.ok()) {
         std::cerr << r.status().message() << "\n";
-        ExitCode() = 2;
+        *exit_code = 2;
         return;
       }
       runs.push_back(*std::move(r));

@@ -10,7 +10,7 @@
 
 #include "api/coordinator.grpc.pb.h"
 #include "cli/commands.h"
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -29,8 +29,8 @@ struct ResizeFlags {
   std::vector<std::string> ring_order;
 };
 
-void RunCoordinator(const CoordinatorFlags& f) {
-  if (!StartLogging(f.log_level, "coordinator")) return;
+int RunCoordinator(const CoordinatorFlags& f) {
+  if (!StartLogging(f.log_level, "coordinator")) return 2;
   // Block the stop signals before any server thread exists, then wait.
   sigset_t stop;
   sigemptyset(&stop);
@@ -43,17 +43,17 @@ void RunCoordinator(const CoordinatorFlags& f) {
   auto s = server::CoordinatorServer::Start(f.listen, o);
   if (!s.ok()) {
     std::cerr << "coordinator: " << s.status() << "\n";
-    ExitCode() = 1;
-    return;
+    return 1;
   }
   std::cout << "coordinator listening on " << (*s)->address() << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   (*s)->Stop();
   std::cout << "coordinator stopped" << std::endl;
+  return 0;
 }
 
-void RunResize(const ResizeFlags& f) {
+int RunResize(const ResizeFlags& f) {
   auto stub = api::Coordinator::NewStub(
       grpc::CreateChannel(f.coordinator, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -66,16 +66,16 @@ void RunResize(const ResizeFlags& f) {
   grpc::Status st = stub->Resize(&ctx, req, &reply);
   if (!st.ok()) {
     std::cerr << "resize: " << st.error_message() << "\n";
-    ExitCode() = 1;
-    return;
+    return 1;
   }
   std::cout << "job " << f.job << " at generation " << reply.generation()
             << std::endl;
+  return 0;
 }
 
 }  // namespace
 
-void RegisterCoordinatorCommand(CLI::App& app) {
+void RegisterCoordinatorCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<CoordinatorFlags>();
   CLI::App* c = app.add_subcommand(
       "coordinator", "run the elastic-membership coordinator (standalone)");
@@ -87,7 +87,7 @@ void RegisterCoordinatorCommand(CLI::App& app) {
                 "largest key-value store value")
       ->check(CLI::PositiveNumber);
   AddLogLevelOption(*c, flags->log_level);
-  c->callback([flags] { RunCoordinator(*flags); });
+  c->callback([flags, exit_code] { *exit_code = RunCoordinator(*flags); });
 
   auto rflags = std::make_shared<ResizeFlags>();
   CLI::App* r = app.add_subcommand(
@@ -100,7 +100,7 @@ void RegisterCoordinatorCommand(CLI::App& app) {
   r->add_option("--ring-order", rflags->ring_order,
                 "worker ids in rank order (placement ring order)")
       ->delimiter(',');
-  r->callback([rflags] { RunResize(*rflags); });
+  r->callback([rflags, exit_code] { *exit_code = RunResize(*rflags); });
 }
 
 }  // namespace ringmaster::cli

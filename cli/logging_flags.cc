@@ -15,7 +15,6 @@ void AddLogLevelOption(CLI::App& cmd, std::string& level) {
 bool StartLogging(const std::string& level, std::string_view command) {
   if (absl::Status s = common::InitLogging(level); !s.ok()) {
     std::cerr << command << ": " << s.message() << "\n";
-    ExitCode() = 2;
     return false;
   }
   return true;

@@ -3,26 +3,20 @@
 
 #include "cli/commands.h"
 
-namespace ringmaster::cli {
-int& ExitCode() {
-  static int code = 0;
-  return code;
-}
-}  // namespace ringmaster::cli
-
 int main(int argc, char** argv) {
   CLI::App app{"ringmaster: a gang scheduler for distributed GPU training"};
   app.require_subcommand(1);
-  ringmaster::cli::RegisterScheduleCommand(app);
-  ringmaster::cli::RegisterPolicyCommand(app);
-  ringmaster::cli::RegisterTopoCommand(app);
-  ringmaster::cli::RegisterSimulateCommand(app);
-  ringmaster::cli::RegisterCompareCommand(app);
-  ringmaster::cli::RegisterCoordinatorCommand(app);
-  ringmaster::cli::RegisterShimCommand(app);
-  ringmaster::cli::RegisterServeCommand(app);
-  ringmaster::cli::RegisterAdminCommands(app);
-  ringmaster::cli::RegisterStateCommand(app);
+  int exit_code = 0;  // the chosen subcommand's callback sets it
+  ringmaster::cli::RegisterScheduleCommand(app, &exit_code);
+  ringmaster::cli::RegisterPolicyCommand(app, &exit_code);
+  ringmaster::cli::RegisterTopoCommand(app, &exit_code);
+  ringmaster::cli::RegisterSimulateCommand(app, &exit_code);
+  ringmaster::cli::RegisterCompareCommand(app, &exit_code);
+  ringmaster::cli::RegisterCoordinatorCommand(app, &exit_code);
+  ringmaster::cli::RegisterShimCommand(app, &exit_code);
+  ringmaster::cli::RegisterServeCommand(app, &exit_code);
+  ringmaster::cli::RegisterAdminCommands(app, &exit_code);
+  ringmaster::cli::RegisterStateCommand(app, &exit_code);
   // Further subcommands register here, one line each.
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
@@ -31,5 +25,5 @@ int main(int argc, char** argv) {
     // (docs/ADMIN.md), not the parser's own codes (105, 109, ...).
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return ringmaster::cli::ExitCode();
+  return exit_code;
 }

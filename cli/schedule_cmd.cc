@@ -193,7 +193,7 @@ int Run(const ScheduleFlags& f) {
 
 }  // namespace
 
-void RegisterScheduleCommand(CLI::App& app) {
+void RegisterScheduleCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ScheduleFlags>();
   CLI::App* cmd = app.add_subcommand("schedule", "run the engine on a virtual clock over a cluster and a jobs file");
   AddClusterFlags(*cmd, flags->cluster);
@@ -209,7 +209,7 @@ void RegisterScheduleCommand(CLI::App& app) {
   cmd->add_option("--max-cycles", flags->max_cycles, "stop after this many cycles")->check(CLI::Range(1, 10000000));
   cmd->add_flag("--check", flags->check, "check every invariant after each cycle");
   cmd->add_flag("--quiet", flags->quiet, "no event log, only the final table");
-  cmd->callback([flags] { ExitCode() = Run(*flags); });
+  cmd->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 
 }  // namespace ringmaster::cli

@@ -1,4 +1,4 @@
-// `ringmaster serve`: the daemon (server/daemon.h). Runs the engine on the
+// `ringmaster serve`: the daemon (server/daemon/daemon.h). Runs the engine on the
 // wall clock, one cycle every --period-ms; serves the Kubernetes scheduler
 // extender (filter, prioritize, preempt, bind, healthz) over HTTP and the
 // admin API over gRPC (--grpc); journals what it accepts in --state DIR.
@@ -21,12 +21,13 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "plugins/registry.h"
-#include "server/daemon.h"
-#include "server/local_executor.h"
-#include "server/extender.h"
-#include "server/kube_binder.h"
-#include "server/serve_metrics.h"
+#include "server/daemon/daemon.h"
+#include "server/executor/local_executor.h"
+#include "server/extender/extender.h"
+#include "server/extender/kube_binder.h"
+#include "server/http/serve_metrics.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -38,6 +39,7 @@ struct ServeFlags {
   std::string metrics;  // the health port: /healthz and /metrics only
   std::string scheduler_name = "ringmaster";
   int max_learned_nodes = 5000;
+  double foreign_pods_s = 5;
   std::string grpc = "127.0.0.1:7070";
   std::string state;
   bool fresh_state = false;
@@ -91,9 +93,7 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
   }
   server::ApiServerOptions o;
   if (f.api_server == "in-cluster") {
-    auto in_cluster = server::InClusterApiServer();
-    if (!in_cluster.ok()) return in_cluster.status();
-    o = *std::move(in_cluster);
+    RM_ASSIGN_OR_RETURN(o, server::InClusterApiServer());
   } else {
     o.url = f.api_server;
   }
@@ -104,40 +104,36 @@ absl::StatusOr<std::unique_ptr<server::Binder>> MakeBinder(const ServeFlags& f) 
 
 absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   server::DaemonOptions o;
-  auto binder = MakeBinder(f);
-  if (!binder.ok()) return binder.status();
-  o.binder = *std::move(binder);
-  auto labels = f.topology_labels.empty() ? server::DefaultTopologyLabels()
-                                          : server::ParseTopologyLabels(f.topology_labels);
-  if (!labels.ok()) return labels.status();
+  RM_ASSIGN_OR_RETURN(o.binder, MakeBinder(f));
+  RM_ASSIGN_OR_RETURN(auto labels, f.topology_labels.empty() ? server::DefaultTopologyLabels()
+                                                             : server::ParseTopologyLabels(f.topology_labels));
   if (f.tls.cert_file.empty() != f.tls.key_file.empty() || (!f.tls.client_ca_file.empty() && f.tls.cert_file.empty())) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together (and --tls-client-ca needs them)");
   }
-  auto address = server::ParseHostPort(f.http);
-  if (!address.ok()) return address.status();
-  auto cluster = ServeCluster(f, *labels);
-  if (!cluster.ok()) return cluster.status();
-  o.cluster = *std::move(cluster);
+  RM_ASSIGN_OR_RETURN(auto address, server::ParseHostPort(f.http));
+  RM_ASSIGN_OR_RETURN(o.cluster, ServeCluster(f, labels));
   if (!f.token_file.empty()) {
-    auto token = ReadToken("--token-file", f.token_file);
-    if (!token.ok()) return token.status();
-    o.admin_token = *token;
+    RM_ASSIGN_OR_RETURN(o.admin_token, ReadToken("--token-file", f.token_file));
   }
   o.policy_file = f.policy;
   o.state_dir = f.state;
   o.fresh_state = f.fresh_state;
   o.grpc_address = f.grpc;
   o.period_ms = f.period_ms;
-  o.http.address = address->first;
-  o.http.port = address->second;
+  o.http.address = address.first;
+  o.http.port = address.second;
   o.http.threads = f.threads;
   o.http.body_limit = uint64_t(f.max_body_mib) << 20;
   o.http.tls = f.tls;
   o.extender.reservation_timeout_ms = int64_t{f.reservation_timeout_s} * 1000;
-  o.extender.topology = *labels;
+  o.extender.topology = labels;
   o.extender.learn_nodes = !HasCluster(f.cluster);
   o.extender.scheduler_name = f.scheduler_name;
   o.extender.max_learned_nodes = f.max_learned_nodes;
+  // The pods others placed are read only where there is an API server.
+  if (!f.api_server.empty() && !f.no_bind) {
+    o.extender.foreign_pods_refresh_ms = static_cast<int64_t>(f.foreign_pods_s * 1000);
+  }
   if (!f.metrics.empty()) {
     auto health = server::ParseHostPort(f.metrics);
     if (!health.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics: ", health.status().message()));
@@ -159,7 +155,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
 }
 
 int Run(const ServeFlags& f) {
-  if (!StartLogging(f.log_level, "serve")) return ExitCode();
+  if (!StartLogging(f.log_level, "serve")) return 2;
   auto options = Options(f);
   if (!options.ok()) {
     std::cerr << "serve: " << options.status().message() << "\n";
@@ -213,7 +209,7 @@ int Run(const ServeFlags& f) {
 
 }  // namespace
 
-void RegisterServeCommand(CLI::App& app) {
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "run the engine on the wall clock; serve the Kubernetes scheduler extender (docs/EXTENDER.md) and the "
@@ -232,6 +228,10 @@ void RegisterServeCommand(CLI::App& app) {
                   "learn at most this many nodes from the Node objects of requests; more are refused (5000; 0: no "
                   "limit)")
       ->check(CLI::Range(0, 1'000'000));
+  cmd->add_option("--foreign-pods-interval", f->foreign_pods_s,
+                  "with --api-server: read the pods bound to nodes this often (seconds) and count what the pods "
+                  "ringmaster did not place hold as used (5; 0: never)")
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--grpc", f->grpc,
                   "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
   cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")
@@ -284,18 +284,18 @@ void RegisterServeCommand(CLI::App& app) {
                   "count as free only once they are gone; then it is Aborted (10000)")
       ->check(CLI::Range(1, 600'000));
   AddLogLevelOption(*cmd, f->log_level);
-  cmd->callback([f] { ExitCode() = Run(*f); });
+  cmd->callback([f, exit_code] { *exit_code = Run(*f); });
 
   // serve --local-executor --state starts each task under this (hidden):
   // it records how the command ended, for a restarted daemon that re-adopts
-  // the process (server/local_executor.h).
+  // the process (server/executor/local_executor.h).
   auto status_file = std::make_shared<std::string>();
   auto argv = std::make_shared<std::vector<std::string>>();
   CLI::App* sup = app.add_subcommand("supervise", "run CMD; write how it ended to --status-file (serve's executor)");
   sup->group("");
   sup->add_option("--status-file", *status_file, "where \"exit N\" or \"signal N\" is written")->required();
   sup->add_option("command", *argv, "CMD ARGS (after --)")->required();
-  sup->callback([status_file, argv] { ExitCode() = server::RunSupervisor(*status_file, *argv); });
+  sup->callback([status_file, argv, exit_code] { *exit_code = server::RunSupervisor(*status_file, *argv); });
 }
 
 }  // namespace ringmaster::cli

@@ -25,8 +25,8 @@ struct ShimRunFlags {
   std::string log_level;
 };
 
-void RunShim(const ShimRunFlags& f) {
-  if (!StartLogging(f.log_level, "shim run")) return;
+int RunShim(const ShimRunFlags& f) {
+  if (!StartLogging(f.log_level, "shim run")) return 2;
   shim::LaunchOptions o;
   o.client.address = f.coordinator;
   o.client.job = f.job;
@@ -42,15 +42,14 @@ void RunShim(const ShimRunFlags& f) {
   auto code = shim::RunLauncher(o);
   if (!code.ok()) {
     std::cerr << "shim run: " << code.status() << "\n";
-    ExitCode() = 1;
-    return;
+    return 1;
   }
-  ExitCode() = *code;
+  return *code;
 }
 
 }  // namespace
 
-void RegisterShimCommand(CLI::App& app) {
+void RegisterShimCommand(CLI::App& app, int* exit_code) {
   CLI::App* shim = app.add_subcommand("shim", "the worker shim");
   shim->require_subcommand(1);
   auto f = std::make_shared<ShimRunFlags>();
@@ -69,7 +68,7 @@ void RegisterShimCommand(CLI::App& app) {
   AddLogLevelOption(*run, f->log_level);
   run->add_option("command", f->command, "the command, after --")
       ->required();
-  run->callback([f] { RunShim(*f); });
+  run->callback([f, exit_code] { *exit_code = RunShim(*f); });
 }
 
 }  // namespace ringmaster::cli

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "common/status_macros.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
 #include "simulator/app_model.h"
@@ -247,16 +248,12 @@ bool RunGnuplot(const std::string& dir) {
 // The trace's jobs and its format (detected when `format` is kAuto).
 absl::StatusOr<std::pair<std::vector<simulator::TraceJob>, simulator::TraceFormat>> LoadTrace(
     const std::string& path, simulator::TraceFormat format) {
-  auto text = topology::ReadTextFile(path);
-  if (!text.ok()) return text.status();
+  RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
   if (format == simulator::TraceFormat::kAuto) {
-    auto detected = simulator::DetectTraceFormat(*text, path);
-    if (!detected.ok()) return detected.status();
-    format = *detected;
+    RM_ASSIGN_OR_RETURN(format, simulator::DetectTraceFormat(text, path));
   }
-  auto jobs = simulator::ParseTrace(*text, path, format);
-  if (!jobs.ok()) return jobs.status();
-  return std::pair{*std::move(jobs), format};
+  RM_ASSIGN_OR_RETURN(auto jobs, simulator::ParseTrace(text, path, format));
+  return std::pair{std::move(jobs), format};
 }
 
 int RunReplay(const SimulateFlags& f) {
@@ -426,7 +423,7 @@ int CheckModeFlags(const CLI::App& sim, const SimulateFlags& f) {
 
 }  // namespace
 
-void RegisterSimulateCommand(CLI::App& app) {
+void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<SimulateFlags>();
   CLI::App* sim = app.add_subcommand("simulate", "replay a trace (or the FGD protocol) on a simulated cluster");
   sim->add_option("--trace", f->trace, "trace file (docs/TRACE_FORMAT.md; with --protocol fgd an openb pod list)")
@@ -477,13 +474,13 @@ void RegisterSimulateCommand(CLI::App& app) {
   sim->add_option("--protocol", f->protocol, "experiment protocol instead of a trace replay: fgd (FGD, ATC'23)")
       ->check(CLI::IsMember({"fgd"}));
   AddFgdFlags(*sim, *f);
-  sim->callback([f, sim] {
+  sim->callback([f, sim, exit_code] {
     const bool fgd = !f->protocol.empty();
     if (const int bad = CheckModeFlags(*sim, *f); bad != 0) {
-      ExitCode() = bad;
+      *exit_code = bad;
       return;
     }
-    ExitCode() = fgd ? RunFgd(*sim, *f) : RunReplay(*f);
+    *exit_code = fgd ? RunFgd(*sim, *f) : RunReplay(*f);
   });
 }
 

@@ -13,7 +13,7 @@
 
 namespace ringmaster::cli {
 
-void RegisterTopoCommand(CLI::App& app) {
+void RegisterTopoCommand(CLI::App& app, int* exit_code) {
   CLI::App* topo = app.add_subcommand("topo", "work with the cluster description");
   topo->require_subcommand(1);
 
@@ -21,7 +21,7 @@ void RegisterTopoCommand(CLI::App& app) {
   CLI::App* smi = topo->add_subcommand(
       "import-nvidia-smi", "print the cluster-file links of a node from `nvidia-smi topo -m` output");
   smi->add_option("FILE", *smi_file, "saved output of `nvidia-smi topo -m` (- for stdin)")->required();
-  smi->callback([smi_file] {
+  smi->callback([smi_file, exit_code] {
     std::string text;
     if (*smi_file == "-") {
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -29,7 +29,7 @@ void RegisterTopoCommand(CLI::App& app) {
       auto t = topology::ReadTextFile(*smi_file);
       if (!t.ok()) {
         std::cerr << t.status().message() << "\n";
-        ExitCode() = 1;
+        *exit_code = 1;
         return;
       }
       text = *std::move(t);
@@ -37,22 +37,22 @@ void RegisterTopoCommand(CLI::App& app) {
     auto topo = topology::ParseNvidiaSmiTopo(text, *smi_file == "-" ? "<stdin>" : *smi_file);
     if (!topo.ok()) {
       std::cerr << topo.status().message() << "\n";
-      ExitCode() = 2;
+      *exit_code = 2;
       return;
     }
     std::cout << "# " << topo->gpus.size() << " GPUs, from " << *smi_file << "\n"
               << topology::LinkGroupsYaml(*topo);
-    ExitCode() = 0;
+    *exit_code = 0;
   });
 
   auto cluster_file = std::make_shared<std::string>();
   CLI::App* check = topo->add_subcommand("check", "validate a cluster file and summarize it");
   check->add_option("FILE", *cluster_file, "cluster file (YAML)")->required();
-  check->callback([cluster_file] {
+  check->callback([cluster_file, exit_code] {
     auto c = topology::LoadClusterFile(*cluster_file);
     if (!c.ok()) {
       std::cerr << c.status().message() << "\n";
-      ExitCode() = 2;
+      *exit_code = 2;
       return;
     }
     std::cout << "ok: " << c->num_nodes() << " nodes, " << c->total_gpus() << " GPUs";
@@ -61,7 +61,7 @@ void RegisterTopoCommand(CLI::App& app) {
                 << " Gbit/s)";
     }
     std::cout << "\n";
-    ExitCode() = 0;
+    *exit_code = 0;
   });
 }
 

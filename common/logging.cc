@@ -6,6 +6,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include "absl/strings/ascii.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::common {
 namespace {
@@ -83,10 +84,9 @@ absl::StatusOr<LogLevel> ResolveLogLevel(std::string_view flag, const char* env)
 }
 
 absl::Status InitLogging(std::string_view flag) {
-  auto level = ResolveLogLevel(flag, std::getenv("RINGMASTER_LOG"));
-  if (!level.ok()) return level.status();
+  RM_ASSIGN_OR_RETURN(auto level, ResolveLogLevel(flag, std::getenv("RINGMASTER_LOG")));
   InstallLogger();
-  spdlog::set_level(*level);
+  spdlog::set_level(level);
   return absl::OkStatus();
 }
 
@@ -106,6 +106,16 @@ void Log(LogLevel level, std::string_view event, std::initializer_list<LogField>
   InstallLogger();
   if (!spdlog::should_log(level)) return;
   spdlog::log(level, "{}", FormatLogLine(event, fields));
+}
+
+void LogIfError(const absl::Status& status, std::string_view event, std::initializer_list<LogField> fields) {
+  if (status.ok()) return;
+  InstallLogger();
+  if (!spdlog::should_log(LogLevel::warn)) return;
+  std::string line = FormatLogLine(event, fields);
+  line += " error=";
+  AppendValue(line, status.ToString());
+  spdlog::log(LogLevel::warn, "{}", line);
 }
 
 }  // namespace ringmaster::common

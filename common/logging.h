@@ -56,6 +56,12 @@ std::string FormatLogLine(std::string_view event, std::initializer_list<LogField
 // Logs one event with its fields at `level` (formatted only when enabled).
 void Log(LogLevel level, std::string_view event, std::initializer_list<LogField> fields = {});
 
+// For a Status whose failure needs nothing done but a trace (a call whose
+// precondition the caller checked, or whose failure a later step repairs):
+// a failure is logged at warn level as EVENT with its fields and
+// error="<status>"; OK logs nothing.
+void LogIfError(const absl::Status& status, std::string_view event, std::initializer_list<LogField> fields = {});
+
 }  // namespace ringmaster::common
 
 #endif  // RINGMASTER_COMMON_LOGGING_H_

@@ -10,9 +10,18 @@
 // enclosing function (which returns absl::Status or absl::StatusOr<T>). Not
 // for use where a bare `if` would take the expansion as its body without
 // braces (RM_ASSIGN_OR_RETURN expands to several statements).
+//
+// Where a failed Status is a bug (a Statement that cannot fail did):
+//
+//   RM_CHECK_OK(stmt.Commit());  // a reservation alone cannot fail: a bug
+//
+// prints "file:line: CHECK failed: stmt.Commit(): INTERNAL: ..." to stderr
+// and aborts; an OK Status does nothing.
 #ifndef RINGMASTER_COMMON_STATUS_MACROS_H_
 #define RINGMASTER_COMMON_STATUS_MACROS_H_
 
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,5 +42,24 @@
   lhs = *std::move(tmp)
 #define RM_ASSIGN_OR_RETURN(lhs, expr) \
   RM_ASSIGN_OR_RETURN_IMPL_(RM_STATUS_CONCAT_(rm_status_or_, __LINE__), lhs, expr)
+
+#define RM_CHECK_OK(expr)                                                                   \
+  do {                                                                                      \
+    if (const ::absl::Status rm_check_status_ = (expr); !rm_check_status_.ok()) {           \
+      ::ringmaster::common::status_internal::CheckOkFailed(__FILE__, __LINE__, #expr,       \
+                                                           rm_check_status_);               \
+    }                                                                                       \
+  } while (0)
+
+namespace ringmaster::common::status_internal {
+
+// RM_CHECK_OK's failure: the message, then abort.
+[[noreturn]] inline void CheckOkFailed(const char* file, int line, const char* expr, const absl::Status& status) {
+  std::fprintf(stderr, "%s:%d: CHECK failed: %s: %s\n", file, line, expr, status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace ringmaster::common::status_internal
 
 #endif  // RINGMASTER_COMMON_STATUS_MACROS_H_

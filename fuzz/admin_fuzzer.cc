@@ -1,5 +1,5 @@
 // Fuzzes the admin API's requests (api/admin.proto) as the daemon's admin
-// service (server/admin_service.h) receives them, in-process on an engine
+// service (server/admin/admin_service.h) receives them, in-process on an engine
 // with a small cluster: the input is a sequence of requests, each a selector
 // byte (which RPC), a length (2 bytes, little-endian) and that many bytes of
 // protobuf. Requests
@@ -20,8 +20,8 @@
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
 #include "scheduler/policy.h"
-#include "server/admin_service.h"
-#include "server/event_log.h"
+#include "server/admin/admin_service.h"
+#include "server/admin/event_log.h"
 
 namespace {
 

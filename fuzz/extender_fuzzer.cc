@@ -1,6 +1,6 @@
 // Fuzzes the extender's request path end to end, minus the socket: an
 // engine that learns its nodes from the requests (as `ringmaster serve`
-// without a cluster file), HandleExtenderRequest (server/extender_http.h),
+// without a cluster file), HandleExtenderRequest (server/extender/extender_http.h),
 // and engine cycles between requests. The input is a series of requests
 // separated by a line holding only "--"; each one's first byte picks the verb
 // (filter, prioritize, preempt, bind) and the rest is its body. Properties:
@@ -20,10 +20,10 @@
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
 #include "scheduler/policy.h"
-#include "server/extender.h"
-#include "server/extender_http.h"
-#include "server/extender_wire.h"
-#include "server/kube_objects.h"
+#include "server/extender/extender.h"
+#include "server/extender/extender_http.h"
+#include "server/extender/extender_wire.h"
+#include "server/extender/kube_objects.h"
 
 namespace ringmaster::fuzz {
 namespace {

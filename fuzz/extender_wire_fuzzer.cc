@@ -1,14 +1,14 @@
-// Fuzzes the extender's JSON wire types (server/extender_wire.h) and the Pod
-// and Node readers (server/kube_objects.h). The first byte picks the message;
+// Fuzzes the extender's JSON wire types (server/extender/extender_wire.h) and the Pod
+// and Node readers (server/extender/kube_objects.h). The first byte picks the message;
 // the rest is its body. Properties: parsing never crashes or throws; what
 // parses writes back to JSON that parses again and writes the same text; the
 // fast path of ExtenderArgs agrees with the reference.
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "server/extender_wire.h"
-#include "server/extender_wire_fast.h"
-#include "server/kube_objects.h"
+#include "server/extender/extender_wire.h"
+#include "server/extender/extender_wire_fast.h"
+#include "server/extender/kube_objects.h"
 
 namespace ringmaster::fuzz {
 namespace {
@@ -44,7 +44,7 @@ void ReadObjects(std::string_view body) {
   (void)args->CandidateNames();
   if (!args->nodes) return;
   const server::TopologyLabels labels = server::DefaultTopologyLabels();
-  for (const nlohmann::json& node : *args->nodes) (void)server::ReadNode(node, labels);
+  for (const server::NodeObject& node : *args->nodes) (void)server::ReadNode(node.json(), labels);
 }
 
 }  // namespace

@@ -16,14 +16,16 @@ namespace ringmaster::fuzz {
 // 4 nodes of 8 H100s, two racks.
 topology::Cluster SmallCluster();
 
-// A few gangs of different shapes (one elastic), in `queues` round-robin
-// ("default" when empty).
+// A few gangs of different shapes (two elastic, two on GPU shares), in
+// `queues` round-robin ("default" when empty).
 std::vector<scheduler::JobSpec> SampleJobs(const std::vector<std::string>& queues);
 
 // Creates an engine (a rejected policy or cluster is not a failure: returns),
 // submits `jobs` (rejected ones skipped), runs a few cycles on a manual clock,
 // cancels one job, finishes another, runs again. Aborts when a cycle breaks
-// an invariant.
+// an invariant of the engine's state, or of the decision oracle
+// (tests/support/decision_oracle.h), which recounts GPUs, shares, nodes,
+// queues, gangs and hard topology from the decisions alone.
 void RunEngine(topology::Cluster cluster, const scheduler::Policy& policy,
                const std::vector<scheduler::JobSpec>& jobs);
 

@@ -1,26 +1,26 @@
 #include "plugins/binpack.h"
 
+#include "common/status_macros.h"
+
 namespace ringmaster::plugins {
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> BinpackPlugin::Create(const scheduler::PluginArgs& args) {
   BinpackWeights w;
   for (auto [key, field] : {std::pair<const char*, int64_t*>{"weight", &w.weight},
                             {"cpu", &w.cpu}, {"memory", &w.memory}, {"gpu", &w.gpu}}) {
-    auto v = args.Int(key, *field);
-    if (!v.ok()) return v.status();
-    if (*v < 0) return args.Error(key, "must be >= 0");
-    *field = *v;
+    RM_ASSIGN_OR_RETURN(auto v, args.Int(key, *field));
+    if (v < 0) return args.Error(key, "must be >= 0");
+    *field = v;
   }
   // Any other argument is the weight of a named scalar resource.
   for (const auto& [key, value] : args.values()) {
     if (key == "weight" || key == "cpu" || key == "memory" || key == "gpu") continue;
     if (key.find('/') == std::string::npos && key.find('.') == std::string::npos) continue;
-    auto v = args.Int(key, 0);
-    if (!v.ok()) return v.status();
-    if (*v < 0) return args.Error(key, "must be >= 0");
-    w.scalars[key] = *v;
+    RM_ASSIGN_OR_RETURN(auto v, args.Int(key, 0));
+    if (v < 0) return args.Error(key, "must be >= 0");
+    w.scalars[key] = v;
   }
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<BinpackPlugin>(std::move(w));
 }
 

@@ -1,11 +1,12 @@
 #include "plugins/drf.h"
 
+#include "common/status_macros.h"
 #include "queue/proportion.h"
 
 namespace ringmaster::plugins {
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> DrfPlugin::Create(const scheduler::PluginArgs& args) {
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<DrfPlugin>();
 }
 

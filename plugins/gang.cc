@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::plugins {
 
@@ -10,10 +11,9 @@ using scheduler::Job;
 using scheduler::TaskRef;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GangPlugin::Create(const scheduler::PluginArgs& args) {
-  auto reserve = args.Bool("reserve", true);
-  if (!reserve.ok()) return reserve.status();
-  if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<GangPlugin>(*reserve);
+  RM_ASSIGN_OR_RETURN(auto reserve, args.Bool("reserve", true));
+  RM_RETURN_IF_ERROR(args.Finish());
+  return std::make_unique<GangPlugin>(reserve);
 }
 
 void GangPlugin::OnSessionOpen(scheduler::Session& s) {

@@ -1,5 +1,6 @@
 #include "plugins/gpu_affinity.h"
 
+#include "common/status_macros.h"
 #include "topology/gpu_select.h"
 
 namespace ringmaster::plugins {
@@ -13,11 +14,10 @@ std::vector<topology::Quantity> UsedMilli(const scheduler::State& state, schedul
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuAffinityPlugin::Create(const scheduler::PluginArgs& args) {
-  auto w = args.Int("weight", 1);
-  if (!w.ok()) return w.status();
-  if (*w < 0) return args.Error("weight", "must be >= 0");
-  if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<GpuAffinityPlugin>(*w);
+  RM_ASSIGN_OR_RETURN(auto w, args.Int("weight", 1));
+  if (w < 0) return args.Error("weight", "must be >= 0");
+  RM_RETURN_IF_ERROR(args.Finish());
+  return std::make_unique<GpuAffinityPlugin>(w);
 }
 
 void GpuAffinityPlugin::OnSessionOpen(scheduler::Session& s) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/status_macros.h"
 #include "scheduler/gpu_view.h"
 
 namespace ringmaster::plugins {
@@ -55,72 +56,63 @@ uint64_t HashOf(std::span<const topology::Quantity> v) {
 // default), or an error listing them.
 absl::StatusOr<int> OneOf(const scheduler::PluginArgs& args, std::string_view key, std::string_view what,
                           std::initializer_list<std::string_view> names) {
-  auto value = args.String(key, std::string(*names.begin()));
-  if (!value.ok()) return value.status();
+  RM_ASSIGN_OR_RETURN(auto value, args.String(key, std::string(*names.begin())));
   int i = 0;
   for (std::string_view n : names) {
-    if (*value == n) return i;
+    if (value == n) return i;
     ++i;
   }
   std::string known;
   for (std::string_view n : names) known += (known.empty() ? "" : ", ") + std::string(n);
-  return args.Error(key, "unknown " + std::string(what) + " '" + *value + "' (" + known + ")");
+  return args.Error(key, "unknown " + std::string(what) + " '" + value + "' (" + known + ")");
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GpuSharePlugin::Create(const scheduler::PluginArgs& args) {
-  auto name = args.String("policy", "fgd");
-  if (!name.ok()) return name.status();
-  auto policy = topology::ParseSharePolicy(*name);
+  RM_ASSIGN_OR_RETURN(auto name, args.String("policy", "fgd"));
+  auto policy = topology::ParseSharePolicy(name);
   if (!policy.ok()) return args.Error("policy", std::string(policy.status().message()));
-  auto score = OneOf(args, "score", "score", {"normalized", "exact", "authors"});
-  if (!score.ok()) return score.status();
-  const auto kind = static_cast<ScoreKind>(*score);
+  RM_ASSIGN_OR_RETURN(auto score, OneOf(args, "score", "score", {"normalized", "exact", "authors"}));
+  const auto kind = static_cast<ScoreKind>(score);
   if (kind == ScoreKind::kAuthors && *policy != topology::SharePolicy::kFgd) {
     return args.Error("score", "authors is FGD's integer score: only with policy fgd");
   }
-  auto ties = OneOf(args, "ties", "tie rule", {"planner", "lowest", "random"});
-  if (!ties.ok()) return ties.status();
-  const auto tie_rule = static_cast<Ties>(*ties);
+  RM_ASSIGN_OR_RETURN(auto ties, OneOf(args, "ties", "tie rule", {"planner", "lowest", "random"}));
+  const auto tie_rule = static_cast<Ties>(ties);
   if (kind != ScoreKind::kNormalized && args.Has("weight")) {
     return args.Error("weight", "scales the normalized score only (not with score exact or authors)");
   }
-  auto weight = args.Int("weight", 100);
-  if (!weight.ok()) return weight.status();
-  if (*weight < 0 || *weight > kMaxWeight) return args.Error("weight", "must be in [0, 1000000]");
-  auto seed = args.Int("seed", 42);
-  if (!seed.ok()) return seed.status();
-  auto workload = args.String("workload", "");
-  if (!workload.ok()) return workload.status();
+  RM_ASSIGN_OR_RETURN(auto weight, args.Int("weight", 100));
+  if (weight < 0 || weight > kMaxWeight) return args.Error("weight", "must be in [0, 1000000]");
+  RM_ASSIGN_OR_RETURN(auto seed, args.Int("seed", 42));
+  RM_ASSIGN_OR_RETURN(auto workload, args.String("workload", ""));
   const bool fixed = args.Has("workload");
   for (const char* learning : {"halfLife", "relearnPct"}) {
     if (fixed && args.Has(learning)) {
       return args.Error(learning, "applies to a learned workload only (a workload is given)");
     }
   }
-  auto half_life = args.Int("halfLife", 1);
-  if (!half_life.ok()) return half_life.status();
-  if (*half_life < 0) return args.Error("halfLife", "must be >= 0 (0: never forget)");
-  auto relearn = args.Int("relearnPct", 0);
-  if (!relearn.ok()) return relearn.status();
-  if (*relearn < 0 || *relearn > 100) return args.Error("relearnPct", "must be in [0, 100]");
+  RM_ASSIGN_OR_RETURN(auto half_life, args.Int("halfLife", 1));
+  if (half_life < 0) return args.Error("halfLife", "must be >= 0 (0: never forget)");
+  RM_ASSIGN_OR_RETURN(auto relearn, args.Int("relearnPct", 0));
+  if (relearn < 0 || relearn > 100) return args.Error("relearnPct", "must be in [0, 100]");
   std::unique_ptr<topology::FragmentationModel> model;
   if (fixed) {
-    auto classes = topology::ParseTaskClasses(*workload);
+    auto classes = topology::ParseTaskClasses(workload);
     if (!classes.ok()) return args.Error("workload", std::string(classes.status().message()));
     auto m = topology::FragmentationModel::Create(*std::move(classes));
     if (!m.ok()) return args.Error("workload", std::string(m.status().message()));
     model = std::make_unique<topology::FragmentationModel>(*std::move(m));
   }
-  if (auto s = args.Finish(); !s.ok()) return s;
-  auto p = std::make_unique<GpuSharePlugin>(*policy, *weight, static_cast<uint64_t>(*seed));
+  RM_RETURN_IF_ERROR(args.Finish());
+  auto p = std::make_unique<GpuSharePlugin>(*policy, weight, static_cast<uint64_t>(seed));
   p->score_kind_ = kind;
   p->ties_ = tie_rule;
   p->fixed_workload_ = fixed;
   p->model_ = std::move(model);
-  p->relearn_pct_ = static_cast<double>(*relearn);
-  p->decay_ = *half_life == 0 ? 1.0 : std::pow(0.5, 1.0 / static_cast<double>(*half_life));
+  p->relearn_pct_ = static_cast<double>(relearn);
+  p->decay_ = half_life == 0 ? 1.0 : std::pow(0.5, 1.0 / static_cast<double>(half_life));
   return p;
 }
 

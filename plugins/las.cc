@@ -7,29 +7,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::plugins {
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const scheduler::PluginArgs& args) {
-  auto text = args.String("thresholds", kDefaultThresholds);
-  if (!text.ok()) return text.status();
-  auto starve = args.Double("starveLimit", 0);
-  if (!starve.ok()) return starve.status();
-  if (!(*starve >= 0 && *starve <= 1e9)) {
+  RM_ASSIGN_OR_RETURN(auto text, args.String("thresholds", kDefaultThresholds));
+  RM_ASSIGN_OR_RETURN(auto starve, args.Double("starveLimit", 0));
+  if (!(starve >= 0 && starve <= 1e9)) {
     return args.Error("starveLimit", "must be a multiple in [0, 1e9] (0: no promotion)");
   }
-  auto fifo = args.Bool("fifoPreempt", false);
-  if (!fifo.ok()) return fifo.status();
-  auto preempt_after = args.Double("preemptAfter", 0);
-  if (!preempt_after.ok()) return preempt_after.status();
-  if (!(*preempt_after >= 0 && *preempt_after <= 1e9)) {
+  RM_ASSIGN_OR_RETURN(auto fifo, args.Bool("fifoPreempt", false));
+  RM_ASSIGN_OR_RETURN(auto preempt_after, args.Double("preemptAfter", 0));
+  if (!(preempt_after >= 0 && preempt_after <= 1e9)) {
     return args.Error("preemptAfter", "must be seconds in [0, 1e9] (0: preempt at once)");
   }
-  auto by_time = args.Bool("byTime", false);
-  if (!by_time.ok()) return by_time.status();
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(auto by_time, args.Bool("byTime", false));
+  RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
-  for (absl::string_view piece : absl::StrSplit(*text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
+  for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
     const std::string part(absl::StripAsciiWhitespace(piece));
     double gpu_s = 0;
     if (!absl::SimpleAtod(part, &gpu_s) || !std::isfinite(gpu_s) || gpu_s <= 0 || gpu_s > 1e12) {
@@ -46,10 +42,10 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("thresholds", absl::StrCat("at most ", kMaxThresholds, " thresholds"));
   }
   Options o;
-  o.starve_limit = *starve;
-  o.fifo_preempt = *fifo;
-  o.preempt_after_ms = std::llround(*preempt_after * 1e3);
-  o.by_time = *by_time;
+  o.starve_limit = starve;
+  o.fifo_preempt = fifo;
+  o.preempt_after_ms = std::llround(preempt_after * 1e3);
+  o.by_time = by_time;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 

@@ -1,13 +1,14 @@
 #include "plugins/most_free.h"
 
+#include "common/status_macros.h"
+
 namespace ringmaster::plugins {
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> MostFreePlugin::Create(const scheduler::PluginArgs& args) {
-  auto w = args.Int("weight", 1);
-  if (!w.ok()) return w.status();
-  if (*w < 1) return args.Error("weight", "must be >= 1");
-  if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<MostFreePlugin>(*w);
+  RM_ASSIGN_OR_RETURN(auto w, args.Int("weight", 1));
+  if (w < 1) return args.Error("weight", "must be >= 1");
+  RM_RETURN_IF_ERROR(args.Finish());
+  return std::make_unique<MostFreePlugin>(w);
 }
 
 void MostFreePlugin::OnSessionOpen(scheduler::Session& s) {

@@ -1,5 +1,7 @@
 #include "plugins/network_topology.h"
 
+#include "common/status_macros.h"
+
 #include <algorithm>
 
 namespace ringmaster::plugins {
@@ -7,18 +9,16 @@ namespace ringmaster::plugins {
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> NetworkTopologyPlugin::Create(
     const scheduler::PluginArgs& args) {
   NetworkTopologyWeights w;
-  auto weight = args.Int("weight", 1);
-  if (!weight.ok()) return weight.status();
-  if (*weight < 0) return args.Error("weight", "must be >= 0");
-  w.weight = *weight;
+  RM_ASSIGN_OR_RETURN(auto weight, args.Int("weight", 1));
+  if (weight < 0) return args.Error("weight", "must be >= 0");
+  w.weight = weight;
   for (int t = 0; t < 3; ++t) {
     const std::string key = "tier" + std::to_string(t + 1);
-    auto v = args.Double(key, 1);
-    if (!v.ok()) return v.status();
-    if (!(*v >= 0)) return args.Error(key, "must be >= 0");
-    w.tier[t] = *v;
+    RM_ASSIGN_OR_RETURN(auto v, args.Double(key, 1));
+    if (!(v >= 0)) return args.Error(key, "must be >= 0");
+    w.tier[t] = v;
   }
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<NetworkTopologyPlugin>(w);
 }
 

@@ -1,11 +1,13 @@
 #include "plugins/predicates.h"
 
+#include "common/status_macros.h"
+
 namespace ringmaster::plugins {
 
 using scheduler::Verdict;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> PredicatesPlugin::Create(const scheduler::PluginArgs& args) {
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<PredicatesPlugin>();
 }
 

@@ -1,15 +1,16 @@
 #include "plugins/priority.h"
 
+#include "common/status_macros.h"
+
 namespace ringmaster::plugins {
 
 using scheduler::Job;
 using scheduler::TaskRef;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> PriorityPlugin::Create(const scheduler::PluginArgs& args) {
-  auto victims = args.Bool("victims", true);
-  if (!victims.ok()) return victims.status();
-  if (auto s = args.Finish(); !s.ok()) return s;
-  return std::make_unique<PriorityPlugin>(*victims);
+  RM_ASSIGN_OR_RETURN(auto victims, args.Bool("victims", true));
+  RM_RETURN_IF_ERROR(args.Finish());
+  return std::make_unique<PriorityPlugin>(victims);
 }
 
 void PriorityPlugin::OnSessionOpen(scheduler::Session& s) {

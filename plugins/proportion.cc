@@ -1,6 +1,7 @@
 #include "plugins/proportion.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "queue/proportion.h"
 
 namespace ringmaster::plugins {
@@ -9,7 +10,7 @@ using scheduler::QueueInfo;
 using topology::Resources;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> ProportionPlugin::Create(const scheduler::PluginArgs& args) {
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<ProportionPlugin>();
 }
 

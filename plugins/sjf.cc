@@ -1,12 +1,14 @@
 #include "plugins/sjf.h"
 
+#include "common/status_macros.h"
+
 #include <cstdint>
 #include <limits>
 
 namespace ringmaster::plugins {
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> SjfPlugin::Create(const scheduler::PluginArgs& args) {
-  if (auto s = args.Finish(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(args.Finish());
   return std::make_unique<SjfPlugin>();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/session.h"
 #include "scheduler/statement.h"
 #include "topology/rank_order.h"
@@ -16,18 +17,16 @@ absl::StatusOr<Engine::Configured> Engine::Configure(const Policy& policy, const
     for (const PluginConfig& pc : tier) {
       const PluginFactory* f = registry.Find(pc.name);
       if (!f) return absl::InvalidArgumentError(absl::StrCat("unknown plugin '", pc.name, "'"));
-      auto p = (*f)(pc.args);
-      if (!p.ok()) return p.status();
-      list.push_back(p->get());
-      c.plugins.push_back(*std::move(p));
+      RM_ASSIGN_OR_RETURN(auto p, (*f)(pc.args));
+      list.push_back(p.get());
+      c.plugins.push_back(std::move(p));
     }
     c.tiers.push_back(std::move(list));
   }
   for (const std::string& name : policy.actions) {
     auto it = policy.action_args.find(name);
-    auto a = MakeAction(name, it == policy.action_args.end() ? PluginArgs() : it->second);
-    if (!a.ok()) return a.status();
-    c.actions.push_back(*std::move(a));
+    RM_ASSIGN_OR_RETURN(auto a, MakeAction(name, it == policy.action_args.end() ? PluginArgs() : it->second));
+    c.actions.push_back(std::move(a));
   }
   return c;
 }
@@ -44,29 +43,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
                                                        const PluginRegistry& registry,
                                                        const Clock& clock, EngineOptions options) {
   std::unique_ptr<Engine> e(new Engine(clock, options));
-  auto tree = QueuesOf(policy);
-  if (!tree.ok()) return tree.status();
-  e->state_ = std::make_unique<State>(std::move(cluster), *std::move(tree), &e->clock_);
+  RM_ASSIGN_OR_RETURN(auto tree, QueuesOf(policy));
+  e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree), &e->clock_);
   e->nodes_to_score_ = policy.nodes_to_score;
-  auto configured = Configure(policy, registry);
-  if (!configured.ok()) return configured.status();
-  e->plugins_ = std::move(configured->plugins);
-  e->tiers_ = std::move(configured->tiers);
-  e->actions_ = std::move(configured->actions);
+  RM_ASSIGN_OR_RETURN(auto configured, Configure(policy, registry));
+  e->plugins_ = std::move(configured.plugins);
+  e->tiers_ = std::move(configured.tiers);
+  e->actions_ = std::move(configured.actions);
   return e;
 }
 
 absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& registry) {
   touched_ = true;
-  auto tree = QueuesOf(policy);
-  if (!tree.ok()) return tree.status();
-  auto configured = Configure(policy, registry);
-  if (!configured.ok()) return configured.status();
-  if (auto s = state_->ReplaceQueues(*std::move(tree)); !s.ok()) return s;
+  RM_ASSIGN_OR_RETURN(auto tree, QueuesOf(policy));
+  RM_ASSIGN_OR_RETURN(auto configured, Configure(policy, registry));
+  RM_RETURN_IF_ERROR(state_->ReplaceQueues(std::move(tree)));
   deserved_.clear();
-  plugins_ = std::move(configured->plugins);
-  tiers_ = std::move(configured->tiers);
-  actions_ = std::move(configured->actions);
+  plugins_ = std::move(configured.plugins);
+  tiers_ = std::move(configured.tiers);
+  actions_ = std::move(configured.actions);
   nodes_to_score_ = policy.nodes_to_score;
   return absl::OkStatus();
 }
@@ -75,7 +70,7 @@ absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) { return Admit(std::move(s
 
 absl::StatusOr<JobId> Engine::Admit(JobSpec spec, Timestamp created) {
   touched_ = true;
-  if (auto s = spec.Validate(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(spec.Validate());
   if (by_name_.count(spec.name)) {
     return absl::AlreadyExistsError(absl::StrCat("job '", spec.name, "': name: already submitted"));
   }
@@ -164,9 +159,8 @@ absl::StatusOr<Job*> Engine::ActiveJob(JobId id) {
 
 absl::Status Engine::CancelJob(JobId id) {
   touched_ = true;
-  auto found = ActiveJob(id);
-  if (!found.ok()) return found.status();
-  Job& job = **found;
+  RM_ASSIGN_OR_RETURN(auto found, ActiveJob(id));
+  Job& job = *found;
   if (job.phase() == JobPhase::kCancelling) return absl::OkStatus();  // already stopping
   const int64_t grace = options_.cancel_grace_ms;
   const Timestamp deadline = clock_.Now() + grace;
@@ -219,9 +213,8 @@ void Engine::ReleaseStopped(Job& job, uint32_t task) {
 
 absl::Status Engine::FinishJob(JobId id, bool succeeded) {
   touched_ = true;
-  auto found = ActiveJob(id);
-  if (!found.ok()) return found.status();
-  Job& job = **found;
+  RM_ASSIGN_OR_RETURN(auto found, ActiveJob(id));
+  Job& job = *found;
   for (uint32_t i = 0; i < job.tasks().size(); ++i) {
     const Task& t = job.task(i);
     if (t.state == TaskState::kReleasing) {
@@ -385,7 +378,7 @@ void Engine::PromoteHeld(Session& session) {
       if (job.task(i).state == TaskState::kPipelined) drop.Unpipeline(job, i);
     }
     drop.SetNominated(job, false);
-    if (!drop.Commit().ok()) std::abort();  // dropping promises cannot fail: a bug
+    RM_CHECK_OK(drop.Commit());  // dropping promises cannot fail: a bug
   }
 }
 
@@ -472,6 +465,20 @@ absl::StatusOr<NodeId> Engine::AddNode(topology::NodeSpec spec) {
   return state_->AddNode(std::move(spec));
 }
 
+absl::StatusOr<int64_t> Engine::SetForeignUsage(std::string_view node, const Resources& req, int64_t gpus) {
+  const NodeId n = state_->cluster().FindNode(node);
+  if (!n.valid() || !state_->node(n).schedulable) {
+    return absl::NotFoundError(absl::StrCat("node '", std::string(node), "' is not in the cluster"));
+  }
+  const NodeState& ns = state_->node(n);
+  const Resources before = ns.foreign;
+  const std::vector<int16_t> gpus_before = ns.gpu_foreign;
+  const int64_t short_by = state_->SetForeignUsage(n, req, gpus);
+  // A change of what is free is an event: the next cycle may decide anew.
+  if (!(ns.foreign == before) || ns.gpu_foreign != gpus_before) touched_ = true;
+  return short_by;
+}
+
 absl::Status Engine::RemoveNode(std::string_view name) { return LoseNode(name, "node removed"); }
 absl::Status Engine::FailNode(std::string_view name) { return LoseNode(name, "node failed"); }
 
@@ -555,9 +562,8 @@ void Engine::StopBrokenGang(Job& job, const std::string& reason) {
 
 absl::Status Engine::TaskFailed(JobId id, uint32_t task, std::string_view why) {
   touched_ = true;
-  auto found = ActiveJob(id);
-  if (!found.ok()) return found.status();
-  Job& job = **found;
+  RM_ASSIGN_OR_RETURN(auto found, ActiveJob(id));
+  Job& job = *found;
   if (task >= job.tasks().size()) return absl::NotFoundError("no such task");
   const TaskState s = job.task(task).state;
   if (s != TaskState::kBound && s != TaskState::kRunning) {
@@ -568,6 +574,11 @@ absl::Status Engine::TaskFailed(JobId id, uint32_t task, std::string_view why) {
   state_->Release(job, task, TaskState::kPending);  // its work is lost; it waits again
   AfterTasksLost({id}, what);
   return absl::OkStatus();
+}
+
+std::vector<Member> Engine::RingOrder(JobId id) const {
+  if (!state_->has_job(id)) return {};
+  return Membership(state_->job(id), MembershipChange::Kind::kStart, "").members;
 }
 
 MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind, std::string reason,

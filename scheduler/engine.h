@@ -129,6 +129,11 @@ class Engine {
   // GPUs.
   Timestamp ExpectedStart(JobId id) const;
   absl::StatusOr<NodeId> AddNode(topology::NodeSpec spec);
+  // What others hold on a node (State::SetForeignUsage): pods that
+  // kube-scheduler placed without ringmaster. Returns the whole GPUs that
+  // could not be counted because ringmaster's tasks hold them; NotFound for
+  // a node the engine does not have.
+  absl::StatusOr<int64_t> SetForeignUsage(std::string_view node, const Resources& req, int64_t gpus);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it
   // fail; a gang left below its minimum is released whole and waits again;
   // an elastic gang still at or above its minimum keeps running smaller.
@@ -144,7 +149,7 @@ class Engine {
   // RunCycle, on RunCycle's thread.
   void SetDriverPredicate(PredicateFn fn) { driver_predicate_ = std::move(fn); }
 
-  // --- Daemon support (server/daemon.h) ----------------------------------------
+  // --- Daemon support (server/daemon/daemon.h) ----------------------------------------
   // A task that held a node when the daemon's journal last recorded it.
   struct RestoredTask {
     uint32_t index = 0;  // position in the job's tasks (grown members past the submitted size)
@@ -173,6 +178,9 @@ class Engine {
 
   const State& state() const { return *state_; }
   JobId FindJob(std::string_view name) const;
+  // The job's members (tasks that hold their node) in the ring order its
+  // MembershipChange decisions list them in (rank 0 first); empty when none.
+  std::vector<Member> RingOrder(JobId id) const;
   int64_t cycles() const { return cycle_; }
   // Invariant check of the whole state (see state.h).
   absl::Status CheckInvariants() const { return state_->CheckInvariants(); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -142,7 +143,11 @@ uint32_t Job::AddTask(int role) {
 }
 
 void Job::PopPendingTask() {
-  if (tasks_.empty() || tasks_.back().state != TaskState::kPending) std::abort();  // a bug in the caller
+  if (tasks_.empty() || tasks_.back().state != TaskState::kPending) {  // a bug in the caller
+    std::fprintf(stderr, "Job::PopPendingTask: job %s has %s\n", spec_.name.c_str(),
+                 tasks_.empty() ? "no tasks" : "a last task that is not pending");
+    std::abort();
+  }
   counts_[static_cast<int>(TaskState::kPending)]--;
   role_tasks_[tasks_.back().role]--;
   tasks_.pop_back();

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::scheduler {
@@ -52,17 +53,17 @@ absl::Status CheckKeys(const Ctx& c, const YAML::Node& n, std::string_view field
 
 absl::StatusOr<RoleSpec> ParseRole(const Ctx& c, const YAML::Node& n, const std::string& field) {
   if (!n.IsMap()) return c.Err(n, field, "a role is a map");
-  if (auto s = CheckKeys(c, n, field, {"name", "replicas", "gpus", "cpu", "memory", "scalars"}); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(CheckKeys(c, n, field, {"name", "replicas", "gpus", "cpu", "memory", "scalars"}));
   RoleSpec r;
   if (n["name"]) {
-    if (auto s = Get(c, n["name"], field + ".name", &r.name, "a string"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["name"], field + ".name", &r.name, "a string"));
   }
   if (n["replicas"]) {
-    if (auto s = Get(c, n["replicas"], field + ".replicas", &r.replicas, "an integer"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["replicas"], field + ".replicas", &r.replicas, "an integer"));
   }
   if (n["gpus"]) {
     topology::Quantity milli = 0;
-    if (auto s = ParseQty(c, n["gpus"], field + ".gpus", true, &milli); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(ParseQty(c, n["gpus"], field + ".gpus", true, &milli));
     if (milli >= topology::kMilliPerGpu) {
       if (milli % topology::kMilliPerGpu != 0) {
         return c.Err(n["gpus"], field + ".gpus", "more than one GPU must be a whole number");
@@ -76,18 +77,18 @@ absl::StatusOr<RoleSpec> ParseRole(const Ctx& c, const YAML::Node& n, const std:
   }
   topology::Quantity v = 0;
   if (n["cpu"]) {
-    if (auto s = ParseQty(c, n["cpu"], field + ".cpu", true, &v); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(ParseQty(c, n["cpu"], field + ".cpu", true, &v));
     r.request.set_cpu_milli(v);
   }
   if (n["memory"]) {
-    if (auto s = ParseQty(c, n["memory"], field + ".memory", false, &v); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(ParseQty(c, n["memory"], field + ".memory", false, &v));
     r.request.set_memory(v);
   }
   if (n["scalars"]) {
     if (!n["scalars"].IsMap()) return c.Err(n["scalars"], field + ".scalars", "must be a map");
     for (const auto& kv : n["scalars"]) {
       const std::string f = absl::StrCat(field, ".scalars.", kv.first.Scalar());
-      if (auto s = ParseQty(c, kv.second, f, false, &v); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(ParseQty(c, kv.second, f, false, &v));
       r.request.set_scalar(kv.first.Scalar(), v);
     }
   }
@@ -96,35 +97,32 @@ absl::StatusOr<RoleSpec> ParseRole(const Ctx& c, const YAML::Node& n, const std:
 
 absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::string& field) {
   if (!n.IsMap()) return c.Err(n, field, "a job is a map");
-  if (auto s = CheckKeys(c, n, field, {"name", "queue", "priority", "min_member", "elastic", "topology",
-                                       "gpu_model", "walltime", "checkpoint_interval", "submit", "duration",
-                                       "node_selector", "tolerations", "roles", "command"});
-      !s.ok()) {
-    return s;
-  }
+  RM_RETURN_IF_ERROR(CheckKeys(c, n, field, {"name", "queue", "priority", "min_member", "elastic", "topology",
+                                             "gpu_model", "walltime", "checkpoint_interval", "submit", "duration",
+                                             "node_selector", "tolerations", "roles", "command"}));
   JobSpec j;
   if (!n["name"]) return c.Err(n, field + ".name", "a job needs a name");
-  if (auto s = Get(c, n["name"], field + ".name", &j.name, "a string"); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(Get(c, n["name"], field + ".name", &j.name, "a string"));
   if (n["queue"]) {
-    if (auto s = Get(c, n["queue"], field + ".queue", &j.queue, "a string"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["queue"], field + ".queue", &j.queue, "a string"));
   }
   if (n["priority"]) {
-    if (auto s = Get(c, n["priority"], field + ".priority", &j.priority, "an integer"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["priority"], field + ".priority", &j.priority, "an integer"));
   }
   if (n["min_member"]) {
-    if (auto s = Get(c, n["min_member"], field + ".min_member", &j.min_member, "an integer"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["min_member"], field + ".min_member", &j.min_member, "an integer"));
   }
   if (const YAML::Node e = n["elastic"]; e) {
     if (!e.IsMap() || !e["min"] || !e["max"]) return c.Err(e, field + ".elastic", "must be {min: N, max: M}");
-    if (auto s = Get(c, e["min"], field + ".elastic.min", &j.elastic_min, "an integer"); !s.ok()) return s;
-    if (auto s = Get(c, e["max"], field + ".elastic.max", &j.elastic_max, "an integer"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, e["min"], field + ".elastic.min", &j.elastic_min, "an integer"));
+    RM_RETURN_IF_ERROR(Get(c, e["max"], field + ".elastic.max", &j.elastic_max, "an integer"));
   }
   if (const YAML::Node t = n["topology"]; t) {
     if (!t.IsMap()) return c.Err(t, field + ".topology", "must be {mode: hard|soft, highest_tier: N}");
-    if (auto s = CheckKeys(c, t, field + ".topology", {"mode", "highest_tier"}); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(CheckKeys(c, t, field + ".topology", {"mode", "highest_tier"}));
     std::string mode = "hard";
     if (t["mode"]) {
-      if (auto s = Get(c, t["mode"], field + ".topology.mode", &mode, "a string"); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(Get(c, t["mode"], field + ".topology.mode", &mode, "a string"));
     }
     if (mode == "hard") {
       j.topology_mode = TopologyMode::kHard;
@@ -134,10 +132,7 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
       return c.Err(t["mode"], field + ".topology.mode", absl::StrCat("'", mode, "' is not hard or soft"));
     }
     if (t["highest_tier"]) {
-      if (auto s = Get(c, t["highest_tier"], field + ".topology.highest_tier", &j.highest_tier, "an integer");
-          !s.ok()) {
-        return s;
-      }
+      RM_RETURN_IF_ERROR(Get(c, t["highest_tier"], field + ".topology.highest_tier", &j.highest_tier, "an integer"));
     }
   }
   if (const YAML::Node m = n["gpu_model"]; m) {
@@ -145,15 +140,13 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
     if (m.IsSequence()) {
       for (size_t k = 0; k < m.size(); ++k) {
         std::string one;
-        if (auto s = Get(c, m[k], absl::StrCat(field, ".gpu_model[", k, "]"), &one, "a string"); !s.ok()) {
-          return s;
-        }
+        RM_RETURN_IF_ERROR(Get(c, m[k], absl::StrCat(field, ".gpu_model[", k, "]"), &one, "a string"));
         j.gpu_models.push_back(std::move(one));
       }
       if (j.gpu_models.empty()) return c.Err(m, field + ".gpu_model", "an empty list allows no GPU model");
     } else {
       std::string one;
-      if (auto s = Get(c, m, field + ".gpu_model", &one, "a string or a list of strings"); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(Get(c, m, field + ".gpu_model", &one, "a string or a list of strings"));
       j.gpu_models.push_back(std::move(one));
     }
   }
@@ -162,12 +155,12 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
     if (m.IsSequence()) {
       for (size_t k = 0; k < m.size(); ++k) {
         std::string one;
-        if (auto s = Get(c, m[k], absl::StrCat(field, ".command[", k, "]"), &one, "a string"); !s.ok()) return s;
+        RM_RETURN_IF_ERROR(Get(c, m[k], absl::StrCat(field, ".command[", k, "]"), &one, "a string"));
         j.command.push_back(std::move(one));
       }
     } else {
       std::string one;
-      if (auto s = Get(c, m, field + ".command", &one, "a string or a list of strings"); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(Get(c, m, field + ".command", &one, "a string or a list of strings"));
       j.command = {"/bin/sh", "-c", std::move(one)};
     }
     if (j.command.empty() || j.command.front().empty()) {
@@ -176,15 +169,13 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
   }
   if (n["walltime"]) {
     double secs = 0;
-    if (auto s = Get(c, n["walltime"], field + ".walltime", &secs, "seconds"); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(Get(c, n["walltime"], field + ".walltime", &secs, "seconds"));
     if (secs < 0) return c.Err(n["walltime"], field + ".walltime", "must be >= 0");
     j.walltime_ms = static_cast<int64_t>(secs * 1000);
   }
   if (n["checkpoint_interval"]) {
     double secs = 0;
-    if (auto s = Get(c, n["checkpoint_interval"], field + ".checkpoint_interval", &secs, "seconds"); !s.ok()) {
-      return s;
-    }
+    RM_RETURN_IF_ERROR(Get(c, n["checkpoint_interval"], field + ".checkpoint_interval", &secs, "seconds"));
     if (secs < 0) return c.Err(n["checkpoint_interval"], field + ".checkpoint_interval", "must be >= 0");
     j.checkpoint_interval_ms = static_cast<int64_t>(secs * 1000);
   }
@@ -197,7 +188,7 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
     for (size_t i = 0; i < ts.size(); ++i) {
       const std::string tf = absl::StrCat(field, ".tolerations[", i, "]");
       if (!ts[i].IsMap()) return c.Err(ts[i], tf, "must be a map");
-      if (auto s = CheckKeys(c, ts[i], tf, {"key", "operator", "value", "effect"}); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(CheckKeys(c, ts[i], tf, {"key", "operator", "value", "effect"}));
       Toleration t;
       if (ts[i]["key"]) t.key = ts[i]["key"].Scalar();
       if (ts[i]["value"]) t.value = ts[i]["value"].Scalar();
@@ -215,9 +206,8 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
   }
   if (!n["roles"] || !n["roles"].IsSequence()) return c.Err(n, field + ".roles", "a job needs a list of roles");
   for (size_t i = 0; i < n["roles"].size(); ++i) {
-    auto r = ParseRole(c, n["roles"][i], absl::StrCat(field, ".roles[", i, "]"));
-    if (!r.ok()) return r.status();
-    j.roles.push_back(*std::move(r));
+    RM_ASSIGN_OR_RETURN(auto r, ParseRole(c, n["roles"][i], absl::StrCat(field, ".roles[", i, "]")));
+    j.roles.push_back(std::move(r));
   }
   if (auto s = j.Validate(); !s.ok()) return c.Err(n, field, std::string(s.message()));
   return j;
@@ -232,7 +222,7 @@ absl::Status Seconds(const Ctx& c, const YAML::Node& n, const std::string& field
                      int64_t* ms) {
   if (!n[key]) return absl::OkStatus();
   double secs = 0;
-  if (auto s = Get(c, n[key], absl::StrCat(field, ".", key), &secs, "seconds"); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(Get(c, n[key], absl::StrCat(field, ".", key), &secs, "seconds"));
   if (secs < 0) return c.Err(n[key], absl::StrCat(field, ".", key), "must be >= 0");
   *ms = static_cast<int64_t>(secs * 1000);
   return absl::OkStatus();
@@ -241,17 +231,16 @@ absl::Status Seconds(const Ctx& c, const YAML::Node& n, const std::string& field
 }  // namespace
 
 absl::StatusOr<std::vector<TimedJob>> ParseTimedJobFile(std::string_view text, std::string_view file) {
-  auto specs = ParseJobFile(text, file);
-  if (!specs.ok()) return specs.status();
+  RM_ASSIGN_OR_RETURN(auto specs, ParseJobFile(text, file));
   Ctx c{file};
   YAML::Node root = YAML::Load(std::string(text));  // parsed once above: cannot fail here
   std::vector<TimedJob> out;
-  for (size_t i = 0; i < specs->size(); ++i) {
+  for (size_t i = 0; i < specs.size(); ++i) {
     const std::string field = absl::StrCat("jobs[", i, "]");
     TimedJob t;
-    t.spec = std::move((*specs)[i]);
-    if (auto s = Seconds(c, root["jobs"][i], field, "submit", &t.submit_ms); !s.ok()) return s;
-    if (auto s = Seconds(c, root["jobs"][i], field, "duration", &t.duration_ms); !s.ok()) return s;
+    t.spec = std::move(specs[i]);
+    RM_RETURN_IF_ERROR(Seconds(c, root["jobs"][i], field, "submit", &t.submit_ms));
+    RM_RETURN_IF_ERROR(Seconds(c, root["jobs"][i], field, "duration", &t.duration_ms));
     out.push_back(std::move(t));
   }
   std::stable_sort(out.begin(), out.end(),
@@ -283,10 +272,9 @@ absl::StatusOr<std::vector<JobSpec>> ParseJobFile(std::string_view text, std::st
   std::set<std::string> names;
   for (size_t i = 0; i < root["jobs"].size(); ++i) {
     const std::string field = absl::StrCat("jobs[", i, "]");
-    auto j = ParseJob(c, root["jobs"][i], field);
-    if (!j.ok()) return j.status();
-    if (!names.insert(j->name).second) return c.Err(root["jobs"][i], field + ".name", "duplicate job name");
-    out.push_back(*std::move(j));
+    RM_ASSIGN_OR_RETURN(auto j, ParseJob(c, root["jobs"][i], field));
+    if (!names.insert(j.name).second) return c.Err(root["jobs"][i], field + ".name", "duplicate job name");
+    out.push_back(std::move(j));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::scheduler {
 
@@ -20,6 +21,7 @@ State::State(topology::Cluster cluster, queue::QueueTree queues, const Clock* cl
     nodes_[n].gpu_used.assign(spec.gpus.size(), 0);
     nodes_[n].gpu_pipelined.assign(spec.gpus.size(), 0);
     nodes_[n].gpu_releasing.assign(spec.gpus.size(), 0);
+    nodes_[n].gpu_foreign.assign(spec.gpus.size(), 0);
     nodes_[n].max_gpu_free = spec.gpus.empty() ? 0 : topology::kMilliPerGpu;
     nodes_[n].usage_hash = UsageHash(nodes_[n]);
     nodes_[n].schedulable = cluster_->present(id);
@@ -271,21 +273,53 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
 }
 
 absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
-  auto id = cluster_->AddNode(std::move(spec));
-  if (!id.ok()) return id.status();
-  const auto& s = cluster_->node(*id);
+  RM_ASSIGN_OR_RETURN(auto id, cluster_->AddNode(std::move(spec)));
+  const auto& s = cluster_->node(id);
   NodeState ns;
   ns.gpu_used.assign(s.gpus.size(), 0);
   ns.gpu_pipelined.assign(s.gpus.size(), 0);
   ns.gpu_releasing.assign(s.gpus.size(), 0);
+  ns.gpu_foreign.assign(s.gpus.size(), 0);
   ns.max_gpu_free = s.gpus.empty() ? 0 : topology::kMilliPerGpu;
   ns.usage_hash = UsageHash(ns);
   nodes_.push_back(std::move(ns));
   node_tasks_.emplace_back();
-  free_.AddNode(*id, static_cast<int64_t>(s.gpus.size()));
+  free_.AddNode(id, static_cast<int64_t>(s.gpus.size()));
   total_ += s.allocatable;
-  TrackState(*id);
-  return *id;
+  TrackState(id);
+  return id;
+}
+
+int64_t State::SetForeignUsage(NodeId n, const Resources& req, int64_t gpus) {
+  NodeState& s = nodes_[n.value()];
+  // Drop the old foreign usage.
+  s.used -= s.foreign;
+  for (size_t d = 0; d < s.gpu_foreign.size(); ++d) {
+    s.gpu_used[d] -= s.gpu_foreign[d];
+    s.gpu_foreign[d] = 0;
+  }
+  // Whole GPUs no task holds: the unpromised ones first, highest index first.
+  int64_t marked = 0;
+  for (int pass = 0; pass < 2 && marked < gpus; ++pass) {
+    for (size_t d = s.gpu_used.size(); d-- > 0 && marked < gpus;) {
+      if (s.gpu_used[d] != 0 || s.gpu_foreign[d] != 0) continue;
+      if (pass == 0 && s.gpu_pipelined[d] != 0) continue;
+      s.gpu_foreign[d] = static_cast<int16_t>(topology::kMilliPerGpu);
+      s.gpu_used[d] += s.gpu_foreign[d];
+      ++marked;
+    }
+  }
+  // cpu and memory up to what is idle (the node's other resources stay
+  // ringmaster's: foreign pods' scalars are not counted).
+  const Resources idle = cluster_->node(n).allocatable - s.used;
+  Resources f;
+  f.set_cpu_milli(std::clamp<topology::Quantity>(req.cpu_milli(), 0, std::max<topology::Quantity>(idle.cpu_milli(), 0)));
+  f.set_memory(std::clamp<topology::Quantity>(req.memory(), 0, std::max<topology::Quantity>(idle.memory(), 0)));
+  f.set_gpu_milli(marked * topology::kMilliPerGpu);
+  s.foreign = f;
+  s.used += f;
+  Refresh(n);
+  return std::max<int64_t>(gpus, 0) - marked;
 }
 
 void State::DisableNode(NodeId n) {
@@ -294,7 +328,10 @@ void State::DisableNode(NodeId n) {
   s.schedulable = false;
   total_ -= cluster_->node(n).allocatable;
   free_.RemoveNode(n);
-  (void)cluster_->RemoveNode(n);
+  // A schedulable node is in the cluster (the constructor and AddNode set
+  // the flag from presence, and only here clears both), so removing it
+  // cannot fail: a failure is a bug.
+  RM_CHECK_OK(cluster_->RemoveNode(n));
   if (IsReserved(n)) SetReservation(std::nullopt);
 }
 
@@ -311,9 +348,25 @@ void State::SetReservation(std::optional<Reservation> r) {
 }
 
 absl::Status State::CheckInvariants() const {
+  // Recounted from the tasks, starting from what others hold (foreign).
   std::vector<Resources> used(nodes_.size());
   std::vector<std::vector<int>> gpu(nodes_.size());
-  for (size_t n = 0; n < nodes_.size(); ++n) gpu[n].assign(nodes_[n].gpu_used.size(), 0);
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    used[n] = nodes_[n].foreign;
+    gpu[n].assign(nodes_[n].gpu_foreign.begin(), nodes_[n].gpu_foreign.end());
+    int64_t foreign_gpus = 0;
+    for (int16_t g : nodes_[n].gpu_foreign) {
+      if (g != 0 && g != topology::kMilliPerGpu) {
+        return absl::InternalError(absl::StrCat("1: node ", cluster_->node(NodeId(static_cast<uint32_t>(n))).name,
+                                                " holds a foreign GPU share of ", g, " milli (whole GPUs only)"));
+      }
+      foreign_gpus += g / topology::kMilliPerGpu;
+    }
+    if (nodes_[n].foreign.gpu_milli() != foreign_gpus * topology::kMilliPerGpu) {
+      return absl::InternalError(absl::StrCat("1: node ", cluster_->node(NodeId(static_cast<uint32_t>(n))).name,
+                                              " foreign GPU counter is off"));
+    }
+  }
   std::vector<Resources> qalloc(queues_.size());
   // Finished jobs (not active) are checked through counts: no flag of theirs
   // is set (the flag counts equal the sets' sizes, and every active job's

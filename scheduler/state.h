@@ -3,8 +3,9 @@
 // State so that all counters move together.
 //
 // Invariants (checked by CheckInvariants):
-//   1. NodeState::used == sum of requests of tasks in a HoldsNode() state on
-//      the node; gpu_used[i] == sum of milli of those tasks on GPU i.
+//   1. NodeState::used == foreign + sum of requests of tasks in a HoldsNode()
+//      state on the node; gpu_used[i] == gpu_foreign[i] + sum of milli of
+//      those tasks on GPU i.
 //   2. 0 <= gpu_used[i] <= 1000 for every GPU: no GPU (or share) given twice.
 //   3. used <= allocatable on every node: every bind fits its node.
 //   4. The free index counts, per node, the GPUs with gpu_used == 0 and the
@@ -45,6 +46,10 @@ struct NodeState {
   std::vector<int16_t> gpu_used;       // milli per GPU, held
   std::vector<int16_t> gpu_pipelined;  // milli per GPU, promised
   std::vector<int16_t> gpu_releasing;  // milli per GPU, held by releasing tasks
+  // Held by what ringmaster does not schedule (State::SetForeignUsage):
+  // part of `used`; gpu_foreign[i] is 0 or a whole GPU.
+  Resources foreign;
+  std::vector<int16_t> gpu_foreign;
   int32_t tasks = 0;
   int16_t max_gpu_free = 0;  // most free milli on any one GPU (held, not future)
   // Hash of what is used on the node (cpu, memory, each GPU's milli), kept
@@ -110,6 +115,16 @@ class State {
   // an active job's queue is missing from `queues` or is not a leaf there.
   // An ended job whose queue is gone keeps no queue (an invalid QueueId).
   absl::Status ReplaceQueues(queue::QueueTree queues);
+
+  // What pods ringmaster does not schedule hold on node `n` (the
+  // extender's count of kube-scheduler's other pods): cpu and memory of
+  // `req` and `gpus` whole GPUs, counted as used from now on. Replaces the
+  // node's previous foreign usage. The GPUs are taken from those no task
+  // holds (highest index first, those promised to pipelined tasks last),
+  // cpu and memory up to what is idle. Returns the whole GPUs that could not
+  // be counted because tasks of ringmaster's hold them (the two schedulers
+  // disagree; the caller reports it).
+  int64_t SetForeignUsage(NodeId n, const Resources& req, int64_t gpus);
 
   // Idle now: allocatable - used.
   Resources Idle(NodeId n) const;

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -14,15 +15,13 @@ constexpr const char* kColNames[kNumCols] = {"name",     "cpu_milli",     "memor
 
 absl::Status ReadPod(const TraceTable& t, const TableRow& r, const int (&c)[kNumCols], int spec,
                      TraceJob& j) {
-  auto name = t.Text(r, c[kName], kColNames[kName], true);
-  if (!name.ok()) return name.status();
-  j.id = std::string(*name);
+  RM_ASSIGN_OR_RETURN(auto name, t.Text(r, c[kName], kColNames[kName], true));
+  j.id = std::string(name);
   int64_t v[kNumCols] = {};
   for (int k : {kCpu, kMemory, kNumGpu, kGpuMilli}) {
-    auto x = t.Int(r, c[k], kColNames[k], 0, true);
-    if (!x.ok()) return x.status();
-    if (*x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
-    v[k] = *x;
+    RM_ASSIGN_OR_RETURN(auto x, t.Int(r, c[k], kColNames[k], 0, true));
+    if (x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
+    v[k] = x;
   }
   if (v[kNumGpu] > 64) return t.Error(r.line, "num_gpu", "must be <= 64");
   if (v[kGpuMilli] > topology::kMilliPerGpu) return t.Error(r.line, "gpu_milli", "must be <= 1000");
@@ -35,18 +34,16 @@ absl::Status ReadPod(const TraceTable& t, const TableRow& r, const int (&c)[kNum
   }
   double times[2];
   for (int k : {kCreation, kDeletion}) {
-    auto x = t.Double(r, c[k], kColNames[k], 0, true);
-    if (!x.ok()) return x.status();
-    if (*x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
-    times[k - kCreation] = *x;
+    RM_ASSIGN_OR_RETURN(auto x, t.Double(r, c[k], kColNames[k], 0, true));
+    if (x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
+    times[k - kCreation] = x;
   }
   if (times[1] < times[0]) return t.Error(r.line, "deletion_time", "before creation_time");
   j.submit_s = times[0];
   j.duration_s = times[1] - times[0];
   if (spec >= 0) {
-    auto models = t.Text(r, spec, "gpu_spec", false);
-    if (!models.ok()) return models.status();
-    if (!models->empty()) j.gpu_models = absl::StrSplit(std::string(*models), '|', absl::SkipEmpty());
+    RM_ASSIGN_OR_RETURN(auto models, t.Text(r, spec, "gpu_spec", false));
+    if (!models.empty()) j.gpu_models = absl::StrSplit(std::string(models), '|', absl::SkipEmpty());
   }
   return absl::OkStatus();
 }
@@ -63,9 +60,7 @@ absl::StatusOr<std::vector<TraceJob>> Alibaba2023TraceReader::Parse(std::string_
   const TraceTable t = TraceTable::Split(text, filename, ',', true);
   int cols[kNumCols];
   for (int k = 0; k < kNumCols; ++k) {
-    auto c = t.RequireColumn(kColNames[k]);
-    if (!c.ok()) return c.status();
-    cols[k] = *c;
+    RM_ASSIGN_OR_RETURN(cols[k], t.RequireColumn(kColNames[k]));
   }
   const int spec = t.Column("gpu_spec");
   std::vector<TraceJob> jobs;
@@ -73,7 +68,7 @@ absl::StatusOr<std::vector<TraceJob>> Alibaba2023TraceReader::Parse(std::string_
   for (const TableRow& r : t.rows()) {
     TraceJob j;
     j.line = r.line;
-    if (auto s = ReadPod(t, r, cols, spec, j); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(ReadPod(t, r, cols, spec, j));
     jobs.push_back(std::move(j));
   }
   return FinishTrace(std::move(jobs), filename);

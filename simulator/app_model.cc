@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 #include "topology/node_lists.h"
 
@@ -36,20 +37,18 @@ absl::StatusOr<std::vector<std::vector<double>>> ReadNumbers(const TraceTable& t
                                                              const std::vector<bool>& zero_ok) {
   std::vector<int> cols;
   for (const std::string& n : names) {
-    auto c = t.RequireColumn(n);
-    if (!c.ok()) return c.status();
-    cols.push_back(*c);
+    RM_ASSIGN_OR_RETURN(auto c, t.RequireColumn(n));
+    cols.push_back(c);
   }
   std::vector<std::vector<double>> out;
   for (const TableRow& r : t.rows()) {
     std::vector<double> row;
     for (size_t i = 0; i < cols.size(); ++i) {
-      auto v = t.Double(r, cols[i], names[i], 0, true);
-      if (!v.ok()) return v.status();
-      if (!std::isfinite(*v) || *v < 0 || (*v == 0 && !zero_ok[i])) {
+      RM_ASSIGN_OR_RETURN(auto v, t.Double(r, cols[i], names[i], 0, true));
+      if (!std::isfinite(v) || v < 0 || (v == 0 && !zero_ok[i])) {
         return t.Error(r.line, names[i], zero_ok[i] ? "must be a number >= 0" : "must be a number > 0");
       }
-      row.push_back(*v);
+      row.push_back(v);
     }
     out.push_back(std::move(row));
   }
@@ -78,27 +77,23 @@ absl::StatusOr<std::shared_ptr<const AppModel>> AppModel::Load(const std::string
   std::map<std::pair<int, int>, std::map<double, std::pair<StepTime, int>>> means;
   {
     const std::string path = dir + "/placements.csv";
-    auto text = topology::ReadTextFile(path);
-    if (!text.ok()) return text.status();
-    const TraceTable t = TraceTable::Split(*text, path, ',', true);
-    auto col = t.RequireColumn("placement");
-    if (!col.ok()) return col.status();
-    auto rows = ReadNumbers(t, {"local_bsz", "step_time", "sync_time"}, {false, false, true});
-    if (!rows.ok()) return rows.status();
+    RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
+    const TraceTable t = TraceTable::Split(text, path, ',', true);
+    RM_ASSIGN_OR_RETURN(auto col, t.RequireColumn("placement"));
+    RM_ASSIGN_OR_RETURN(auto rows, ReadNumbers(t, {"local_bsz", "step_time", "sync_time"}, {false, false, true}));
     model->min_local_ = std::numeric_limits<int>::max();
     for (size_t i = 0; i < t.rows().size(); ++i) {
       const TableRow& r = t.rows()[i];
-      auto p = t.Text(r, *col, "placement", true);
-      if (!p.ok()) return p.status();
-      if (p->size() > 64 || p->find_first_not_of("123456789") != std::string_view::npos) {
+      RM_ASSIGN_OR_RETURN(auto p, t.Text(r, col, "placement", true));
+      if (p.size() > 64 || p.find_first_not_of("123456789") != std::string_view::npos) {
         return t.Error(r.line, "placement", "must be the GPUs of each node, digits 1-9 (e.g. 22)");
       }
-      const std::vector<double>& v = (*rows)[i];
+      const std::vector<double>& v = rows[i];
       if (v[2] > v[1]) return t.Error(r.line, "sync_time", "must not exceed step_time");
       if (v[0] != std::floor(v[0])) return t.Error(r.line, "local_bsz", "must be a whole number");
-      const std::string key = Normalize(std::string(*p));
+      const std::string key = Normalize(std::string(p));
       if (!by_placement[key].emplace(v[0], StepTime{v[1], v[2]}).second) {
-        return t.Error(r.line, "local_bsz", absl::StrCat("placement ", std::string(*p), " at ", v[0], " given twice"));
+        return t.Error(r.line, "local_bsz", absl::StrCat("placement ", std::string(p), " at ", v[0], " given twice"));
       }
       int gpus = 0;
       for (char c : key) gpus += c - '0';
@@ -112,14 +107,12 @@ absl::StatusOr<std::shared_ptr<const AppModel>> AppModel::Load(const std::string
   }
   const std::string scal_path = dir + "/scalability.csv";
   if (std::filesystem::exists(scal_path)) {
-    auto text = topology::ReadTextFile(scal_path);
-    if (!text.ok()) return text.status();
-    const TraceTable t = TraceTable::Split(*text, scal_path, ',', true);
-    auto rows = ReadNumbers(t, {"num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"},
-                            {false, false, false, false, true});
-    if (!rows.ok()) return rows.status();
-    for (size_t i = 0; i < rows->size(); ++i) {
-      const std::vector<double>& v = (*rows)[i];
+    RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(scal_path));
+    const TraceTable t = TraceTable::Split(text, scal_path, ',', true);
+    RM_ASSIGN_OR_RETURN(auto rows, ReadNumbers(t, {"num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"},
+                                               {false, false, false, false, true}));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<double>& v = rows[i];
       const int line = t.rows()[i].line;
       if (v[0] != std::floor(v[0])) return t.Error(line, "num_nodes", "must be a whole number");
       if (v[1] != std::floor(v[1]) || v[1] < v[0]) {
@@ -160,17 +153,15 @@ absl::StatusOr<std::shared_ptr<const AppModel>> AppModel::Load(const std::string
       return absl::InvalidArgumentError(
           absl::StrCat(entry.path().string(), ": name: expected validation-<global batch size>.csv"));
     }
-    auto text = topology::ReadTextFile(entry.path().string());
-    if (!text.ok()) return text.status();
-    const TraceTable t = TraceTable::Split(*text, entry.path().string(), ',', true);
-    auto rows = ReadNumbers(t, {"progress", "grad_sqr", "grad_var"}, {false, true, true});
-    if (!rows.ok()) return rows.status();
-    for (size_t i = 1; i < rows->size(); ++i) {
-      if ((*rows)[i][0] <= (*rows)[i - 1][0]) {
+    RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(entry.path().string()));
+    const TraceTable t = TraceTable::Split(text, entry.path().string(), ',', true);
+    RM_ASSIGN_OR_RETURN(auto rows, ReadNumbers(t, {"progress", "grad_sqr", "grad_var"}, {false, true, true}));
+    for (size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i][0] <= rows[i - 1][0]) {
         return t.Error(t.rows()[i].line, "progress", "must increase from one epoch to the next");
       }
     }
-    runs[batch] = *std::move(rows);
+    runs[batch] = std::move(rows);
   }
   if (ec) return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   if (runs.empty()) {
@@ -180,19 +171,17 @@ absl::StatusOr<std::shared_ptr<const AppModel>> AppModel::Load(const std::string
   for (const auto& [b, rows] : runs) epochs = std::min(epochs, rows.size());
   const std::string limits_path = dir + "/limits.csv";
   if (std::filesystem::exists(limits_path)) {
-    auto text = topology::ReadTextFile(limits_path);
-    if (!text.ok()) return text.status();
-    const TraceTable t = TraceTable::Split(*text, limits_path, ',', true);
+    RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(limits_path));
+    const TraceTable t = TraceTable::Split(text, limits_path, ',', true);
     if (t.rows().size() != 1) return absl::InvalidArgumentError(absl::StrCat(limits_path, ": expected one row"));
     const TableRow& r = t.rows()[0];
     int64_t max_epochs = 0, lo = 0, hi = 0;
     for (auto [name, def, out] : {std::tuple{"max_epochs", static_cast<int64_t>(epochs), &max_epochs},
                                   {"min_local_bsz", int64_t{model->min_local_}, &lo},
                                   {"max_local_bsz", int64_t{model->max_local_}, &hi}}) {
-      auto v = t.Int(r, t.Column(name), name, def, false);
-      if (!v.ok()) return v.status();
-      if (*v < 1) return t.Error(r.line, name, "must be >= 1");
-      *out = *v;
+      RM_ASSIGN_OR_RETURN(auto v, t.Int(r, t.Column(name), name, def, false));
+      if (v < 1) return t.Error(r.line, name, "must be >= 1");
+      *out = v;
     }
     if (max_epochs > static_cast<int64_t>(epochs)) {
       return t.Error(r.line, "max_epochs", absl::StrCat("the validation files have only ", epochs, " epochs"));
@@ -357,9 +346,7 @@ absl::StatusOr<AppModels> LoadAppModels(const std::string& dir) {
   if (ec) return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::sort(folders.begin(), folders.end());
   for (const auto& f : folders) {
-    auto m = AppModel::Load(f.string());
-    if (!m.ok()) return m.status();
-    out[f.filename().string()] = *std::move(m);
+    RM_ASSIGN_OR_RETURN(out[f.filename().string()], AppModel::Load(f.string()));
   }
   if (out.empty()) {
     return absl::InvalidArgumentError(

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "topology/node_lists.h"
 
@@ -79,11 +80,10 @@ absl::StatusOr<RunSummary> ParseRunSummary(std::string_view text, std::string_vi
 
 absl::StatusOr<RunSummary> ReadRunSummary(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "summary.json").string();
-  auto text = topology::ReadTextFile(path);
-  if (!text.ok()) return text.status();
+  RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
   std::string name = std::filesystem::path(dir).filename().string();
   if (name.empty()) name = std::filesystem::path(dir).parent_path().filename().string();
-  return ParseRunSummary(*text, path, name.empty() ? dir : name);
+  return ParseRunSummary(text, path, name.empty() ? dir : name);
 }
 
 Comparison Compare(const std::vector<RunSummary>& runs) {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -27,15 +28,13 @@ absl::StatusOr<Instance> ReadInstance(const TraceTable& t, const TableRow& r,
   Instance in;
   TraceJob& j = in.job;
   j.line = r.line;
-  auto sn = t.Text(r, c[kSn], kColNames[kSn], true);
-  if (!sn.ok()) return sn.status();
-  j.id = std::string(*sn);
+  RM_ASSIGN_OR_RETURN(auto sn, t.Text(r, c[kSn], kColNames[kSn], true));
+  j.id = std::string(sn);
   double v[kNumCols] = {};
   for (int k : {kCpu, kGpu, kMemory}) {
-    auto x = t.Double(r, c[k], kColNames[k], 0, true);
-    if (!x.ok()) return x.status();
-    if (*x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
-    v[k] = *x;
+    RM_ASSIGN_OR_RETURN(auto x, t.Double(r, c[k], kColNames[k], 0, true));
+    if (x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
+    v[k] = x;
   }
   if (v[kGpu] != std::floor(v[kGpu]) || v[kGpu] > 64) {
     return t.Error(r.line, "gpu_request", "must be a whole number of GPUs in [0, 64]");
@@ -45,13 +44,12 @@ absl::StatusOr<Instance> ReadInstance(const TraceTable& t, const TableRow& r,
   j.gpus_per_task = static_cast<int>(v[kGpu]);
   std::optional<double> times[3];
   for (int k : {kCreation, kScheduled, kDeletion}) {
-    auto x = t.Double(r, c[k], kColNames[k], -1, false);
-    if (!x.ok()) return x.status();
+    RM_ASSIGN_OR_RETURN(auto x, t.Double(r, c[k], kColNames[k], -1, false));
     auto text = t.Text(r, c[k], kColNames[k], false);
     if (text->empty()) continue;
-    if (*x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
-    times[k - kCreation] = *x;
-    last_time = std::max(last_time, *x);
+    if (x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
+    times[k - kCreation] = x;
+    last_time = std::max(last_time, x);
   }
   j.submit_s = times[0].value_or(0);
   in.deletion = times[2];
@@ -71,17 +69,14 @@ absl::StatusOr<std::vector<TraceJob>> Dlrm2025TraceReader::Parse(std::string_vie
   const TraceTable t = TraceTable::Split(text, filename, ',', true);
   int cols[kNumCols];
   for (int k = 0; k < kNumCols; ++k) {
-    auto c = t.RequireColumn(kColNames[k]);
-    if (!c.ok()) return c.status();
-    cols[k] = *c;
+    RM_ASSIGN_OR_RETURN(cols[k], t.RequireColumn(kColNames[k]));
   }
   std::vector<Instance> instances;
   instances.reserve(t.rows().size());
   double last_time = 0;
   for (const TableRow& r : t.rows()) {
-    auto in = ReadInstance(t, r, cols, last_time);
-    if (!in.ok()) return in.status();
-    instances.push_back(*std::move(in));
+    RM_ASSIGN_OR_RETURN(auto in, ReadInstance(t, r, cols, last_time));
+    instances.push_back(std::move(in));
   }
   std::vector<TraceJob> jobs;
   jobs.reserve(instances.size());

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "plugins/registry.h"
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
@@ -48,19 +49,16 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
                                          const std::vector<OpenbPod>& pods, const FgdOptions& options) {
   if (nodes.empty()) return absl::InvalidArgumentError("FGD protocol: no nodes");
   if (pods.empty()) return absl::InvalidArgumentError("FGD protocol: no pods");
-  auto model = topology::FragmentationModel::Create(MeasuredClasses(pods, options));
-  if (!model.ok()) return model.status();
-  auto cluster = topology::Cluster::Build({}, nodes);
-  if (!cluster.ok()) return cluster.status();
+  RM_ASSIGN_OR_RETURN(auto model, topology::FragmentationModel::Create(MeasuredClasses(pods, options)));
+  RM_ASSIGN_OR_RETURN(auto cluster, topology::Cluster::Build({}, nodes));
 
   const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
   std::vector<queue::ConfigError> errors;
-  auto policy = scheduler::ParsePolicy(FgdPolicyYaml(pods, options), "fgd-protocol-policy", registry, &errors);
-  if (!policy.ok()) return policy.status();
+  RM_ASSIGN_OR_RETURN(auto policy,
+                      scheduler::ParsePolicy(FgdPolicyYaml(pods, options), "fgd-protocol-policy", registry, &errors));
   scheduler::ManualClock clock;
-  auto engine = scheduler::Engine::Create(*std::move(cluster), *policy, registry, clock);
-  if (!engine.ok()) return engine.status();
-  scheduler::Engine& e = **engine;
+  RM_ASSIGN_OR_RETURN(auto engine, scheduler::Engine::Create(std::move(cluster), policy, registry, clock));
+  scheduler::Engine& e = *engine;
   const topology::Cluster& c = e.state().cluster();
 
   FgdResult r;
@@ -70,7 +68,7 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
 
   // Expected fragmentation per node, from the engine's state.
   auto frag_of = [&](topology::NodeId n) {
-    return model->NodeFragmentation(scheduler::NodeGpuView(e.state(), n).get());
+    return model.NodeFragmentation(scheduler::NodeGpuView(e.state(), n).get());
   };
   std::vector<double> frag(c.num_nodes());
   double total_frag = 0;
@@ -93,11 +91,10 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
     role.gpu = {pod.num_gpu, pod.num_gpu > 0 ? pod.gpu_milli : topology::kMilliPerGpu};
     spec.roles.push_back(role);
     spec.gpu_models = pod.gpu_models;
-    auto id = e.SubmitJob(std::move(spec));
-    if (!id.ok()) return id.status();
+    RM_ASSIGN_OR_RETURN(auto id, e.SubmitJob(std::move(spec)));
     clock.Advance(1);
     e.RunCycle();
-    const scheduler::Job& job = e.state().job(*id);
+    const scheduler::Job& job = e.state().job(id);
     r.arrived_milli += pod.num_gpu * pod.gpu_milli;
     ++r.pods;
     const topology::NodeId node = job.task(0).node;
@@ -108,7 +105,7 @@ absl::StatusOr<FgdResult> RunFgdProtocol(const std::vector<topology::NodeSpec>& 
       total_frag += frag[node.value()];
     } else {
       ++r.failed_pods;
-      if (auto s = e.CancelJob(*id); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(e.CancelJob(id));
     }
     while (100 * r.arrived_milli >= static_cast<int64_t>(next_pct) * r.capacity_milli) {
       record();

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -72,18 +73,14 @@ absl::StatusOr<std::vector<OpenbPod>> ParseOpenbPodList(std::string_view text_in
     OpenbPod p;
     p.name = cells[col["name"]];
     if (p.name.empty()) return absl::InvalidArgumentError(absl::StrCat(where("name"), "empty name"));
-    auto cpu = number("cpu_milli", 0, int64_t{1} << 40);
-    if (!cpu.ok()) return cpu.status();
-    auto mem = number("memory_mib", 0, int64_t{1} << 30);
-    if (!mem.ok()) return mem.status();
-    auto gpus = number("num_gpu", 0, 1024);
-    if (!gpus.ok()) return gpus.status();
-    auto milli = number("gpu_milli", 0, kMilliPerGpu);
-    if (!milli.ok()) return milli.status();
-    p.cpu_milli = *cpu;
-    p.memory = *mem * kMiB;
-    p.num_gpu = static_cast<int>(*gpus);
-    p.gpu_milli = p.num_gpu == 0 ? 0 : *milli;
+    RM_ASSIGN_OR_RETURN(auto cpu, number("cpu_milli", 0, int64_t{1} << 40));
+    RM_ASSIGN_OR_RETURN(auto mem, number("memory_mib", 0, int64_t{1} << 30));
+    RM_ASSIGN_OR_RETURN(auto gpus, number("num_gpu", 0, 1024));
+    RM_ASSIGN_OR_RETURN(auto milli, number("gpu_milli", 0, kMilliPerGpu));
+    p.cpu_milli = cpu;
+    p.memory = mem * kMiB;
+    p.num_gpu = static_cast<int>(gpus);
+    p.gpu_milli = p.num_gpu == 0 ? 0 : milli;
     if (p.num_gpu > 0 && p.gpu_milli == 0) {
       return absl::InvalidArgumentError(absl::StrCat(where("gpu_milli"), "a pod with GPUs needs gpu_milli > 0"));
     }

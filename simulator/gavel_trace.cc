@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -43,18 +44,15 @@ absl::StatusOr<std::vector<TraceJob>> GavelTraceReader::Parse(std::string_view t
     j.line = r.line;
     j.id = absl::StrCat(queue, "-", jobs.size() + 1);
     j.queue = queue;
-    auto steps = t.Int(r, kTotalSteps, "total_steps", 0, true);
-    if (!steps.ok()) return steps.status();
-    if (*steps < 0) return t.Error(r.line, "total_steps", "must be >= 0");
-    j.duration_s = static_cast<double>(*steps) * kSecondsPerStep;
-    auto arrival = t.Double(r, kArrival, "arrival_time", 0, true);
-    if (!arrival.ok()) return arrival.status();
-    if (*arrival < 0) return t.Error(r.line, "arrival_time", "must be >= 0");
-    j.submit_s = *arrival;
-    auto gpus = t.Int(r, kScale, "scale_factor", 0, true);
-    if (!gpus.ok()) return gpus.status();
-    if (*gpus < 1 || *gpus > 100000) return t.Error(r.line, "scale_factor", "must be in [1, 100000]");
-    SplitGang(static_cast<int>(*gpus), kMaxGpusPerTask, j);
+    RM_ASSIGN_OR_RETURN(auto steps, t.Int(r, kTotalSteps, "total_steps", 0, true));
+    if (steps < 0) return t.Error(r.line, "total_steps", "must be >= 0");
+    j.duration_s = static_cast<double>(steps) * kSecondsPerStep;
+    RM_ASSIGN_OR_RETURN(auto arrival, t.Double(r, kArrival, "arrival_time", 0, true));
+    if (arrival < 0) return t.Error(r.line, "arrival_time", "must be >= 0");
+    j.submit_s = arrival;
+    RM_ASSIGN_OR_RETURN(auto gpus, t.Int(r, kScale, "scale_factor", 0, true));
+    if (gpus < 1 || gpus > 100000) return t.Error(r.line, "scale_factor", "must be in [1, 100000]");
+    SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);
     jobs.push_back(std::move(j));
   }
   return FinishTrace(std::move(jobs), filename);

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -19,9 +20,7 @@ absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
   NativeColumns c{};
   for (auto [slot, name] : {std::pair{&c.job_id, "job_id"}, {&c.submit, "submit_time_s"},
                             {&c.duration, "duration_s"}}) {
-    auto col = t.RequireColumn(name);
-    if (!col.ok()) return col.status();
-    *slot = *col;
+    RM_ASSIGN_OR_RETURN(*slot, t.RequireColumn(name));
   }
   c.queue = t.Column("queue");
   c.priority = t.Column("priority");
@@ -47,24 +46,23 @@ absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
 // Sets `out` from an integer field in [lo, hi] (`def` when empty or absent).
 absl::Status IntField(const TraceTable& t, const TableRow& r, int col, std::string_view name,
                       int64_t def, int64_t lo, int64_t hi, int64_t& out) {
-  auto v = t.Int(r, col, name, def, false);
-  if (!v.ok()) return v.status();
-  if (*v < lo || *v > hi) return t.Error(r.line, name, absl::StrCat("must be in [", lo, ", ", hi, "]"));
-  out = *v;
+  RM_ASSIGN_OR_RETURN(auto v, t.Int(r, col, name, def, false));
+  if (v < lo || v > hi) return t.Error(r.line, name, absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  out = v;
   return absl::OkStatus();
 }
 
 absl::Status ReadShape(const TraceTable& t, const TableRow& r, const NativeColumns& c, TraceJob& j) {
   constexpr int64_t kMaxTasks = 100000;
   int64_t tasks = 0, gpus = 0, min = 0, max = 0, prio = 0, tier = 0;
-  if (auto s = IntField(t, r, c.tasks, "tasks", 1, 1, kMaxTasks, tasks); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(IntField(t, r, c.tasks, "tasks", 1, 1, kMaxTasks, tasks));
   for (auto [col, name, def, lo, hi, out] :
        {std::tuple{c.gpus_per_task, "gpus_per_task", int64_t{1}, int64_t{0}, int64_t{64}, &gpus},
         {c.min_tasks, "min_tasks", tasks, 1, kMaxTasks, &min},
         {c.max_tasks, "max_tasks", tasks, 1, kMaxTasks, &max},
         {c.priority, "priority", 0, INT32_MIN, INT32_MAX, &prio},
         {c.highest_tier, "highest_tier", 0, 0, 16, &tier}}) {
-    if (auto s = IntField(t, r, col, name, def, lo, hi, *out); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(IntField(t, r, col, name, def, lo, hi, *out));
   }
   j.tasks = static_cast<int>(tasks);
   j.gpus_per_task = static_cast<int>(gpus);
@@ -83,26 +81,23 @@ absl::Status ReadResources(const TraceTable& t, const TableRow& r, const NativeC
        {std::tuple{c.cpu_milli, "cpu_milli_per_task", int64_t{0}, kBig, &j.cpu_milli_per_task},
         {c.memory_mib, "memory_mib_per_task", 0, kBig, &j.memory_mib_per_task},
         {c.gpu_milli, "gpu_milli", topology::kMilliPerGpu, topology::kMilliPerGpu, &milli}}) {
-    if (auto s = IntField(t, r, col, name, def, 0, hi, *out); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(IntField(t, r, col, name, def, 0, hi, *out));
   }
   j.gpu_milli = milli;
-  auto mode = t.Text(r, c.topology_mode, "topology_mode", false);
-  if (!mode.ok()) return mode.status();
-  if (*mode == "hard") {
+  RM_ASSIGN_OR_RETURN(auto mode, t.Text(r, c.topology_mode, "topology_mode", false));
+  if (mode == "hard") {
     j.topology_mode = scheduler::TopologyMode::kHard;
-  } else if (*mode == "soft") {
+  } else if (mode == "soft") {
     j.topology_mode = scheduler::TopologyMode::kSoft;
-  } else if (!mode->empty() && *mode != "none") {
-    return t.Error(r.line, "topology_mode", absl::StrCat("'", std::string(*mode), "': expected none, soft or hard"));
+  } else if (!mode.empty() && mode != "none") {
+    return t.Error(r.line, "topology_mode", absl::StrCat("'", std::string(mode), "': expected none, soft or hard"));
   }
-  auto model = t.Text(r, c.gpu_model, "gpu_model", false);
-  if (!model.ok()) return model.status();
-  if (!model->empty()) j.gpu_models = absl::StrSplit(std::string(*model), '|', absl::SkipEmpty());
-  auto app = t.Text(r, c.application, "application", false);
-  if (!app.ok()) return app.status();
-  j.application = std::string(*app);
+  RM_ASSIGN_OR_RETURN(auto model, t.Text(r, c.gpu_model, "gpu_model", false));
+  if (!model.empty()) j.gpu_models = absl::StrSplit(std::string(model), '|', absl::SkipEmpty());
+  RM_ASSIGN_OR_RETURN(auto app, t.Text(r, c.application, "application", false));
+  j.application = std::string(app);
   int64_t batch = 0;
-  if (auto s = IntField(t, r, c.batch_size, "batch_size", 0, 0, int64_t{1} << 30, batch); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(IntField(t, r, c.batch_size, "batch_size", 0, 0, int64_t{1} << 30, batch));
   j.batch_size = static_cast<int>(batch);
   if (!j.application.empty() && batch < 1) {
     return t.Error(r.line, "batch_size", "a job with an application needs its global batch size (>= 1)");
@@ -118,9 +113,7 @@ absl::Status ReadTimes(const TraceTable& t, const TableRow& r, const NativeColum
         {c.checkpoint, "checkpoint_interval_s", 0.0, false, &j.checkpoint_interval_s},
         {c.comm_fraction, "comm_fraction", -1.0, false, &j.comm_fraction},
         {c.reform_pause, "reform_pause_s", -1.0, false, &j.reform_pause_s}}) {
-    auto v = t.Double(r, col, name, def, required);
-    if (!v.ok()) return v.status();
-    *out = *v;
+    RM_ASSIGN_OR_RETURN(*out, t.Double(r, col, name, def, required));
   }
   if (c.comm_fraction >= 0 && j.comm_fraction != -1.0 && (j.comm_fraction < 0 || j.comm_fraction > 1)) {
     return t.Error(r.line, "comm_fraction", "must be in [0, 1]");
@@ -141,21 +134,18 @@ bool NativeTraceReader::Recognizes(std::string_view first_line) {
 absl::StatusOr<std::vector<TraceJob>> NativeTraceReader::Parse(std::string_view text,
                                                                std::string_view filename) {
   const TraceTable t = TraceTable::Split(text, filename, ',', true);
-  auto cols = FindColumns(t);
-  if (!cols.ok()) return cols.status();
+  RM_ASSIGN_OR_RETURN(auto cols, FindColumns(t));
   std::vector<TraceJob> jobs;
   jobs.reserve(t.rows().size());
   for (const TableRow& r : t.rows()) {
     TraceJob j;
     j.line = r.line;
-    auto id = t.Text(r, cols->job_id, "job_id", true);
-    if (!id.ok()) return id.status();
-    j.id = std::string(*id);
-    auto queue = t.Text(r, cols->queue, "queue", false);
-    if (!queue.ok()) return queue.status();
-    if (!queue->empty()) j.queue = std::string(*queue);
+    RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols.job_id, "job_id", true));
+    j.id = std::string(id);
+    RM_ASSIGN_OR_RETURN(auto queue, t.Text(r, cols.queue, "queue", false));
+    if (!queue.empty()) j.queue = std::string(queue);
     for (auto step : {ReadShape, ReadResources, ReadTimes}) {
-      if (auto s = step(t, r, *cols, j); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(step(t, r, cols, j));
     }
     jobs.push_back(std::move(j));
   }

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -55,9 +56,7 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view 
   int cols[4];
   const char* names[4] = {"timestamp", "duration", "num_gpus", "cluster"};
   for (int i = 0; i < 4; ++i) {
-    auto c = t.RequireColumn(names[i]);
-    if (!c.ok()) return c.status();
-    cols[i] = *c;
+    RM_ASSIGN_OR_RETURN(cols[i], t.RequireColumn(names[i]));
   }
   std::vector<TraceJob> jobs;
   jobs.reserve(t.rows().size());
@@ -67,22 +66,18 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view 
     TraceJob j;
     j.line = r.line;
     j.id = absl::StrCat("philly-", jobs.size() + 1);
-    auto stamp = t.Text(r, cols[0], "timestamp", true);
-    if (!stamp.ok()) return stamp.status();
-    const std::optional<int64_t> secs = ParseDateTime(*stamp);
-    if (!secs) return t.Error(r.line, "timestamp", absl::StrCat("'", std::string(*stamp), "': expected YYYY-MM-DD HH:MM:SS"));
+    RM_ASSIGN_OR_RETURN(auto stamp, t.Text(r, cols[0], "timestamp", true));
+    const std::optional<int64_t> secs = ParseDateTime(stamp);
+    if (!secs) return t.Error(r.line, "timestamp", absl::StrCat("'", std::string(stamp), "': expected YYYY-MM-DD HH:MM:SS"));
     stamps.push_back(*secs);
-    auto duration = t.Double(r, cols[1], "duration", 0, true);
-    if (!duration.ok()) return duration.status();
-    if (*duration < 0) return t.Error(r.line, "duration", "must be >= 0");
-    j.duration_s = *duration;
-    auto gpus = t.Int(r, cols[2], "num_gpus", 0, true);
-    if (!gpus.ok()) return gpus.status();
-    if (*gpus < 0 || *gpus > 100000) return t.Error(r.line, "num_gpus", "must be in [0, 100000]");
-    SplitGang(static_cast<int>(*gpus), kMaxGpusPerTask, j);
-    auto vc = t.Text(r, cols[3], "cluster", true);
-    if (!vc.ok()) return vc.status();
-    j.queue = std::string(*vc);
+    RM_ASSIGN_OR_RETURN(auto duration, t.Double(r, cols[1], "duration", 0, true));
+    if (duration < 0) return t.Error(r.line, "duration", "must be >= 0");
+    j.duration_s = duration;
+    RM_ASSIGN_OR_RETURN(auto gpus, t.Int(r, cols[2], "num_gpus", 0, true));
+    if (gpus < 0 || gpus > 100000) return t.Error(r.line, "num_gpus", "must be in [0, 100000]");
+    SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);
+    RM_ASSIGN_OR_RETURN(auto vc, t.Text(r, cols[3], "cluster", true));
+    j.queue = std::string(vc);
     jobs.push_back(std::move(j));
   }
   if (!stamps.empty()) {

@@ -2,6 +2,7 @@
 #include "simulator/pollux_trace.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -18,36 +19,29 @@ absl::StatusOr<std::vector<TraceJob>> PolluxTraceReader::Parse(std::string_view 
   int cols[5];
   const char* names[5] = {"name", "time", "application", "num_replicas", "batch_size"};
   for (int i = 0; i < 5; ++i) {
-    auto c = t.RequireColumn(names[i]);
-    if (!c.ok()) return c.status();
-    cols[i] = *c;
+    RM_ASSIGN_OR_RETURN(cols[i], t.RequireColumn(names[i]));
   }
   std::vector<TraceJob> jobs;
   jobs.reserve(t.rows().size());
   for (const TableRow& r : t.rows()) {
     TraceJob j;
     j.line = r.line;
-    auto id = t.Text(r, cols[0], "name", true);
-    if (!id.ok()) return id.status();
-    j.id = std::string(*id);
-    auto submit = t.Double(r, cols[1], "time", 0, true);
-    if (!submit.ok()) return submit.status();
-    if (!(*submit >= 0 && *submit < 1e12)) return t.Error(r.line, "time", "must be in [0, 1e12) seconds");
-    j.submit_s = *submit;
-    auto app = t.Text(r, cols[2], "application", true);
-    if (!app.ok()) return app.status();
-    j.application = std::string(*app);
-    auto replicas = t.Int(r, cols[3], "num_replicas", 0, true);
-    if (!replicas.ok()) return replicas.status();
-    if (*replicas < 1 || *replicas > kMaxReplicas) {
+    RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols[0], "name", true));
+    j.id = std::string(id);
+    RM_ASSIGN_OR_RETURN(auto submit, t.Double(r, cols[1], "time", 0, true));
+    if (!(submit >= 0 && submit < 1e12)) return t.Error(r.line, "time", "must be in [0, 1e12) seconds");
+    j.submit_s = submit;
+    RM_ASSIGN_OR_RETURN(auto app, t.Text(r, cols[2], "application", true));
+    j.application = std::string(app);
+    RM_ASSIGN_OR_RETURN(auto replicas, t.Int(r, cols[3], "num_replicas", 0, true));
+    if (replicas < 1 || replicas > kMaxReplicas) {
       return t.Error(r.line, "num_replicas", absl::StrCat("must be in [1, ", kMaxReplicas, "]"));
     }
-    j.tasks = j.min_tasks = j.max_tasks = static_cast<int>(*replicas);
+    j.tasks = j.min_tasks = j.max_tasks = static_cast<int>(replicas);
     j.gpus_per_task = 1;
-    auto batch = t.Int(r, cols[4], "batch_size", 0, true);
-    if (!batch.ok()) return batch.status();
-    if (*batch < 1 || *batch > (int64_t{1} << 30)) return t.Error(r.line, "batch_size", "must be in [1, 2^30]");
-    j.batch_size = static_cast<int>(*batch);
+    RM_ASSIGN_OR_RETURN(auto batch, t.Int(r, cols[4], "batch_size", 0, true));
+    if (batch < 1 || batch > (int64_t{1} << 30)) return t.Error(r.line, "batch_size", "must be in [1, 2^30]");
+    j.batch_size = static_cast<int>(batch);
     jobs.push_back(std::move(j));
   }
   return FinishTrace(std::move(jobs), filename);

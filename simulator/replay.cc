@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/engine.h"
 #include "simulator/app_model.h"
 #include "topology/bandwidth.h"
@@ -211,9 +212,7 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   scheduler::EngineOptions eo;
   eo.check_invariants = false;  // the driver checks, and reports instead of aborting
   eo.fast_paths = o_.fast_paths;
-  auto engine = scheduler::Engine::Create(std::move(cluster), policy, registry_, clock_, eo);
-  if (!engine.ok()) return engine.status();
-  engine_ = *std::move(engine);
+  RM_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(std::move(cluster), policy, registry_, clock_, eo));
   result_.total_gpus = engine_->state().cluster().total_gpus();
   const scheduler::State& st = engine_->state();
   node_free_.assign(st.num_nodes(), 0);
@@ -277,7 +276,7 @@ absl::StatusOr<ReplayResult> Driver::Run() {
       NodeDown(e, now);
     }
     while (next_arrival_ < trace_.size() && result_.jobs[next_arrival_].submit_ms == now) {
-      if (auto s = Arrive(next_arrival_++); !s.ok()) return s;
+      RM_RETURN_IF_ERROR(Arrive(next_arrival_++));
     }
     if (next_cycle_ms_ == now) {
       next_cycle_ms_.reset();
@@ -743,7 +742,7 @@ absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy
                                     const std::vector<TraceJob>& trace, std::string_view trace_name,
                                     const ReplayOptions& options) {
   Driver d(trace, trace_name, options);
-  if (auto s = d.Init(std::move(cluster), std::move(policy)); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(d.Init(std::move(cluster), std::move(policy)));
   return d.Run();
 }
 

@@ -2,6 +2,7 @@
 #include "simulator/tiresias_trace.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/trace_table.h"
 
 namespace ringmaster::simulator {
@@ -18,30 +19,24 @@ absl::StatusOr<std::vector<TraceJob>> TiresiasTraceReader::Parse(std::string_vie
   int cols[4];
   const char* names[4] = {"job_id", "num_gpu", "submit_time", "duration"};
   for (int i = 0; i < 4; ++i) {
-    auto c = t.RequireColumn(names[i]);
-    if (!c.ok()) return c.status();
-    cols[i] = *c;
+    RM_ASSIGN_OR_RETURN(cols[i], t.RequireColumn(names[i]));
   }
   std::vector<TraceJob> jobs;
   jobs.reserve(t.rows().size());
   for (const TableRow& r : t.rows()) {
     TraceJob j;
     j.line = r.line;
-    auto id = t.Text(r, cols[0], "job_id", true);
-    if (!id.ok()) return id.status();
-    j.id = absl::StrCat("tiresias-", std::string(*id));
-    auto gpus = t.Int(r, cols[1], "num_gpu", 0, true);
-    if (!gpus.ok()) return gpus.status();
-    if (*gpus < 0 || *gpus > 100000) return t.Error(r.line, "num_gpu", "must be in [0, 100000]");
-    SplitGang(static_cast<int>(*gpus), kMaxGpusPerTask, j);
-    auto submit = t.Double(r, cols[2], "submit_time", 0, true);
-    if (!submit.ok()) return submit.status();
-    if (*submit < 0) return t.Error(r.line, "submit_time", "must be >= 0");
-    j.submit_s = *submit;
-    auto duration = t.Double(r, cols[3], "duration", 0, true);
-    if (!duration.ok()) return duration.status();
-    if (*duration < 0) return t.Error(r.line, "duration", "must be >= 0");
-    j.duration_s = *duration;
+    RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols[0], "job_id", true));
+    j.id = absl::StrCat("tiresias-", std::string(id));
+    RM_ASSIGN_OR_RETURN(auto gpus, t.Int(r, cols[1], "num_gpu", 0, true));
+    if (gpus < 0 || gpus > 100000) return t.Error(r.line, "num_gpu", "must be in [0, 100000]");
+    SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);
+    RM_ASSIGN_OR_RETURN(auto submit, t.Double(r, cols[2], "submit_time", 0, true));
+    if (submit < 0) return t.Error(r.line, "submit_time", "must be >= 0");
+    j.submit_s = submit;
+    RM_ASSIGN_OR_RETURN(auto duration, t.Double(r, cols[3], "duration", 0, true));
+    if (duration < 0) return t.Error(r.line, "duration", "must be >= 0");
+    j.duration_s = duration;
     jobs.push_back(std::move(j));
   }
   return FinishTrace(std::move(jobs), filename);

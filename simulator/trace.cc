@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator/alibaba2023_trace.h"
 #include "simulator/dlrm2025_trace.h"
 #include "simulator/gavel_trace.h"
@@ -123,9 +124,7 @@ absl::StatusOr<TraceFormat> DetectTraceFormat(std::string_view text, std::string
 absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view filename,
                                                  TraceFormat format) {
   if (format == TraceFormat::kAuto) {
-    auto detected = DetectTraceFormat(text, filename);
-    if (!detected.ok()) return detected.status();
-    format = *detected;
+    RM_ASSIGN_OR_RETURN(format, DetectTraceFormat(text, filename));
   }
   switch (format) {
     case TraceFormat::kNative: return NativeTraceReader::Parse(text, filename);
@@ -141,16 +140,15 @@ absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::str
 }
 
 absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format) {
-  auto text = topology::ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParseTrace(*text, path, format);
+  RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
+  return ParseTrace(text, path, format);
 }
 
 absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
                                                   std::string_view filename) {
   std::map<std::string_view, int> first_line;
   for (const TraceJob& j : jobs) {
-    if (auto s = CheckJob(j, filename); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(CheckJob(j, filename));
     auto [it, fresh] = first_line.emplace(j.id, j.line);
     if (!fresh) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(filename), ":", j.line,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -86,28 +87,26 @@ absl::StatusOr<std::string_view> TraceTable::Text(const TableRow& row, int colum
 
 absl::StatusOr<double> TraceTable::Double(const TableRow& row, int column, std::string_view field,
                                           double def, bool required) const {
-  auto text = Text(row, column, field, required);
-  if (!text.ok()) return text.status();
-  if (text->empty()) return def;
+  RM_ASSIGN_OR_RETURN(auto text, Text(row, column, field, required));
+  if (text.empty()) return def;
   double v = 0;
-  const char* end = text->data() + text->size();
-  auto [p, ec] = std::from_chars(text->data(), end, v);
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec != std::errc() || p != end || !std::isfinite(v)) {
-    return Error(row.line, field, absl::StrCat("not a number: '", std::string(*text), "'"));
+    return Error(row.line, field, absl::StrCat("not a number: '", std::string(text), "'"));
   }
   return v;
 }
 
 absl::StatusOr<int64_t> TraceTable::Int(const TableRow& row, int column, std::string_view field,
                                         int64_t def, bool required) const {
-  auto text = Text(row, column, field, required);
-  if (!text.ok()) return text.status();
-  if (text->empty()) return def;
+  RM_ASSIGN_OR_RETURN(auto text, Text(row, column, field, required));
+  if (text.empty()) return def;
   int64_t v = 0;
-  const char* end = text->data() + text->size();
-  auto [p, ec] = std::from_chars(text->data(), end, v);
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
   if (ec != std::errc() || p != end) {
-    return Error(row.line, field, absl::StrCat("not an integer: '", std::string(*text), "'"));
+    return Error(row.line, field, absl::StrCat("not an integer: '", std::string(text), "'"));
   }
   return v;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::topology {
 
@@ -20,8 +21,7 @@ absl::StatusOr<Cluster> Cluster::Build(std::vector<TierSpec> tiers, std::vector<
   }
   c.nodes_.reserve(nodes.size());
   for (auto& n : nodes) {
-    auto id = c.AddNode(std::move(n));
-    if (!id.ok()) return id.status();
+    RM_RETURN_IF_ERROR(c.AddNode(std::move(n)).status());
   }
   return c;
 }
@@ -62,14 +62,14 @@ absl::Status Cluster::ValidateNode(const NodeSpec& spec) const {
 }
 
 absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
-  if (auto s = ValidateNode(spec); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(ValidateNode(spec));
   spec.allocatable.set_gpu_milli(static_cast<Quantity>(spec.gpus.size()) * kMilliPerGpu);
   NodeId id(static_cast<uint32_t>(nodes_.size()));
   node_by_name_[spec.name] = id;
   nodes_.push_back(std::move(spec));
   present_.push_back(true);
   node_domains_.emplace_back(tiers_.size());
-  if (auto s = Attach(id); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(Attach(id));
   // FNV-1a over the fields that make two nodes interchangeable.
   const NodeSpec& n = nodes_.back();
   uint64_t h = 1469598103934665603ULL;
@@ -144,7 +144,7 @@ absl::Status Cluster::RemoveNode(NodeId id) {
 }
 
 NodeId Cluster::FindNode(std::string_view name) const {
-  auto it = node_by_name_.find(name);
+  auto it = node_by_name_.find(absl::string_view(name.data(), name.size()));
   return it == node_by_name_.end() ? NodeId() : it->second;
 }
 

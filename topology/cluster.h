@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "topology/resources.h"
@@ -128,7 +129,7 @@ class Cluster {
   std::vector<std::vector<DomainId>> node_domains_;  // [node][tier-1]
   std::vector<std::vector<Domain>> domains_;         // [tier-1][domain]
   std::vector<std::map<std::string, DomainId, std::less<>>> domain_by_name_;
-  std::map<std::string, NodeId, std::less<>> node_by_name_;
+  absl::flat_hash_map<std::string, NodeId> node_by_name_;  // hashed: the extender looks up every candidate
   int64_t total_gpus_ = 0;
   std::vector<uint64_t> shape_hash_;  // [node]
 };

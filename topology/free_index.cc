@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::topology {
 
@@ -183,7 +184,7 @@ absl::Status FreeGpuIndex::Check(const Counter& c, const char* what, const Clust
 }
 
 absl::Status FreeGpuIndex::CheckConsistent(const Cluster& cluster) const {
-  if (auto s = Check(whole_, "GPUs", cluster); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(Check(whole_, "GPUs", cluster));
   return Check(milli_, "GPU milli", cluster);
 }
 

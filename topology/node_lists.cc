@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::topology {
 namespace {
@@ -120,21 +121,18 @@ absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodeList(std::string_view text_i
   const absl::string_view text(text_in.data(), text_in.size());
   const absl::string_view filename(filename_in.data(), filename_in.size());
   Table t(text, filename);
-  if (auto s = t.ExpectHeader({"sn", "cpu_milli", "memory_mib", "gpu", "model"}); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(t.ExpectHeader({"sn", "cpu_milli", "memory_mib", "gpu", "model"}));
   std::vector<NodeSpec> nodes;
   std::set<std::string> seen;
   while (t.Next()) {
-    if (auto s = t.CheckWidth(); !s.ok()) return s;
-    if (auto s = t.Name(0, seen); !s.ok()) return s;
-    auto cpu = t.Int(1, 0, int64_t{1} << 40);
-    if (!cpu.ok()) return cpu.status();
-    auto mem = t.Int(2, 0, int64_t{1} << 30);
-    if (!mem.ok()) return mem.status();
-    auto gpu = t.Int(3, 0, kMaxGpusPerNode);
-    if (!gpu.ok()) return gpu.status();
-    if (*gpu > 0 && t.cell(4).empty()) return t.Error(4, "a node with GPUs needs a model");
-    if (*gpu == 0 && !t.cell(4).empty()) return t.Error(4, "a node without GPUs has no model");
-    nodes.push_back(MakeNode(t.cell(0), *cpu, *mem * kMiB, *gpu, t.cell(4), 0));
+    RM_RETURN_IF_ERROR(t.CheckWidth());
+    RM_RETURN_IF_ERROR(t.Name(0, seen));
+    RM_ASSIGN_OR_RETURN(auto cpu, t.Int(1, 0, int64_t{1} << 40));
+    RM_ASSIGN_OR_RETURN(auto mem, t.Int(2, 0, int64_t{1} << 30));
+    RM_ASSIGN_OR_RETURN(auto gpu, t.Int(3, 0, kMaxGpusPerNode));
+    if (gpu > 0 && t.cell(4).empty()) return t.Error(4, "a node with GPUs needs a model");
+    if (gpu == 0 && !t.cell(4).empty()) return t.Error(4, "a node without GPUs has no model");
+    nodes.push_back(MakeNode(t.cell(0), cpu, mem * kMiB, gpu, t.cell(4), 0));
   }
   if (nodes.empty()) return absl::InvalidArgumentError(absl::StrCat(filename, ": no nodes"));
   return nodes;
@@ -149,21 +147,20 @@ absl::StatusOr<std::vector<NodeSpec>> ParsePhillyMachineList(std::string_view te
   const bool revised = absl::StartsWith(absl::StripLeadingAsciiWhitespace(first), ",");
   Table t(text, filename);
   if (revised) {
-    if (auto s = t.ExpectHeader({"", "machineId", "number of GPUs"}); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(t.ExpectHeader({"", "machineId", "number of GPUs"}));
   } else {
-    if (auto s = t.ExpectHeader({"machineId", "number of GPUs", "single GPU mem"}); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(t.ExpectHeader({"machineId", "number of GPUs", "single GPU mem"}));
   }
   const size_t name_col = revised ? 1 : 0;
   std::vector<NodeSpec> nodes;
   std::set<std::string> seen;
   while (t.Next()) {
-    if (auto s = t.CheckWidth(); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(t.CheckWidth());
     if (revised) {
-      if (auto v = t.Int(0, 0, int64_t{1} << 40); !v.ok()) return v.status();
+      RM_RETURN_IF_ERROR(t.Int(0, 0, int64_t{1} << 40).status());
     }
-    if (auto s = t.Name(name_col, seen); !s.ok()) return s;
-    auto gpu = t.Int(name_col + 1, 0, kMaxGpusPerNode);
-    if (!gpu.ok()) return gpu.status();
+    RM_RETURN_IF_ERROR(t.Name(name_col, seen));
+    RM_ASSIGN_OR_RETURN(auto gpu, t.Int(name_col + 1, 0, kMaxGpusPerNode));
     Quantity gpu_memory = 0;
     if (!revised) {
       absl::string_view mem = t.cell(2);
@@ -173,22 +170,20 @@ absl::StatusOr<std::vector<NodeSpec>> ParsePhillyMachineList(std::string_view te
       }
       gpu_memory = gb * 1024 * kMiB;
     }
-    nodes.push_back(MakeNode(t.cell(name_col), 0, 0, *gpu, "", gpu_memory));
+    nodes.push_back(MakeNode(t.cell(name_col), 0, 0, gpu, "", gpu_memory));
   }
   if (nodes.empty()) return absl::InvalidArgumentError(absl::StrCat(filename, ": no machines"));
   return nodes;
 }
 
 absl::StatusOr<std::vector<NodeSpec>> ReadOpenbNodeList(const std::string& path) {
-  auto text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParseOpenbNodeList(*text, path);
+  RM_ASSIGN_OR_RETURN(auto text, ReadTextFile(path));
+  return ParseOpenbNodeList(text, path);
 }
 
 absl::StatusOr<std::vector<NodeSpec>> ReadPhillyMachineList(const std::string& path) {
-  auto text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParsePhillyMachineList(*text, path);
+  RM_ASSIGN_OR_RETURN(auto text, ReadTextFile(path));
+  return ParsePhillyMachineList(text, path);
 }
 
 }  // namespace ringmaster::topology

@@ -2,6 +2,7 @@
 #include "worker_shim/backend_factory.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_shim/gloo_backend.h"
 #if RINGMASTER_HAVE_NCCL
 #include "worker_shim/nccl_backend.h"
@@ -16,9 +17,8 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> MakeBackend(
   if (name == "gloo") {
     GlooOptions options;
     options.timeout = timeout;
-    auto b = GlooBackend::Create(options);
-    if (!b.ok()) return b.status();
-    return std::unique_ptr<CollectiveBackend>(*std::move(b));
+    RM_ASSIGN_OR_RETURN(auto b, GlooBackend::Create(options));
+    return std::unique_ptr<CollectiveBackend>(std::move(b));
   }
   if (name == "nccl") {
 #if RINGMASTER_HAVE_NCCL

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::shim {
 
@@ -386,7 +387,7 @@ absl::StatusOr<api::MembershipUpdate> CoordinatorClient::WaitForGeneration(
   if (latest_.has_value() && latest_->generation() >= min_generation) {
     return *latest_;
   }
-  if (!terminal_.ok()) return terminal_;
+  RM_RETURN_IF_ERROR(terminal_);
   if (stopping_) return absl::CancelledError("client stopping");
   const std::string waited = FormatSeconds(waited_before + timeout);
   if (!reach_.connected) {
@@ -437,9 +438,7 @@ absl::StatusOr<std::optional<std::string>> CoordinatorClient::KvGet(
   req.set_key(key);
   api::KvGetReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  if (auto s = FromGrpc(Stub()->KvGet(ctx.get(), req, &reply)); !s.ok()) {
-    return s;
-  }
+  RM_RETURN_IF_ERROR(FromGrpc(Stub()->KvGet(ctx.get(), req, &reply)));
   if (!reply.found()) return std::optional<std::string>();
   return std::optional<std::string>(reply.value());
 }
@@ -452,9 +451,8 @@ absl::Status CoordinatorClient::KvWait(int64_t generation,
 
 absl::StatusOr<std::string> CoordinatorClient::KvWaitGet(
     int64_t generation, const std::string& key, absl::Duration timeout) {
-  auto values = KvWaitGet(generation, std::vector<std::string>{key}, timeout);
-  if (!values.ok()) return values.status();
-  return std::move(values->front());
+  RM_ASSIGN_OR_RETURN(auto values, KvWaitGet(generation, std::vector<std::string>{key}, timeout));
+  return std::move(values.front());
 }
 
 absl::StatusOr<std::vector<std::string>> CoordinatorClient::KvWaitGet(
@@ -468,9 +466,7 @@ absl::StatusOr<std::vector<std::string>> CoordinatorClient::KvWaitGet(
   req.set_return_values(true);
   api::KvWaitReply reply;
   auto ctx = MakeContext(timeout + options_.rpc_timeout);
-  if (auto s = FromGrpc(Stub()->KvWait(ctx.get(), req, &reply)); !s.ok()) {
-    return s;
-  }
+  RM_RETURN_IF_ERROR(FromGrpc(Stub()->KvWait(ctx.get(), req, &reply)));
   if (reply.values_size() != static_cast<int>(keys.size())) {
     return absl::InternalError(absl::StrCat("KvWait returned ",
                                             reply.values_size(), " values for ",
@@ -505,10 +501,7 @@ absl::StatusOr<int64_t> CoordinatorClient::ReportFailure(
   req.set_detail(detail);
   api::ReportFailureReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
-  if (auto s = FromGrpc(Stub()->ReportFailure(ctx.get(), req, &reply));
-      !s.ok()) {
-    return s;
-  }
+  RM_RETURN_IF_ERROR(FromGrpc(Stub()->ReportFailure(ctx.get(), req, &reply)));
   return reply.current_generation();
 }
 

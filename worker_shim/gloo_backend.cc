@@ -23,6 +23,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::shim {
 namespace {
@@ -350,7 +351,7 @@ void GlooBackend::ConnectFullMesh(gloo::Context& ctx_base,
 
 template <typename Body>
 absl::Status GlooBackend::Collective(const char* what, Body&& body) {
-  if (absl::Status s = Usable(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(Usable());
   try {
     body();
     return absl::OkStatus();

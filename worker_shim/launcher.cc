@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "common/logging.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 extern char** environ;
 
@@ -106,17 +107,16 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
                       {"RINGMASTER_WORKER", c.worker_id},
                       {"RINGMASTER_WORKERS", absl::StrCat(c.desired_workers)}}));
   }
-  auto client_or = CoordinatorClient::Connect(c);
-  if (!client_or.ok()) return client_or.status();
-  CoordinatorClient& client = **client_or;
+  RM_ASSIGN_OR_RETURN(auto connected, CoordinatorClient::Connect(c));
+  CoordinatorClient& client = *connected;
   int64_t generation = 0;
   bool was_member = false;
   while (true) {
-    auto update =
-        client.WaitForGeneration(generation + 1, options.membership_timeout);
-    if (!update.ok()) return update.status();
-    generation = update->generation();
-    if (update->rank() < 0) {
+    RM_ASSIGN_OR_RETURN(
+        auto update,
+        client.WaitForGeneration(generation + 1, options.membership_timeout));
+    generation = update.generation();
+    if (update.rank() < 0) {
       if (was_member) {
         common::Log(common::LogLevel::info, "shrunk away",
                     {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}});
@@ -127,13 +127,12 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
       continue;  // standby
     }
     was_member = true;
-    const int rank = update->rank();
+    const int rank = update.rank();
     // Rendezvous for MASTER_ADDR/PORT through the generation's store.
     std::string master;
     if (rank == 0) {
-      auto port = FreePort(c.host);
-      if (!port.ok()) return port.status();
-      master = absl::StrCat(c.host, ":", *port);
+      RM_ASSIGN_OR_RETURN(auto port, FreePort(c.host));
+      master = absl::StrCat(c.host, ":", port);
       if (!client.KvSet(generation, kMasterKey, master).ok()) continue;
     } else {
       if (!client.KvWait(generation, {kMasterKey}, absl::Seconds(30)).ok()) {
@@ -147,17 +146,17 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     const std::string master_port = master.substr(master.rfind(':') + 1);
     int local_rank = 0;
     int local_world = 0;
-    for (const auto& m : update->members()) {
+    for (const auto& m : update.members()) {
       if (m.host() == c.host) {
         if (m.rank() < rank) ++local_rank;
         ++local_world;
       }
     }
-    client.SetCurrent(generation, rank, update->world_size());
+    client.SetCurrent(generation, rank, update.world_size());
     const pid_t child = Spawn(
         options.command,
         Environment({{"RANK", absl::StrCat(rank)},
-                     {"WORLD_SIZE", absl::StrCat(update->world_size())},
+                     {"WORLD_SIZE", absl::StrCat(update.world_size())},
                      {"LOCAL_RANK", absl::StrCat(local_rank)},
                      {"LOCAL_WORLD_SIZE", absl::StrCat(local_world)},
                      {"MASTER_ADDR", master_host},
@@ -169,7 +168,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     if (child < 0) return absl::InternalError("fork failed");
     common::Log(common::LogLevel::info, "worker started",
                 {{"job", c.job}, {"worker", c.worker_id}, {"generation", generation}, {"rank", rank},
-                 {"world_size", update->world_size()}, {"pid", child}});
+                 {"world_size", update.world_size()}, {"pid", child}});
     while (true) {
       int status = 0;
       if (::waitpid(child, &status, WNOHANG) == child) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringmaster::shim {
 namespace {
@@ -152,9 +153,7 @@ absl::Status NcclBackend::Fresh(const ReformPlan& plan,
   std::memset(&id, 0, sizeof(id));
   try {
     if (plan.rank == 0) {
-      if (auto s = Check(api_.get_unique_id(&id), "get unique id"); !s.ok()) {
-        return s;
-      }
+      RM_RETURN_IF_ERROR(Check(api_.get_unique_id(&id), "get unique id"));
       const char* p = reinterpret_cast<const char*>(&id);
       store.set(kUniqueIdKey, std::vector<char>(p, p + sizeof(id)));
     } else {

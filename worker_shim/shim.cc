@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "worker_shim/kv_store.h"
 
 namespace ringmaster::shim {
@@ -20,10 +21,9 @@ int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(
     ShimOptions options, std::unique_ptr<CollectiveBackend> backend) {
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
-  auto client = CoordinatorClient::Connect(options.client);
-  if (!client.ok()) return client.status();
+  RM_ASSIGN_OR_RETURN(auto client, CoordinatorClient::Connect(options.client));
   return std::unique_ptr<Shim>(
-      new Shim(std::move(options), *std::move(client), std::move(backend)));
+      new Shim(std::move(options), std::move(client), std::move(backend)));
 }
 
 Shim::Shim(ShimOptions options, std::unique_ptr<CoordinatorClient> client,
@@ -154,9 +154,8 @@ void Shim::StopPrepare() {
 }
 
 absl::Status Shim::Start() {
-  auto b = ReformTo(1, /*local_failure=*/false);
-  if (!b.ok()) return b.status();
-  if (*b == Boundary::kRemoved) {
+  RM_ASSIGN_OR_RETURN(auto b, ReformTo(1, /*local_failure=*/false));
+  if (b == Boundary::kRemoved) {
     return absl::FailedPreconditionError("removed before starting");
   }
   return absl::OkStatus();
@@ -245,7 +244,7 @@ absl::StatusOr<Shim::Boundary> Shim::ReformTo(int64_t min_generation,
     const int64_t formed = NowMicros();
     if (s.ok()) {
       if (rollback_needed && state_.has_commit()) {
-        if (auto r = state_.Restore(); !r.ok()) return r;
+        RM_RETURN_IF_ERROR(state_.Restore());
       }
       if (root >= 0) s = state_.Sync(*backend_, root);
     }
@@ -318,7 +317,7 @@ absl::Status Shim::Broadcast(void* data, size_t bytes, int root) {
 absl::Status Shim::Barrier() { return backend_->Barrier(); }
 
 absl::Status Shim::Commit(int64_t step, int64_t position) {
-  if (auto s = state_.Commit(); !s.ok()) return s;
+  RM_RETURN_IF_ERROR(state_.Commit());
   if (rank_ == 0) {
     // Progress reports are advisory; a restarting coordinator must not stop
     // training.

@@ -87,7 +87,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/gloo_backend.h"
 #include "worker_shim/gloo_transport.h"

@@ -37,7 +37,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 
 namespace {
 

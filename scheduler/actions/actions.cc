@@ -1,5 +1,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/actions/victims.h"
 
@@ -13,20 +14,18 @@ const std::vector<std::string>& KnownActions() {
 
 absl::StatusOr<std::unique_ptr<Action>> MakeAction(std::string_view name, const PluginArgs& args) {
   if (name == "enqueue" || name == "allocate" || name == "backfill") {
-    if (auto s = args.Finish(); !s.ok()) return s;
+    RM_RETURN_IF_ERROR(args.Finish());
     if (name == "enqueue") return NewEnqueueAction();
     if (name == "allocate") return NewAllocateAction();
     return NewBackfillAction();
   }
   if (name == "preempt" || name == "reclaim") {
-    auto a = ReadEvictionArgs(args);
-    if (!a.ok()) return a.status();
-    return name == "preempt" ? NewPreemptAction(*a) : NewReclaimAction(*a);
+    RM_ASSIGN_OR_RETURN(auto a, ReadEvictionArgs(args));
+    return name == "preempt" ? NewPreemptAction(a) : NewReclaimAction(a);
   }
   if (name == "elastic") {
-    auto a = ReadElasticArgs(args);
-    if (!a.ok()) return a.status();
-    return NewElasticAction(*a);
+    RM_ASSIGN_OR_RETURN(auto a, ReadElasticArgs(args));
+    return NewElasticAction(a);
   }
   return absl::NotFoundError(absl::StrCat("unknown action '", std::string(name), "' (known: ",
                                           absl::StrJoin(KnownActions(), ", "), ")"));

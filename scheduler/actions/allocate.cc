@@ -13,10 +13,10 @@
 //    free GPUs that together hold its minimum. Smaller jobs keep running
 //    elsewhere; backfill may use reserved nodes only without delaying it.
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/actions/placement.h"
 #include "scheduler/statement.h"
@@ -100,7 +100,7 @@ std::optional<Reservation> ReservationFor(const Session& s, const Job& job) {
 void Reserve(Session& s, std::optional<Reservation> r) {
   Statement stmt(s);
   stmt.SetReservation(std::move(r));
-  if (!stmt.Commit().ok()) std::abort();  // a reservation alone cannot fail: a bug
+  RM_CHECK_OK(stmt.Commit());  // a reservation alone cannot fail: a bug
 }
 
 // The reservation belongs to the first starving gang in its queue's job

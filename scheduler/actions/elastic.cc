@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/actions/placement.h"
 #include "scheduler/statement.h"
@@ -122,22 +123,18 @@ class ElasticAction : public Action {
 absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args) {
   ElasticArgs out;
   auto secs = [&](std::string_view key, Timestamp def) -> absl::StatusOr<Timestamp> {
-    auto v = args.Double(key, static_cast<double>(def) / 1000.0);
-    if (!v.ok()) return v.status();
-    if (!(*v >= 0) || *v > 1e9) return args.Error(key, "must be a number of seconds >= 0");
-    return static_cast<Timestamp>(*v * 1000.0);
+    RM_ASSIGN_OR_RETURN(auto v, args.Double(key, static_cast<double>(def) / 1000.0));
+    if (!(v >= 0) || v > 1e9) return args.Error(key, "must be a number of seconds >= 0");
+    return static_cast<Timestamp>(v * 1000.0);
   };
-  auto idle = secs("growIdle", out.grow_idle_ms);
-  if (!idle.ok()) return idle.status();
-  auto cooldown = secs("cooldown", out.cooldown_ms);
-  if (!cooldown.ok()) return cooldown.status();
-  auto cap = args.Int("maxGrowPerCycle", out.max_grow);
-  if (!cap.ok()) return cap.status();
-  if (*cap < 0 || *cap > 1'000'000) return args.Error("maxGrowPerCycle", "must be an integer in [0, 1000000] (0: no limit)");
-  if (auto s = args.Finish(); !s.ok()) return s;
-  out.grow_idle_ms = *idle;
-  out.cooldown_ms = *cooldown;
-  out.max_grow = static_cast<int>(*cap);
+  RM_ASSIGN_OR_RETURN(auto idle, secs("growIdle", out.grow_idle_ms));
+  RM_ASSIGN_OR_RETURN(auto cooldown, secs("cooldown", out.cooldown_ms));
+  RM_ASSIGN_OR_RETURN(auto cap, args.Int("maxGrowPerCycle", out.max_grow));
+  if (cap < 0 || cap > 1'000'000) return args.Error("maxGrowPerCycle", "must be an integer in [0, 1000000] (0: no limit)");
+  RM_RETURN_IF_ERROR(args.Finish());
+  out.grow_idle_ms = idle;
+  out.cooldown_ms = cooldown;
+  out.max_grow = static_cast<int>(cap);
   return out;
 }
 

@@ -6,8 +6,8 @@
 //    Statement operation), and its minimum counts against its queue's
 //    admitted total for the jobs after it.
 #include <algorithm>
-#include <cstdlib>
 
+#include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/statement.h"
 
@@ -36,7 +36,7 @@ class EnqueueAction : public Action {
       }
       Statement admit(s);
       admit.SetPhase(*j, JobPhase::kInqueue);
-      if (!admit.Commit().ok()) std::abort();  // a phase change alone cannot fail: a bug
+      RM_CHECK_OK(admit.Commit());  // a phase change alone cannot fail: a bug
       int q = static_cast<int>(j->queue().value());
       while (q >= 0) {
         s.queues()[q].inqueue += j->min_request();

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "scheduler/actions/placement.h"
 #include "scheduler/statement.h"
 
@@ -34,29 +35,25 @@ int64_t Fits(const Room& r, const Need& n) {
 bool Stoppable(TaskState s) { return s == TaskState::kBinding || s == TaskState::kBound || s == TaskState::kRunning; }
 
 absl::StatusOr<Timestamp> SecondsArg(const PluginArgs& args, std::string_view key, Timestamp def_ms) {
-  auto v = args.Double(key, static_cast<double>(def_ms) / 1000.0);
-  if (!v.ok()) return v.status();
-  if (!(*v >= 0) || *v > 1e9) return args.Error(key, "must be a number of seconds >= 0");
-  return static_cast<Timestamp>(*v * 1000.0);
+  RM_ASSIGN_OR_RETURN(auto v, args.Double(key, static_cast<double>(def_ms) / 1000.0));
+  if (!(v >= 0) || v > 1e9) return args.Error(key, "must be a number of seconds >= 0");
+  return static_cast<Timestamp>(v * 1000.0);
 }
 
 }  // namespace
 
 absl::StatusOr<EvictionArgs> ReadEvictionArgs(const PluginArgs& args) {
   EvictionArgs out;
-  auto grace = SecondsArg(args, "gracePeriod", out.grace_ms);
-  if (!grace.ok()) return grace.status();
-  auto cooldown = SecondsArg(args, "cooldown", out.cooldown_ms);
-  if (!cooldown.ok()) return cooldown.status();
-  auto cap = args.Int("maxEvictionsPerCycle", out.max_evictions);
-  if (!cap.ok()) return cap.status();
-  if (*cap < 0 || *cap > 1'000'000) {
+  RM_ASSIGN_OR_RETURN(auto grace, SecondsArg(args, "gracePeriod", out.grace_ms));
+  RM_ASSIGN_OR_RETURN(auto cooldown, SecondsArg(args, "cooldown", out.cooldown_ms));
+  RM_ASSIGN_OR_RETURN(auto cap, args.Int("maxEvictionsPerCycle", out.max_evictions));
+  if (cap < 0 || cap > 1'000'000) {
     return args.Error("maxEvictionsPerCycle", "must be an integer in [0, 1000000] (0: no limit)");
   }
-  if (auto s = args.Finish(); !s.ok()) return s;
-  out.grace_ms = *grace;
-  out.cooldown_ms = *cooldown;
-  out.max_evictions = static_cast<int>(*cap);
+  RM_RETURN_IF_ERROR(args.Finish());
+  out.grace_ms = grace;
+  out.cooldown_ms = cooldown;
+  out.max_evictions = static_cast<int>(cap);
   return out;
 }
 

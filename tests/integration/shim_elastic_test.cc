@@ -26,7 +26,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "tests/support/blocked.h"
 
 namespace ringmaster {

@@ -118,7 +118,7 @@ expect '^eval +default +0 +Inqueue +0/1 +0 +in [0-9]+m'
 run 0 "$BIN" job eval
 expect '^pending reason: +.+'
 expect '^expected start: +in (59|60)m$'
-expect '^eval-worker-0 +Pending +- +-$'
+expect '^eval-worker-0 +Pending +- +- +-$'  # TASK STATE NODE GPUS RANK
 run 0 "$BIN" job train --json
 expect '"phase": "Running"'
 expect '"gpu_milli": "16000"'

@@ -19,9 +19,9 @@
 
 #include "api/admin.grpc.pb.h"
 #include "plugins/registry.h"
-#include "server/admin_convert.h"
-#include "server/daemon.h"
-#include "server/journal.h"
+#include "server/admin/admin_convert.h"
+#include "server/daemon/daemon.h"
+#include "server/journal/journal.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {

@@ -1,6 +1,6 @@
-// Tests for server/coordinator_service.h over real gRPC on 127.0.0.1 with a
+// Tests for server/coordinator/coordinator_service.h over real gRPC on 127.0.0.1 with a
 // port chosen by the OS.
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// Tests for server/coordinator.h: generations, membership changes, the
+// Tests for server/coordinator/coordinator.h: generations, membership changes, the
 // generation-scoped key-value store and bad input. A fake clock drives
 // heartbeat timeouts; Tick() is called by hand.
-#include "server/coordinator.h"
+#include "server/coordinator/coordinator.h"
 
 #include <thread>
 

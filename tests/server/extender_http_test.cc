@@ -1,7 +1,7 @@
-// End-to-end test of the extender over HTTP: server/http_server.h with the
-// routes of server/extender_http.h on 127.0.0.1 with an ephemeral port, and
+// End-to-end test of the extender over HTTP: server/http/http_server.h with the
+// routes of server/extender/extender_http.h on 127.0.0.1 with an ephemeral port, and
 // a plain Beast client. Each request is bounded by a socket timeout.
-#include "server/extender_http.h"
+#include "server/extender/extender_http.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <boost/beast/http.hpp>
 
 #include "plugins/registry.h"
-#include "server/kube_binder.h"
+#include "server/extender/kube_binder.h"
 #include "scheduler/policy.h"
 
 namespace ringmaster::server {
@@ -255,6 +255,46 @@ TEST(ApiServerBinder, PostsABindingToThePodsSubresource) {
   EXPECT_NE(refused.message().find("answered 409"), std::string_view::npos) << refused;
   (*api)->Stop();
   EXPECT_FALSE(MakeApiServerBinder({.url = "10.0.0.1:6443"}).ok());  // no scheme
+}
+
+// The pods bound to nodes, for what others hold (Extender::RefreshForeignPods):
+// one GET with the field selector; each pod's node, UID and requests; a pod
+// that cannot be read is left out; an answer that is not a list is an error.
+TEST(ApiServerBinder, ListsTheBoundPodsWithTheirRequests) {
+  std::mutex mu;
+  std::vector<std::string> targets;
+  std::string answer = R"({"kind":"PodList","items":[
+    {"metadata":{"name":"a","namespace":"kube-system","uid":"ua"},
+     "spec":{"nodeName":"n1","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"},"requests":{"cpu":"1500m"}}}]}},
+    {"metadata":{"name":"b","namespace":"default","uid":"ub"},
+     "spec":{"nodeName":"n2","containers":[{"name":"c","resources":{"requests":{"cpu":"-1"}}}]}},
+    {"metadata":{"name":"c","namespace":"default","uid":"uc"},"spec":{"containers":[]}}]})";
+  auto api = HttpServer::Start({}, [&](const HttpRequest& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    targets.push_back(r.method + " " + r.target);
+    return HttpResponse{200, "application/json", answer};
+  });
+  ASSERT_TRUE(api.ok());
+  auto binder = MakeApiServerBinder({.url = "http://127.0.0.1:" + std::to_string((*api)->port()), .token = "t"});
+  ASSERT_TRUE(binder.ok()) << binder.status();
+  auto pods = (*binder)->ListBoundPods();
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_EQ(pods->size(), 1u) << "b's requests do not read, c is not bound";
+  EXPECT_EQ((*pods)[0].key, "kube-system/a");
+  EXPECT_EQ((*pods)[0].uid, "ua");
+  EXPECT_EQ((*pods)[0].node, "n1");
+  EXPECT_EQ((*pods)[0].gpus, 2);
+  EXPECT_EQ((*pods)[0].request.cpu_milli(), 1500);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(targets.size(), 1u);
+    EXPECT_EQ(targets[0],
+              "GET /api/v1/pods?fieldSelector=spec.nodeName%21%3D%2Cstatus.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
+    answer = R"({"kind":"Status"})";
+  }
+  const auto bad = (*binder)->ListBoundPods();
+  EXPECT_NE(bad.status().message().find("not a list with items"), std::string_view::npos) << bad.status();
+  (*api)->Stop();
 }
 
 TEST(ApiServerBinder, ReadsAPodGroupsMinMemberFromEitherApiGroup) {

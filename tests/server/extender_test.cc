@@ -1,14 +1,15 @@
-// Tests for server/extender.h: gang semantics of the scheduler extender on a
+// Tests for server/extender/extender.h: gang semantics of the scheduler extender on a
 // real engine (filters fail with a reason until the gang is complete, then
 // each member passes exactly its reserved node), expiry, bind, and both
 // nodeCacheCapable modes.
-#include "server/extender.h"
+#include "server/extender/extender.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -17,8 +18,8 @@
 #include "absl/synchronization/notification.h"
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
-#include "server/http_server.h"
-#include "server/kube_binder.h"
+#include "server/http/http_server.h"
+#include "server/extender/kube_binder.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -74,7 +75,7 @@ class ExtenderTest : public ::testing::Test {
   ExtenderArgs FullArgs(const json& pod) const {
     ExtenderArgs a;
     a.pod = pod;
-    a.nodes = nodes_;
+    a.nodes = NodeObjects(nodes_);
     return a;
   }
 
@@ -533,6 +534,10 @@ class MemoryStore : public ExtenderStore {
 // after a daemon restart: the nodes come from the store alone.
 class ExtenderRestartTest : public ExtenderTest {
  protected:
+  // The extender goes before the loop it is a sink of (loop_ is this
+  // class's, extender_ the base's).
+  void TearDown() override { extender_.reset(); }
+  std::unique_ptr<CycleLoop> loop_;
   void MakeStored() {
     scheduler::EngineOptions opts;
     opts.auto_confirm_binds = false;
@@ -799,7 +804,7 @@ TEST_F(ExtenderTest, NodeObjectsAreCheckedAgainstTheApiServer) {
   forged["metadata"]["uid"] = "uid-forged";
   ExtenderArgs a;
   a.pod = Pod("y", "wait", 3, 8);  // still forming: holds no GPUs
-  a.nodes = std::vector<json>{Node("n1", 8), forged, Node("n3", 8)};
+  a.nodes = NodeObjects({Node("n1", 8), forged, Node("n3", 8)});
   r = extender_->Filter(a);
   EXPECT_EQ(binder.lists, 1);  // the list read for the flood has these names: not read again
   EXPECT_EQ(engine_->state().cluster().num_nodes(), 2u);
@@ -821,11 +826,13 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
     opts.auto_confirm_binds = false;
     opts.cancel_grace_ms = 10'000;  // serve's --cancel-grace-ms
     extender_.reset();
+    loop_.reset();
     engine_ = *scheduler::Engine::Create(*topology::Cluster::Build(TierSpecs(DefaultTopologyLabels()), {}), policy_,
                                          registry_, clock_, opts);
     ExtenderOptions o;
     o.store = &store_;
-    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, &mu);
+    loop_ = std::make_unique<CycleLoop>(*engine_, mu);
+    extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, loop_.get());
     if (restore) {
       ASSERT_TRUE(extender_->Restore(kept).ok());
     }
@@ -875,6 +882,162 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
   make(/*restore=*/true);
   ASSERT_TRUE(engine_->FindJob("ml/a").valid());
   EXPECT_EQ(engine_->state().job(engine_->FindJob("ml/a")).phase(), scheduler::JobPhase::kAborted);
+}
+
+// What pods ringmaster did not admit hold (another scheduler's, or pods
+// bound directly) is counted as used on their nodes: the engine's free GPUs
+// agree with kube-scheduler's, a gang is not planned onto GPUs others hold,
+// and it is placed once they are gone. Ringmaster's own bound pods are not
+// counted twice.
+TEST_F(ExtenderTest, PodsOthersPlacedCountAsUsedOnTheirNodes) {
+  struct ListingBinder : Binder {
+    absl::Status Bind(const ExtenderBindingArgs&) override { return absl::OkStatus(); }
+    absl::Status Evict(const PodEviction&) override { return absl::OkStatus(); }
+    absl::StatusOr<std::vector<BoundPod>> ListBoundPods() override { return pods; }
+    std::vector<BoundPod> pods;
+  } lister;
+  auto other = [](const std::string& key, const std::string& node, int gpus) {
+    BoundPod p;
+    p.key = key;
+    p.uid = "uid-" + key;
+    p.node = node;
+    p.request.set_cpu_milli(2'000);
+    p.gpus = gpus;
+    return p;
+  };
+  // Without a binder that lists pods nothing is counted.
+  EXPECT_EQ(extender_->RefreshForeignPods().code(), absl::StatusCode::kUnimplemented);
+  binder_ = &lister;
+  Make(DefaultTopologyLabels());
+  extender_->Filter(FullArgs(Pod("g-0", "g", 2, 8)));  // learns n1..n3; the gang waits for its second pod
+  lister.pods = {other("kube-system/o-0", "n1", 8), other("default/o-1", "n2", 6), other("default/o-2", "n9", 8)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  const auto& st = engine_->state();
+  auto free_on = [&](const std::string& n) { return st.FreeWholeGpus(st.cluster().FindNode(n)); };
+  EXPECT_EQ(free_on("n1"), 0);
+  EXPECT_EQ(free_on("n2"), 2);
+  EXPECT_EQ(free_on("n3"), 8);
+  EXPECT_EQ(extender_->ForeignOn("n2"), (std::pair<int64_t, int>{6, 1}));
+  EXPECT_EQ(extender_->ForeignOn("n9"), (std::pair<int64_t, int>{0, 0})) << "a node not learned is not counted";
+  EXPECT_EQ(st.node(st.cluster().FindNode("n1")).used.cpu_milli(), 2'000);
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+  // A gang of two 8-GPU pods: only n3 has 8 GPUs free.
+  ExtenderFilterResult r = extender_->Filter(FullArgs(Pod("g-1", "g", 2, 8)));
+  EXPECT_TRUE(Passing(r).empty()) << ToJson(r);
+  EXPECT_FALSE(extender_->ReservedNode("ml/g-0").has_value());
+  ASSERT_EQ(r.failed_nodes.count("n1"), 1u) << ToJson(r);
+  EXPECT_NE(r.failed_nodes.at("n1").find("1 of 2 members placeable"), std::string::npos) << r.failed_nodes.at("n1");
+  // The others' pods on n1 end: the next read frees their GPUs, the next cycle places the gang.
+  lister.pods = {other("default/o-1", "n2", 6)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(free_on("n1"), 8);
+  extender_->Tick();
+  ASSERT_TRUE(extender_->ReservedNode("ml/g-0").has_value());
+  ASSERT_TRUE(extender_->ReservedNode("ml/g-1").has_value());
+  std::set<std::string> used = {*extender_->ReservedNode("ml/g-0"), *extender_->ReservedNode("ml/g-1")};
+  EXPECT_EQ(used, (std::set<std::string>{"n1", "n3"}));
+  for (const std::string name : {"g-0", "g-1"}) {
+    ASSERT_TRUE(extender_->Bind({name, "ml", "uid-" + name, *extender_->ReservedNode("ml/" + name)}).error.empty());
+  }
+  // Listed as bound, ringmaster's own pods are not counted again.
+  BoundPod mine = other("ml/g-0", *extender_->ReservedNode("ml/g-0"), 8);
+  mine.uid = "uid-g-0";
+  lister.pods = {mine, other("default/o-1", "n2", 6)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(extender_->ForeignOn(mine.node), (std::pair<int64_t, int>{0, 0}));
+  EXPECT_EQ(free_on(mine.node), 0);
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+  // A pod of others on GPUs ringmaster gave its own: counted only where free
+  // (the two schedulers disagree; a warning names the node), never twice.
+  lister.pods = {mine, other("default/intruder", "n3", 8)};
+  ASSERT_TRUE(extender_->RefreshForeignPods().ok());
+  EXPECT_EQ(st.node(st.cluster().FindNode("n3")).foreign.gpu_milli(), 0);
+  EXPECT_EQ(free_on("n2"), 8) << "o-1 is gone from the list: its GPUs are free again";
+  ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+}
+
+// Launchers that rank by a pod's index (Kubeflow's replica index, an
+// Indexed Job's completion index, an MPIJob's "-worker-N"): the pod of index
+// r is reserved where the engine put its rank-r task, so a gang across two
+// racks gets ranks 0..1 in one rack and 2..3 in the other, whatever order
+// its pods arrived in.
+TEST_F(ExtenderTest, PodsThatCarryAnIndexAreRankedInRingOrder) {
+  struct Kind {
+    std::string what;
+    std::function<json(int index)> pod;
+    std::function<int(int index)> rank;  // the launcher's rank of the pod
+  };
+  auto gpu_pod = [](const std::string& name) { return Pod(name, "g", 4, 8); };
+  const std::vector<Kind> kinds = {
+      {"replica-index label",
+       [&](int i) {
+         json p = gpu_pod("w" + std::to_string(i));
+         p["metadata"]["labels"]["training.kubeflow.org/replica-index"] = std::to_string(i);
+         p["metadata"]["labels"]["training.kubeflow.org/replica-type"] = "worker";
+         return p;
+       },
+       [](int i) { return i; }},
+      {"completion-index annotation",
+       [&](int i) {
+         json p = gpu_pod("job-" + std::to_string(i) + "-x");
+         p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = std::to_string(i);
+         return p;
+       },
+       [](int i) { return i; }},
+      {"MPIJob worker names", [&](int i) { return gpu_pod("pi-worker-" + std::to_string(i)); }, [](int i) { return i; }},
+      {"PyTorchJob master and workers",
+       [&](int i) {
+         // i == 0: the master (replica index 0); 1..3: workers 0..2.
+         json p = gpu_pod(i == 0 ? "bert-master-0" : "bert-worker-" + std::to_string(i - 1));
+         p["metadata"]["labels"]["training.kubeflow.org/replica-type"] = i == 0 ? "Master" : "Worker";
+         p["metadata"]["labels"]["training.kubeflow.org/replica-index"] = std::to_string(i == 0 ? 0 : i - 1);
+         return p;
+       },
+       [](int i) { return i; }},
+  };
+  // Two racks, their nodes interleaved by name.
+  nodes_ = {Node("n1", 8, "r1"), Node("n2", 8, "r2"), Node("n3", 8, "r1"), Node("n4", 8, "r2")};
+  for (const Kind& kind : kinds) {
+    SCOPED_TRACE(kind.what);
+    Make(DefaultTopologyLabels());
+    std::vector<scheduler::MembershipChange> seen;
+    struct Recorder : CycleSink {
+      std::vector<scheduler::MembershipChange>* seen;
+      void OnCycle(const scheduler::Decisions& d) override {
+        for (const auto& m : d.membership) seen->push_back(m);
+      }
+    } recorder;
+    recorder.seen = &seen;
+    extender_->loop().AddSink(&recorder);
+    std::map<std::string, int> rank_of_pod;
+    for (int i : {2, 0, 3, 1}) {  // not in index order
+      const json p = kind.pod(i);
+      rank_of_pod["ml/" + p["metadata"]["name"].get<std::string>()] = kind.rank(i);
+      extender_->Filter(FullArgs(p));
+    }
+    std::map<int, std::string> rack_of_rank;
+    for (const auto& [pod, rank] : rank_of_pod) {
+      const auto node = extender_->ReservedNode(pod);
+      ASSERT_TRUE(node.has_value()) << pod;
+      rack_of_rank[rank] = (*node == "n1" || *node == "n3") ? "r1" : "r2";
+    }
+    EXPECT_EQ(rack_of_rank[0], rack_of_rank[1]);
+    EXPECT_EQ(rack_of_rank[2], rack_of_rank[3]);
+    EXPECT_NE(rack_of_rank[0], rack_of_rank[2]);
+    // The engine's ranks are the pods' ranks (what the coordinator hands the
+    // shims, by the pods' names).
+    ASSERT_EQ(seen.size(), 1u);
+    std::string gang;
+    std::map<uint32_t, std::string> pods;
+    {
+      absl::MutexLock lock(&extender_->loop().mutex());
+      ASSERT_TRUE(extender_->PodNamesLocked(seen[0].job, &gang, &pods));
+    }
+    for (const scheduler::Member& m : seen[0].members) {
+      EXPECT_EQ(rank_of_pod.at("ml/" + pods.at(m.task)), m.rank) << pods.at(m.task);
+    }
+    extender_->loop().RemoveSink(&recorder);
+  }
 }
 
 TEST_F(ExtenderTest, AMalformedPodGetsAnError) {

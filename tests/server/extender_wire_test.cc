@@ -1,13 +1,13 @@
-// Tests for server/extender_wire.h: kube-scheduler-shaped requests and
+// Tests for server/extender/extender_wire.h: kube-scheduler-shaped requests and
 // answers in both nodeCacheCapable modes, keys in any case, bad input.
-#include "server/extender_wire.h"
+#include "server/extender/extender_wire.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "server/extender_wire_fast.h"
-#include "server/kube_objects.h"
+#include "server/extender/extender_wire_fast.h"
+#include "server/extender/kube_objects.h"
 
 namespace ringmaster::server {
 namespace {
@@ -169,6 +169,11 @@ TEST(ExtenderWire, FastPathAgreesWithTheReference) {
   for (int depth : {126, 127, 128}) {
     bodies.push_back(R"({"Pod": )" + std::string(depth, '[') + std::string(depth, ']') + "}");
     bodies.push_back(R"({"Nodes": {"metadata": )" + std::string(depth, '[') + std::string(depth, ']') + "}}");
+  }
+  // ... and inside a Node object, which the fast path keeps as text.
+  for (int depth : {123, 124, 125, 126, 127, 128}) {
+    bodies.push_back(R"({"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "n1"}, "x": )" + std::string(depth, '[') +
+                     std::string(depth, ']') + "}]}}");
   }
   for (const std::string& b : bodies) ExpectSameAsReference(b);
 

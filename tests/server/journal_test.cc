@@ -1,10 +1,10 @@
-// The daemon's journal (server/journal.h): what is written comes back after
+// The daemon's journal (server/journal/journal.h): what is written comes back after
 // a reopen, a name is taken once, concurrent durable writes share commits,
 // a file that is not a journal is refused with its path and why, a damaged
 // one (cut short, NULLs, wrong types) is an error naming table, row and
 // column and never a crash, an empty or missing journal is refused unless a
 // fresh start is asked for, and a live journal can be backed up.
-#include "server/journal.h"
+#include "server/journal/journal.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

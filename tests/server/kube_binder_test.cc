@@ -16,8 +16,8 @@
 #include <mutex>
 #include <thread>
 
-#include "server/http_server.h"
-#include "server/kube_binder.h"
+#include "server/http/http_server.h"
+#include "server/extender/kube_binder.h"
 
 namespace ringmaster::server {
 namespace {

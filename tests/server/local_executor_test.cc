@@ -1,7 +1,7 @@
-// The local executor's lifecycle (server/local_executor.h) on a real engine
+// The local executor's lifecycle (server/executor/local_executor.h) on a real engine
 // (binds confirmed by the executor, as in serve): fake processes driven by
 // hand, then real ones (`sh -c`) through the system launcher.
-#include "server/local_executor.h"
+#include "server/executor/local_executor.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include "plugins/registry.h"
 #include "scheduler/job_file.h"
-#include "server/admin_convert.h"
+#include "server/admin/admin_convert.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {

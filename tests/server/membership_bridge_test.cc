@@ -1,9 +1,9 @@
 // The engine -> coordinator mapping of `ringmaster serve`
-// (server/membership_bridge.h, Coordinator::SetMembers): ranks in the
+// (server/coordinator/membership_bridge.h, Coordinator::SetMembers): ranks in the
 // engine's ring order, a planned shrink published at once with the leavers
 // told rank -1 and the engine's deadline, a grow waiting for every
 // newcomer, failures, and the engine's own decisions fed through the bridge.
-#include "server/membership_bridge.h"
+#include "server/coordinator/membership_bridge.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <set>
 
 #include "plugins/registry.h"
-#include "server/extender.h"
+#include "server/extender/extender.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -317,11 +317,17 @@ TEST(MembershipBridgeExtender, APodsShimJoinsAsThePodItRunsIn) {
   MembershipBridge bridge(coord);
   std::vector<MembershipChange> seen;
   ExtenderOptions o;
-  o.on_cycle = [&](const scheduler::Decisions& d) {
+  // As serve's loop: the extender's sink, then the daemon's (the bridge).
+  struct BridgeSink : CycleSink {
+    std::function<void(const scheduler::Decisions&)> on;
+    void OnCycle(const scheduler::Decisions& d) override { on(d); }
+  } sink;
+  sink.on = [&](const scheduler::Decisions& d) {
     for (const auto& m : d.membership) seen.push_back(m);
     EXPECT_TRUE(bridge.OnCycle(d).ok());
   };
   Extender ext(*engine, clock, o, nullptr);
+  ext.loop().AddSink(&sink);
   bridge.SetNames([&](scheduler::JobId id) -> std::optional<CoordinatorNames> {  // as serve sets it
     CoordinatorNames n;
     if (!ext.PodNamesLocked(id, &n.job, &n.workers)) return std::nullopt;
@@ -343,7 +349,7 @@ TEST(MembershipBridgeExtender, APodsShimJoinsAsThePodItRunsIn) {
                    {{{"name", "t"}, {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}, {"requests", {{"cpu", "4"}}}}}}}}}}};
   };
   ExtenderArgs args;
-  args.nodes = std::vector<json>{node("n1", "r1"), node("n2", "r2"), node("n3", "r1"), node("n4", "r2")};
+  args.nodes = NodeObjects({node("n1", "r1"), node("n2", "r2"), node("n3", "r1"), node("n4", "r2")});
   for (const auto& p : pods) {
     args.pod = pod(p);
     ext.Filter(args);

@@ -1,7 +1,7 @@
-// Tests for server/metrics.h: the text exposition format (HELP, TYPE, one
+// Tests for server/http/metrics.h: the text exposition format (HELP, TYPE, one
 // line per series, histogram buckets cumulative with +Inf, _sum, _count),
 // label value escaping, and updates from several threads.
-#include "server/metrics.h"
+#include "server/http/metrics.h"
 
 #include <gtest/gtest.h>
 

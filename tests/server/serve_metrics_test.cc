@@ -1,7 +1,7 @@
-// Tests for server/serve_metrics.h: what a cycle's decisions and the engine's
+// Tests for server/http/serve_metrics.h: what a cycle's decisions and the engine's
 // state put in the daemon's metrics, and the /metrics route with request
 // timing around the extender's handler.
-#include "server/serve_metrics.h"
+#include "server/http/serve_metrics.h"
 
 #include <gtest/gtest.h>
 

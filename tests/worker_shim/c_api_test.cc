@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "tests/worker_shim/test_world.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "tests/worker_shim/test_world.h"
 
 namespace ringmaster::shim {

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "tests/worker_shim/test_world.h"
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/ringmaster_shim.h"

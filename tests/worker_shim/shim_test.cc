@@ -9,7 +9,7 @@
 #include <chrono>
 #include <string_view>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "tests/support/blocked.h"
 #include "tests/worker_shim/test_world.h"
 #include "worker_shim/backend_factory.h"

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "server/coordinator_service.h"
+#include "server/coordinator/coordinator_service.h"
 #include "worker_shim/kv_store.h"
 
 namespace ringmaster::shim {

@@ -1,0 +1,165 @@
+// kube-scheduler's extender v1 wire types (k8s.io/kube-scheduler/extender/v1),
+// as JSON. kube-scheduler POSTs ExtenderArgs to /filter and /prioritize,
+// ExtenderPreemptionArgs to /preempt and ExtenderBindingArgs to /bind, and
+// decodes our answers with Go's encoding/json.
+//
+// The Go structs carry no json tags, so the keys are the Go field names
+// (PascalCase). We read every key case-insensitively (an exact match wins, as
+// in Go) and write PascalCase, with `null` for an absent list, map or object
+// as Go writes a nil one. Pod and Node objects stay JSON here (they are echoed
+// back as received); server/extender/kube_objects.h reads what the scheduler needs.
+//
+// Parsing never throws: malformed JSON or a wrong type is an InvalidArgument
+// status that says what was expected and where (byte offset or key path).
+#ifndef RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_H_
+#define RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace ringmaster::server {
+
+// Scores a prioritize answer may hold (MinExtenderPriority, MaxExtenderPriority).
+inline constexpr int64_t kMinExtenderPriority = 0;
+inline constexpr int64_t kMaxExtenderPriority = 10;
+
+// A Node object of a filter or prioritize request (nodeCacheCapable
+// false: every request carries every candidate's). Its name and UID are read
+// with the request; the object is kept as compact JSON text and parsed only
+// when it is needed (a node to learn, the passing node echoed back), so a
+// node the extender knows costs a name lookup, not a parse.
+class NodeObject {
+ public:
+  NodeObject() : NodeObject(nlohmann::json::object()) {}
+  // From a parsed object (the reference parser, tests).
+  NodeObject(nlohmann::json object);  // NOLINT: implicit, a Node object is one
+  // From the fast parser: metadata.name and metadata.uid as the reference
+  // reads them ("" when absent or not strings), and the object's JSON text
+  // as sent, `length` bytes at `offset` of `buffer` (one copy of the request
+  // body that every node of the request shares).
+  static NodeObject FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
+                             size_t offset, size_t length);
+
+  const std::string& name() const { return name_; }
+  const std::string& uid() const { return uid_; }
+  // The object as JSON text: as sent (fast parser), or compact with invalid
+  // UTF-8 replaced (from a parsed object).
+  std::string_view text() const { return std::string_view(*buffer_).substr(offset_, length_); }
+  // The object; parsed from the text on first use (not thread-safe: one
+  // request's nodes are read by one thread).
+  const nlohmann::json& json() const;
+  bool operator==(const NodeObject& o) const { return json() == o.json(); }
+
+ private:
+  std::string name_;
+  std::string uid_;
+  std::shared_ptr<const std::string> buffer_;
+  size_t offset_ = 0;
+  size_t length_ = 0;
+  mutable std::optional<nlohmann::json> json_;
+};
+// Node objects from parsed ones (tests).
+std::vector<NodeObject> NodeObjects(const std::vector<nlohmann::json>& objects);
+
+// Filter and prioritize request. With nodeCacheCapable false kube-scheduler
+// sends every candidate Node object (`Nodes`, a NodeList) and NodeNames null;
+// with true only `NodeNames`.
+struct ExtenderArgs {
+  nlohmann::json pod;  // a v1.Pod object
+  std::optional<std::vector<NodeObject>> nodes;  // NodeList items
+  std::optional<std::vector<std::string>> node_names;
+  // The candidate names either way (Nodes' metadata.name, or NodeNames).
+  std::vector<std::string> CandidateNames() const;
+};
+
+// Filter answer. `nodes` or `node_names` holds the nodes that pass (answer in
+// the form the request came in); the maps give each failed node's reason.
+struct ExtenderFilterResult {
+  std::optional<std::vector<nlohmann::json>> nodes;
+  std::optional<std::vector<std::string>> node_names;
+  std::map<std::string, std::string> failed_nodes;
+  std::map<std::string, std::string> failed_and_unresolvable_nodes;
+  std::string error;
+};
+
+struct HostPriority {
+  std::string host;
+  int64_t score = 0;
+};
+using HostPriorityList = std::vector<HostPriority>;
+
+struct ExtenderBindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+};
+
+struct ExtenderBindingResult {
+  std::string error;
+};
+
+// Victims on one node: full Pod objects (nodeCacheCapable false) or only
+// their UIDs (MetaVictims, nodeCacheCapable true).
+struct Victims {
+  std::vector<nlohmann::json> pods;
+  int64_t num_pdb_violations = 0;
+};
+struct MetaVictims {
+  std::vector<std::string> pod_uids;
+  int64_t num_pdb_violations = 0;
+};
+
+struct ExtenderPreemptionArgs {
+  nlohmann::json pod;
+  std::optional<std::map<std::string, Victims>> node_name_to_victims;
+  std::optional<std::map<std::string, MetaVictims>> node_name_to_meta_victims;
+};
+
+// The extender always answers in the Meta form.
+struct ExtenderPreemptionResult {
+  std::map<std::string, MetaVictims> node_name_to_meta_victims;
+};
+
+// --- Parsing (requests; answers too, for tests and clients) -----------------
+absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+// The same, for a body whose memory stays readable `readable_past_end` bytes
+// past its end (an HTTP body, kHttpBodyPadding): with 64 or more the fast
+// path parses it in place, without copying it first.
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsPadded(std::string_view body, size_t readable_past_end);
+absl::StatusOr<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body);
+absl::StatusOr<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body);
+absl::StatusOr<ExtenderFilterResult> ParseExtenderFilterResult(std::string_view body);
+absl::StatusOr<HostPriorityList> ParseHostPriorityList(std::string_view body);
+absl::StatusOr<ExtenderBindingResult> ParseExtenderBindingResult(std::string_view body);
+absl::StatusOr<ExtenderPreemptionResult> ParseExtenderPreemptionResult(std::string_view body);
+
+// --- Writing, as kube-scheduler writes them ---------------------------------
+std::string ToJson(const ExtenderArgs& a);
+std::string ToJson(const ExtenderFilterResult& r);
+std::string ToJson(const HostPriorityList& l);
+std::string ToJson(const ExtenderBindingArgs& a);
+std::string ToJson(const ExtenderBindingResult& r);
+std::string ToJson(const ExtenderPreemptionArgs& a);
+std::string ToJson(const ExtenderPreemptionResult& r);
+
+// --- Reading JSON the way Go does --------------------------------------------
+// The member of `obj` named `key`: an exact match first, else the first
+// case-insensitive one; nullptr when absent or when `obj` is not an object.
+const nlohmann::json* FindKey(const nlohmann::json& obj, std::string_view key);
+// A string member ("" when absent or null); an error naming `path` when it
+// has another type.
+absl::StatusOr<std::string> StringAt(const nlohmann::json& obj, std::string_view key, std::string_view path);
+
+}  // namespace ringmaster::server
+
+#endif  // RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_H_

@@ -1,0 +1,34 @@
+// The fast path of ParseExtenderArgs (filter and prioritize, the requests
+// kube-scheduler sends for every pod it schedules): simdjson reads the body
+// and the parts the extender keeps become nlohmann::json / strings directly,
+// without a DOM of the whole request.
+//
+// It answers only what it can answer exactly as the nlohmann path would (the
+// reference, ParseExtenderArgsDom): a well-formed ExtenderArgs with no key
+// outside Pod / Nodes / NodeNames, no two keys that fold to one name, numbers
+// nlohmann reads the same way and nesting within the limit. Anything else —
+// every error included — returns nullopt and ParseExtenderArgs takes the
+// reference path, so errors keep their byte offsets and key paths. A unit
+// test and the extender_wire fuzzer check that both paths agree.
+#ifndef RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_FAST_H_
+#define RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_FAST_H_
+
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "server/extender/extender_wire.h"
+
+namespace ringmaster::server::internal {
+
+// `readable_past_end`: bytes readable past the body's end; with
+// simdjson::SIMDJSON_PADDING (64) or more the body is parsed in place.
+std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end = 0);
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsDom(std::string_view body);
+
+// Both paths' results compare equal (tests).
+bool SameArgs(const ExtenderArgs& a, const ExtenderArgs& b);
+
+}  // namespace ringmaster::server::internal
+
+#endif  // RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_FAST_H_

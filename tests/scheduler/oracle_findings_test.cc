@@ -1,0 +1,143 @@
+// What the decision oracle (tests/support/decision_oracle.h) found in the
+// engine, each as a minimal reproduction (docs/TESTING.md, "What the oracle
+// found"). DISABLED_ until the engine is fixed; run them with
+//   scheduler_tests --gtest_also_run_disabled_tests --gtest_filter='OracleFindings.*'
+// Once one passes, drop its DISABLED_ and set the property tests'
+// DecisionOracle::Options::hard_topology_strict back to true.
+#include <gtest/gtest.h>
+
+#include "tests/support/builders.h"
+#include "tests/support/decision_oracle.h"
+
+namespace ringmaster::testing {
+namespace {
+
+// Two racks of one 8-GPU node each (tier 1 "rack").
+topology::Cluster TwoRacks() { return ClusterBuilder().Racks(2).NodesPerRack(1).Gpus(8).Build(); }
+
+// Runs one cycle on `h` and returns the oracle's verdict.
+absl::Status CycleChecked(EngineHarness& h, DecisionOracle& oracle) {
+  const scheduler::Timestamp now = h.clock().Now();
+  return oracle.Apply(h.Cycle(), now);
+}
+
+// A hard-topology gang (one rack) of 2 x 8 GPUs with a minimum of 1 starts
+// at its minimum on node-0001 while a blocker fills node-0000 (rack-000);
+// once the blocker ends, allocate places the second member on node-0000, in
+// the other rack (correct: it waits for room in rack-001). Placement
+// (scheduler/actions/placement.cc) holds a gang to its domain only by what
+// its minimum still needs: `constrained` comes from gpus_needed /
+// share_needed of the first `need` tasks, and a gang at its minimum has
+// need 0, so the members past it take any node.
+TEST(OracleFindings, DISABLED_HardTopologyGangGrowingPastItsMinimumStaysInTheDomain) {
+  const topology::Cluster cluster = TwoRacks();
+  EngineHarness h(cluster);
+  DecisionOracle oracle(cluster, {}, DecisionOracle::OptionsFor(scheduler::DefaultPolicy()));
+  const auto blocker = JobBuilder("blocker").Gang(1).GpusPerTask(8).Build();
+  const scheduler::JobId b = h.Submit(blocker);
+  oracle.Submitted(b, blocker);
+  ASSERT_TRUE(CycleChecked(h, oracle).ok());
+  const auto gang = JobBuilder("gang").Gang(2).MinMember(1).GpusPerTask(8).Hard(1).Build();
+  oracle.Submitted(h.Submit(gang), gang);
+  ASSERT_TRUE(CycleChecked(h, oracle).ok());
+  ASSERT_TRUE(h.Running("gang"));
+  ASSERT_TRUE(h.engine().FinishJob(b, true).ok());
+  oracle.JobFinished(b);
+  const absl::Status s = CycleChecked(h, oracle);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+// A CPU-only gang in hard mode at tier 0 (one node), each task asking for
+// more than half a node's cpu: the engine spreads it over two nodes.
+// `constrained` needs GPUs (gpus_needed or share_needed > 0), so a gang
+// without any is never held to its domain; docs/TRACE_FORMAT.md says a hard
+// gang "stays inside one domain at this tier or below", with no exception.
+TEST(OracleFindings, DISABLED_HardTopologyHoldsForGangsWithoutGpus) {
+  const topology::Cluster cluster = ClusterBuilder().Racks(2).NodesPerRack(1).Gpus(8).CpuPerNode(8000).Build();
+  EngineHarness h(cluster);
+  DecisionOracle oracle(cluster, {}, DecisionOracle::OptionsFor(scheduler::DefaultPolicy()));
+  const auto gang = JobBuilder("cpu-gang").Gang(2).CpuPerTask(5000).Hard(0).Build();
+  oracle.Submitted(h.Submit(gang), gang);
+  const absl::Status s = CycleChecked(h, oracle);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+// A gang held for its releasing victims (reclaim with a grace period) is
+// promoted without its queue's capability being looked at again. Queue c
+// (capability 8 GPUs) reclaims for c1 (8 GPUs) from b's 2 x 8 gang, which
+// leaves within 4 s; c1 is held, pipelined on node-0000, and a promise is
+// not queue usage. One leaver goes early (TaskReleased) and c2 (8 GPUs, queue
+// c, within capability by the usage) takes node-0001; then the other goes
+// and c1 is promoted: queue c holds 16 GPUs. Found by the preemption
+// property test (seed 3871590013, queue c at 24.6 of 24 GPUs); the engine's
+// own queue usage says the same. PromoteHeld (scheduler/engine.cc) checks
+// the promise's GPUs, cpu and the node, not the queue.
+TEST(OracleFindings, DISABLED_HeldGangPromotedWithinItsQueueCapability) {
+  const topology::Cluster cluster = ClusterBuilder().Racks(1).NodesPerRack(2).Gpus(8).Build();
+  const auto policy = PolicyFromYaml(R"(actions: "enqueue, allocate, reclaim"
+configurations:
+- {name: reclaim, arguments: {gracePeriod: 4, cooldown: 0}}
+queues:
+- {name: b, weight: 1}
+- {name: c, weight: 1, capability: {gpu: 8}}
+)");
+  EngineHarness h(cluster, policy);
+  auto options = DecisionOracle::OptionsFor(policy);
+  DecisionOracle oracle(cluster, policy.queues, options);
+  auto submit = [&](const scheduler::JobSpec& spec) {
+    const scheduler::JobId id = h.Submit(spec);
+    oracle.Submitted(id, spec);
+    return id;
+  };
+  const scheduler::JobId b = submit(JobBuilder("b1").Queue("b").Gang(2).GpusPerTask(8).Build());
+  ASSERT_TRUE(CycleChecked(h, oracle).ok());
+  ASSERT_TRUE(h.Running("b1"));
+  submit(JobBuilder("c1").Queue("c").GpusPerTask(8).Build());
+  const scheduler::Job& victim = h.state().job(b);
+  for (int i = 0; i < 3 && victim.Count(scheduler::TaskState::kReleasing) == 0; ++i) {
+    ASSERT_TRUE(CycleChecked(h, oracle).ok());
+  }
+  ASSERT_EQ(victim.Count(scheduler::TaskState::kReleasing), 2) << "reclaim must evict b1 with a grace period";
+  ASSERT_TRUE(h.job("c1").nominated());
+  // The leaver on the node c1 is not held on goes first.
+  const topology::NodeId held_on = h.job("c1").task(0).node;
+  uint32_t early = victim.task(0).node == held_on ? 1 : 0;
+  ASSERT_TRUE(h.engine().TaskReleased(b, early).ok());
+  oracle.TaskReleased(b, early);
+  submit(JobBuilder("c2").Queue("c").GpusPerTask(8).Build());
+  ASSERT_TRUE(CycleChecked(h, oracle).ok());
+  ASSERT_TRUE(h.engine().TaskReleased(b, 1 - early).ok());
+  oracle.TaskReleased(b, 1 - early);
+  const absl::Status s = CycleChecked(h, oracle);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_LE(h.state().queue_usage(scheduler::QueueId(1)).allocated.gpu_milli(), 8000);
+}
+
+// The oracle sees the same placements when told the gap is known: the
+// findings above are what the property tests' relaxed check lets through,
+// and nothing else (a whole gang at its minimum stays checked).
+TEST(OracleFindings, RelaxedCheckStillCatchesAGangAtItsMinimumOutsideItsDomain) {
+  const topology::Cluster cluster = TwoRacks();
+  DecisionOracle::Options o;
+  o.hard_topology_strict = false;
+  DecisionOracle oracle(cluster, {}, o);
+  const auto gang = JobBuilder("gang").Gang(2).GpusPerTask(8).Hard(1).Build();
+  oracle.Submitted(scheduler::JobId(0), gang);
+  scheduler::Decisions d;
+  for (uint32_t i = 0; i < 2; ++i) {
+    scheduler::Bind b;
+    b.job = scheduler::JobId(0);
+    b.task = i;
+    b.task_name = "gang-worker-" + std::to_string(i);
+    b.node = topology::NodeId(i);
+    b.node_name = cluster.node(topology::NodeId(i)).name;
+    b.gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+    d.binds.push_back(b);
+  }
+  const absl::Status s = oracle.Apply(d, 0);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("spans 2 domains"), absl::string_view::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
