@@ -23,6 +23,7 @@
 #include "server/daemon/daemon.h"
 #include "server/journal/journal.h"
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -203,7 +204,7 @@ TEST_F(AdminApiTest, AJournaledPhaseThatIsNoPhaseStopsTheStart) {
   o.grpc_address = "127.0.0.1:0";
   o.extender.learn_nodes = false;
   auto d = Daemon::Start(std::move(o), registry_);
-  ASSERT_FALSE(d.ok());
+  ASSERT_ERROR(d, absl::StatusCode::kDataLoss, "journal: job 'odd': phase 99 is no phase");
   EXPECT_NE(d.status().message().find("job 'odd': phase 99 is no phase"), std::string::npos) << d.status();
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tests/worker_shim/test_world.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim::testing {
 namespace {
@@ -147,7 +148,7 @@ TYPED_TEST(CollectiveContract, DeadPeerIsAnErrorNotAHangAndSurvivorsReform) {
     fns.push_back([&b] {
       double v[4] = {1, 2, 3, 4};
       absl::Status s = b.AllReduce(v, 4, DataType::kFloat64, ReduceOp::kSum);
-      EXPECT_FALSE(s.ok());
+      EXPECT_ERROR(s, absl::StatusCode::kUnavailable, "");
       EXPECT_FALSE(b.healthy());
     });
   }
