@@ -10,6 +10,7 @@
 
 #include "plugins/registry.h"
 #include "scheduler/policy.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -76,9 +77,9 @@ TEST(VolcanoImport, ActionsArgumentsAndConfigurationsLeftOutAreNamed) {
 }
 
 TEST(VolcanoImport, WhatIsNotAVolcanoConfIsAnErrorThatSaysWhere) {
-  EXPECT_FALSE(ImportVolcanoConf("- a\n- b\n", "x.conf").ok());
+  EXPECT_ERROR(ImportVolcanoConf("- a\n- b\n", "x.conf"), absl::StatusCode::kInvalidArgument, "x.conf: not a volcano-scheduler.conf (a map with actions");
   auto bad = ImportVolcanoConf("actions: [\n", "x.conf");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "x.conf:2:1: end of sequence flow not found");
   EXPECT_EQ(bad.status().message().rfind("x.conf:", 0), 0u) << bad.status();
   auto tiers = ImportVolcanoConf("tiers: 3\n", "y.conf");
   EXPECT_NE(tiers.status().message().find("tiers: expected a list"), std::string::npos) << tiers.status();

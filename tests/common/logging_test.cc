@@ -1,6 +1,7 @@
 // Tests for common/logging.h: level parsing (flag over environment over the
 // default), bad levels, and the logfmt line.
 #include "common/logging.h"
+#include "tests/support/status_matchers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,13 +24,13 @@ TEST(Logging, ParsesEveryLevelInAnyCase) {
 
 TEST(Logging, BadLevelSaysWhereAndListsTheLevels) {
   auto flag = ResolveLogLevel("verbose", nullptr);
-  ASSERT_FALSE(flag.ok());
+  ASSERT_ERROR(flag, absl::StatusCode::kInvalidArgument, "--log-level: unknown log level 'verbose' (one of trace");
   EXPECT_THAT(flag.status().message(), HasSubstr("--log-level: unknown log level 'verbose'"));
   EXPECT_THAT(flag.status().message(), HasSubstr("trace, debug, info, warn, error, critical, off"));
   auto env = ResolveLogLevel("", "loud");
-  ASSERT_FALSE(env.ok());
+  ASSERT_ERROR(env, absl::StatusCode::kInvalidArgument, "RINGMASTER_LOG: unknown log level 'loud' (one of trace");
   EXPECT_THAT(env.status().message(), HasSubstr("RINGMASTER_LOG: unknown log level 'loud'"));
-  EXPECT_FALSE(ParseLogLevel("").ok());
+  EXPECT_ERROR(ParseLogLevel(""), absl::StatusCode::kInvalidArgument, "log level: unknown log level '' (one of trace, debug, info");
 }
 
 TEST(Logging, FlagWinsOverEnvironmentWhichWinsOverInfo) {
@@ -44,7 +45,7 @@ TEST(Logging, FlagWinsOverEnvironmentWhichWinsOverInfo) {
 TEST(Logging, InitLoggingSetsTheLevelAndRejectsABadOne) {
   ASSERT_TRUE(InitLogging("debug").ok());
   EXPECT_EQ(spdlog::get_level(), LogLevel::debug);
-  EXPECT_FALSE(InitLogging("chatty").ok());
+  EXPECT_ERROR(InitLogging("chatty"), absl::StatusCode::kInvalidArgument, "--log-level: unknown log level 'chatty' (one of trace");
   EXPECT_EQ(spdlog::get_level(), LogLevel::debug);  // unchanged
   ASSERT_TRUE(InitLogging("error").ok());
   EXPECT_EQ(spdlog::get_level(), LogLevel::err);

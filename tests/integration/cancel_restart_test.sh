@@ -47,5 +47,8 @@ aborted() { [[ $(phase stubborn) == Aborted ]]; }
 wait_for aborted || fail "stubborn is $(phase stubborn), not Aborted, once its processes are gone"
 next_runs() { [[ $(phase next) == Running ]]; }
 wait_for next_runs || fail "next is $(phase next), not Running, once stubborn's GPUs are free"
-kill -TERM "$pid"; wait "$pid" || true; pid=""
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?
+pid=""
+[[ $rc == 0 ]] || fail "serve exited $rc after SIGTERM"
 echo "cancel across restart ok: Cancelling journaled, processes stopped at the deadline, Aborted, GPUs then reused"

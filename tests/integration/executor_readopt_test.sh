@@ -36,7 +36,7 @@ start --nodes 1 --gpus-per-node 4 --restart-grace-ms 3000
 grep -q "^recovered 1 jobs" "$work/out" || fail "no recovery line"
 grep -q 'msg="task re-adopted"' "$work/err" || fail "no re-adoption logged"
 [[ $(phase gang) == Running ]] || fail "gang is $(phase gang) after the restart, not Running"
-sleep 0.5  # a few cycles: nothing is restarted
+wait_cycles 5 || fail "serve ran no 5 cycles after the restart"  # nothing is restarted in them
 [[ $(records) == "$first_pids" ]] || fail "processes after restart: $(records | tr '\n' ' '), before: $(echo $first_pids)"
 for p in $first_pids; do alive "$p" || fail "re-adopted process $p is gone"; done
 

@@ -44,11 +44,34 @@ stream() {
 }
 (stream a & stream b & stream c & wait) &
 client=$!
-# Let them get well into the stream, then kill the daemon mid-flight.
+# The running jobs as "NAME NODE GPUS" lines, sorted.
+placements() {
+  local n
+  for n in $("$BIN" jobs --phase Running --json | sed -n 's/^ *"name": "\(job-[a-c]-[0-9]*\)",$/\1/p'); do
+    "$BIN" job "$n" --json | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print(j["name"], " ".join(t.get("node", "-") + ":" + ",".join(map(str, t.get("gpus", []))) for t in j.get("tasks", [])))'
+  done | sort
+}
+acked_count() { if [[ -f $work/acked ]]; then wc -l <"$work/acked"; else echo 0; fi; }
+# Let them get well into the stream (the 32 GPUs taken, jobs waiting).
 for _ in $(seq 600); do
-  [[ -f $work/acked && $(wc -l <"$work/acked") -ge 40 ]] && break
+  [[ $(acked_count) -ge 40 ]] && break
   sleep 0.05
 done
+# Where the running jobs run. Placements are journaled without waiting, in
+# order with the submissions: once one more submission is acknowledged,
+# these placements are durable, and must come back as they are.
+placements >"$work/placed"
+[[ $(wc -l <"$work/placed") -ge 1 ]] || fail "no job runs before the kill"
+snap=$(acked_count)
+for _ in $(seq 600); do
+  [[ $(acked_count) -gt $snap ]] && break
+  sleep 0.05
+done
+[[ $(acked_count) -gt $snap ]] || fail "no submission acknowledged after the placements were read"
+# Kill the daemon mid-flight.
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 pid=""
@@ -72,9 +95,13 @@ dups=$(uniq -d <<<"$names" | wc -l)
 total=$(wc -l <<<"$names")
 # At most the three submissions in flight at the kill may be there unacknowledged.
 [[ $total -le $((acked + 3)) ]] || fail "$total jobs after restart, $acked acknowledged"
-running=$(grep -c '"phase": "Running"' "$work/jobs.json" || true)
-[[ $running -ge 1 ]] || fail "no running job re-adopted"
-echo "kill -9 ok: $acked acknowledged, $total recovered, $running running, none twice"
+# Every job that ran before the kill runs where it ran (jobs placed since
+# may run too: the restarted daemon places waiting jobs).
+placements >"$work/replaced"
+missing=$(comm -23 "$work/placed" "$work/replaced")
+[[ -z $missing ]] || fail "placements lost or moved by the restart:"$'\n'"$missing"$'\n'"after:"$'\n'"$(cat "$work/replaced")"
+running=$(wc -l <"$work/placed")
+echo "kill -9 ok: $acked acknowledged, $total recovered, $running placements back where they were, none twice"
 
 # A policy update survives kill -9 (issue 26): serve runs without --policy,
 # so after the restart the journal's policy is in force, and a job of the

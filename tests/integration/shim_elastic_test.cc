@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/coordinator/coordinator_service.h"
+#include "tests/support/blocked.h"
 
 namespace ringmaster {
 namespace {
@@ -233,9 +234,19 @@ TEST_F(ShimElastic, KillNineInTheMiddleOfAnAllReduce) {
   for (int i = 0; i < 4; ++i) Spawn("w" + std::to_string(i));
   ASSERT_TRUE(WaitForPosition(kTotal * 3 / 10));
   // Freeze w2 so that the others block inside the step's all-reduce waiting
-  // for it, then kill it there.
+  // for it, then kill it there. Every step sleeps 25 ms and ends in two
+  // all-reduces (the gradient, then the step boundary's): a main thread
+  // asleep without a context switch for 4 steps' worth is in one of them.
   ::kill(pids_["w2"], SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int stopped = 0;
+  ASSERT_EQ(::waitpid(pids_["w2"], &stopped, WUNTRACED), pids_["w2"]);
+  ASSERT_TRUE(WIFSTOPPED(stopped)) << "w2 status " << stopped;
+  for (const char* w : {"w0", "w1", "w3"}) {
+    ASSERT_TRUE(ringmaster::testing::WaitUntilBlocked(
+        pids_[w], {pids_[w]}, std::chrono::milliseconds(100),
+        std::chrono::seconds(8)))
+        << w << " is not blocked in an all-reduce with w2 stopped\n" << Log(w);
+  }
   ::kill(pids_["w2"], SIGKILL);
   EXPECT_EQ(WaitExit("w2", std::chrono::seconds(10)) & 0x7f, SIGKILL);
   for (const char* w : {"w0", "w1", "w3"}) ExpectCleanExit(w);
@@ -253,7 +264,17 @@ TEST_F(ShimElastic, KillDuringRendezvous) {
   ASSERT_TRUE(WaitForPosition(kTotal * 3 / 10));
   Resize(3);  // generation 2: w3 leaves, w0..w2 re-form
   ASSERT_TRUE(WaitFor([](const api::JobStatus& j) { return j.generation() == 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // w1 has heard of generation 2 once a thread of it (the shim's preparing
+  // thread, or the training thread at the boundary) sits in the 1 s delay:
+  // asleep in nanosleep, without a context switch, for longer than the
+  // training thread's 25 ms steps ever sleep.
+  ASSERT_TRUE(ringmaster::testing::WaitForBlocked(
+      pids_["w1"], {}, std::chrono::milliseconds(100), std::chrono::seconds(8),
+      [](const std::vector<pid_t>& b) { return !b.empty(); },
+      [](const ringmaster::testing::ThreadSample& t) {
+        return t.wchan.find("nanosleep") != std::string::npos;
+      }))
+      << "w1 never entered the re-formation's delay\n" << Log("w1");
   ::kill(pids_["w1"], SIGKILL);
   EXPECT_EQ(WaitExit("w1", std::chrono::seconds(10)) & 0x7f, SIGKILL);
   for (const char* w : {"w0", "w2", "w3"}) ExpectCleanExit(w);
@@ -269,7 +290,17 @@ TEST_F(ShimElastic, CoordinatorRestart) {
   const int64_t before = server_->core().GetJob("job")->generation();
   server_->Stop();
   server_.reset();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Every worker notices the loss (and trains on) before the restart.
+  for (int i = 0; i < 4; ++i) {
+    const std::string w = "w" + std::to_string(i);
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Log(w).find("coordinator lost") == std::string::npos &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_NE(Log(w).find("coordinator lost"), std::string::npos)
+        << w << " never noticed the coordinator's loss\n" << Log(w);
+  }
   StartCoordinator(address);  // same port; a fresh, empty coordinator
   ASSERT_TRUE(WaitFor([&](const api::JobStatus& j) {
     return j.generation() > before && j.members_size() == 4;

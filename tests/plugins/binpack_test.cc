@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -28,10 +29,10 @@ TEST(BinpackPlugin, FullerNodeScoresHigher) {
 TEST(BinpackPlugin, RejectsUnknownAndNegativeArguments) {
   scheduler::PluginArgs bad("binpack", "p.yaml", {{"gpu", {"-1", 3, 9}}});
   auto p = plugins::BinpackPlugin::Create(bad);
-  ASSERT_FALSE(p.ok());
+  ASSERT_ERROR(p, absl::StatusCode::kInvalidArgument, "p.yaml:3:9: plugins[binpack].arguments.gpu: must be >= 0");
   EXPECT_EQ(p.status().message(), "p.yaml:3:9: plugins[binpack].arguments.gpu: must be >= 0");
   scheduler::PluginArgs unknown("binpack", "p.yaml", {{"colour", {"red", 4, 9}}});
-  EXPECT_FALSE(plugins::BinpackPlugin::Create(unknown).ok());
+  EXPECT_ERROR(plugins::BinpackPlugin::Create(unknown), absl::StatusCode::kInvalidArgument, "p.yaml:4:9: plugins[binpack].arguments.colour: unknown");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -77,8 +78,8 @@ TEST(GpuAffinityPlugin, SharesGoToTheFullestGpuAndNeverOverfill) {
 }
 
 TEST(GpuAffinityPlugin, RejectsBadArguments) {
-  EXPECT_FALSE(plugins::GpuAffinityPlugin::Create(scheduler::PluginArgs("gpu-affinity", "p.yaml", {{"weight", {"-1", 2, 3}}})).ok());
-  EXPECT_FALSE(plugins::GpuAffinityPlugin::Create(scheduler::PluginArgs("gpu-affinity", "p.yaml", {{"islands", {"1", 2, 3}}})).ok());
+  EXPECT_ERROR(plugins::GpuAffinityPlugin::Create(scheduler::PluginArgs("gpu-affinity", "p.yaml", {{"weight", {"-1", 2, 3}}})), absl::StatusCode::kInvalidArgument, "p.yaml:2:3: plugins[gpu-affinity].arguments.weight: must be");
+  EXPECT_ERROR(plugins::GpuAffinityPlugin::Create(scheduler::PluginArgs("gpu-affinity", "p.yaml", {{"islands", {"1", 2, 3}}})), absl::StatusCode::kInvalidArgument, "p.yaml:2:3: plugins[gpu-affinity].arguments.islands");
   EXPECT_TRUE(plugins::GpuAffinityPlugin::Create(scheduler::PluginArgs()).ok());
 }
 

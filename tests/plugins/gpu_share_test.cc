@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -242,14 +243,14 @@ TEST(GpuSharePlugin, RejectsBadFidelityArguments) {
 
 TEST(GpuSharePlugin, RejectsBadArguments) {
   auto bad = plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"policy", {"worstfit", 4, 14}}}));
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "p.yaml:4:14: plugins[gpu-share].arguments.policy: unknown");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("p.yaml:4:14: plugins[gpu-share].arguments.policy"));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("unknown placement policy 'worstfit'"));
-  EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"weight", {"-5", 4, 14}}})).ok());
-  EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"colour", {"red", 4, 14}}})).ok());
-  EXPECT_FALSE(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"halfLife", {"-1", 4, 14}}})).ok());
+  EXPECT_ERROR(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"weight", {"-5", 4, 14}}})), absl::StatusCode::kInvalidArgument, "p.yaml:4:14: plugins[gpu-share].arguments.weight: must be");
+  EXPECT_ERROR(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"colour", {"red", 4, 14}}})), absl::StatusCode::kInvalidArgument, "p.yaml:4:14: plugins[gpu-share].arguments.colour: unknown");
+  EXPECT_ERROR(plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"halfLife", {"-1", 4, 14}}})), absl::StatusCode::kInvalidArgument, "p.yaml:4:14: plugins[gpu-share].arguments.halfLife: must be");
   auto pct = plugins::GpuSharePlugin::Create(scheduler::PluginArgs("gpu-share", "p.yaml", {{"relearnPct", {"101", 5, 3}}}));
-  ASSERT_FALSE(pct.ok());
+  ASSERT_ERROR(pct, absl::StatusCode::kInvalidArgument, "p.yaml:5:3: plugins[gpu-share].arguments.relearnPct: must");
   EXPECT_THAT(std::string(pct.status().message()), HasSubstr("p.yaml:5:3: plugins[gpu-share].arguments.relearnPct"));
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -20,7 +21,7 @@ TEST(LasPlugin, ThresholdsAreGpuSecondsStrictlyIncreasing) {
   EXPECT_EQ(las.thresholds(), (std::vector<int64_t>{3'600'000'000, 36'000'000'000}));  // milli-GPU x ms
   for (const std::string bad : {"3600, 3600", "36000, 3600", "0", "-5", "1h", "3600,", ""}) {
     auto q = Make(bad);
-    ASSERT_FALSE(q.ok()) << "'" << bad << "' accepted";
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:4:17: plugins[las].arguments.thresholds:") << "'" << bad << "' accepted";
     EXPECT_NE(q.status().message().find("p.yaml:4:17: plugins[las].arguments.thresholds: "), std::string::npos)
         << q.status().message();
   }
@@ -150,7 +151,7 @@ TEST(LasPlugin, StarveLimitIsAMultipleAtLeastZero) {
   EXPECT_EQ(static_cast<const plugins::LasPlugin&>(**p).starve_limit(), 2.5);
   for (const std::string bad : {"-1", "x", "1e10"}) {
     auto q = make(bad);
-    ASSERT_FALSE(q.ok()) << "'" << bad << "' accepted";
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:5:18: plugins[las].arguments.starveLimit:") << "'" << bad << "' accepted";
     EXPECT_NE(q.status().message().find("p.yaml:5:18: plugins[las].arguments.starveLimit"), std::string::npos)
         << q.status().message();
   }
@@ -329,7 +330,7 @@ TEST(LasPlugin, PreemptAfterAndByTimeAreChecked) {
   for (const auto& [key, bad] : std::vector<std::pair<std::string, std::string>>{
            {"preemptAfter", "-1"}, {"preemptAfter", "2e9"}, {"preemptAfter", "soon"}, {"byTime", "maybe"}}) {
     auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{key, {bad, 6, 3}}}));
-    ASSERT_FALSE(q.ok()) << key << ": " << bad;
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3:") << key << ": " << bad;
     EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(q.status().message().find("p.yaml:6:3: plugins[las].arguments." + key + ": "), std::string::npos)
         << q.status().message();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -75,7 +76,7 @@ TEST(MostFreePlugin, TheJobsOwnNodeIsScoredEvenWhenAnotherNodeLooksTheSame) {
 }
 
 TEST(MostFreePlugin, WeightMustBePositive) {
-  EXPECT_FALSE(plugins::MostFreePlugin::Create(scheduler::PluginArgs("most-free", "p.yaml", {{"weight", {"0", 3, 9}}})).ok());
+  EXPECT_ERROR(plugins::MostFreePlugin::Create(scheduler::PluginArgs("most-free", "p.yaml", {{"weight", {"0", 3, 9}}})), absl::StatusCode::kInvalidArgument, "p.yaml:3:9: plugins[most-free].arguments.weight: must be >=");
   EXPECT_TRUE(plugins::MostFreePlugin::Create(scheduler::PluginArgs("most-free", "p.yaml", {})).ok());
 }
 

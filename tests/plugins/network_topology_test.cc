@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -61,10 +62,10 @@ TEST(NetworkTopologyPlugin, ScoreArithmetic) {
 }
 
 TEST(NetworkTopologyPlugin, RejectsBadArguments) {
-  EXPECT_FALSE(plugins::NetworkTopologyPlugin::Create(scheduler::PluginArgs("network-topology", "p.yaml", {{"tier2", {"-1", 2, 3}}})).ok());
-  EXPECT_FALSE(plugins::NetworkTopologyPlugin::Create(scheduler::PluginArgs("network-topology", "p.yaml", {{"tier9", {"1", 2, 3}}})).ok());
+  EXPECT_ERROR(plugins::NetworkTopologyPlugin::Create(scheduler::PluginArgs("network-topology", "p.yaml", {{"tier2", {"-1", 2, 3}}})), absl::StatusCode::kInvalidArgument, "p.yaml:2:3: plugins[network-topology].arguments.tier2: must");
+  EXPECT_ERROR(plugins::NetworkTopologyPlugin::Create(scheduler::PluginArgs("network-topology", "p.yaml", {{"tier9", {"1", 2, 3}}})), absl::StatusCode::kInvalidArgument, "p.yaml:2:3: plugins[network-topology].arguments.tier9");
   auto e = plugins::NetworkTopologyPlugin::Create(scheduler::PluginArgs("network-topology", "p.yaml", {{"weight", {"x", 2, 3}}}));
-  ASSERT_FALSE(e.ok());
+  ASSERT_ERROR(e, absl::StatusCode::kInvalidArgument, "p.yaml:2:3: plugins[network-topology].arguments.weight");
   EXPECT_NE(std::string(e.status().message()).find("p.yaml:2:3"), std::string::npos) << e.status();
 }
 

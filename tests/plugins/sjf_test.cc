@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -24,7 +25,7 @@ TEST(SjfPlugin, ShorterWalltimeFirstUnknownLast) {
 TEST(SjfPlugin, RejectsArguments) {
   scheduler::PluginArgs args("sjf", "p.yaml", {{"reverse", {"true", 3, 5}}});
   auto p = plugins::SjfPlugin::Create(args);
-  ASSERT_FALSE(p.ok());
+  ASSERT_ERROR(p, absl::StatusCode::kInvalidArgument, "p.yaml:3:5: plugins[sjf].arguments.reverse: unknown argument");
   EXPECT_NE(p.status().message().find("p.yaml:3:5: plugins[sjf].arguments.reverse: unknown argument"),
             std::string::npos)
       << p.status().message();

@@ -42,6 +42,83 @@ TRAIN_MLP = os.path.join(SOURCE, "examples", "pytorch", "train_mlp.py")
 WORKER_MAX_S = 110
 
 
+def _thread_sample(pid: int, tid: int):
+    """(state letter, voluntary context switches, wait channel) of a thread,
+    from /proc; None once it is gone."""
+    d = f"/proc/{pid}/task/{tid}/"
+    try:
+        with open(d + "stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(d + "status") as f:
+            switches = next(int(line.split()[1]) for line in f
+                            if line.startswith("voluntary_ctxt_switches:"))
+        with open(d + "wchan") as f:
+            wchan = f.read().strip()
+    except (OSError, IndexError, StopIteration):
+        return None
+    return state, switches, wchan
+
+
+def wait_until(predicate, timeout_s: float, poll_s: float = 0.005) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+class SleepWatch:
+    """Whether a thread of `pid` has sat in one nanosleep (asleep, in a
+    *nanosleep wait channel, without a context switch) for `quiet_s`: a
+    delay longer than any the process sleeps in its loop."""
+
+    def __init__(self, pid: int, quiet_s: float):
+        self.pid, self.quiet_s, self.seen = pid, quiet_s, {}
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError:
+            return False
+        found = False
+        for tid in tids:
+            s = _thread_sample(self.pid, tid)
+            asleep = s is not None and s[0] == "S" and "nanosleep" in s[2]
+            last = self.seen.get(tid)
+            if not asleep or last is None or last[0] != s[1]:
+                self.seen[tid] = (s[1] if asleep else None, now)
+            elif now - last[1] >= self.quiet_s:
+                found = True
+        return found
+
+
+class NoSleepWatch:
+    """Whether the main thread of each of `pids` has gone `quiet_s` without
+    being seen in a nanosleep (the training loop's step delay), asleep in
+    another wait (an all-reduce waiting in slices) when last seen."""
+
+    def __init__(self, pids, quiet_s: float):
+        self.quiet_s = quiet_s
+        self.since = {pid: None for pid in pids}
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        done = True
+        for pid in self.since:
+            s = _thread_sample(pid, pid)
+            waiting = s is not None and "nanosleep" not in s[2]
+            if not waiting:
+                self.since[pid] = None
+            elif self.since[pid] is None:
+                self.since[pid] = now
+            if (self.since[pid] is None or now - self.since[pid] < self.quiet_s
+                    or s[0] != "S"):
+                done = False
+        return done
+
+
 class Coordinator:
     """`ringmaster coordinator --listen 127.0.0.1:0`; address from its first
     line of output."""
@@ -152,11 +229,24 @@ class Job:
         self.test.fail(f"timed out waiting for {what}; progress "
                        f"{self.read_progress()}\n{self.logs()}")
 
-    def kill9(self, worker: str, stop_first_s: float = 0.0) -> None:
+    def kill9(self, worker: str, stop_first: bool = False) -> None:
+        """SIGKILL to `worker`. With stop_first, it is frozen first (SIGSTOP),
+        and killed once the other workers wait in the step's all-reduce:
+        their training threads seen out of the step delay's nanosleep for
+        0.3 s (several steps' delays), asleep in a wait."""
         proc = self.procs[worker]
-        if stop_first_s > 0:
+        if stop_first:
             os.kill(proc.pid, signal.SIGSTOP)
-            time.sleep(stop_first_s)
+            stopped = wait_until(
+                lambda: (_thread_sample(proc.pid, proc.pid) or ("?",))[0]
+                in ("T", "t"), 10)
+            self.test.assertTrue(stopped, f"{worker} did not stop")
+            others = [p.pid for w, p in self.procs.items()
+                      if w != worker and p.poll() is None]
+            self.test.assertTrue(
+                wait_until(NoSleepWatch(others, 0.3), 20),
+                f"the others never waited in an all-reduce with {worker} "
+                f"frozen\n{self.logs()}")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         self.test.assertEqual(proc.returncode, -signal.SIGKILL)

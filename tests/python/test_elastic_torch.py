@@ -15,8 +15,8 @@ import signal
 import time
 import unittest
 
-from harness import (Coordinator, Job, reference, relative_error,
-                     require_torch)
+from harness import (Coordinator, Job, SleepWatch, reference,
+                     relative_error, require_torch, wait_until)
 
 # 2 epochs of 1536 samples, global batch 32: 96 steps.
 SAMPLES, EPOCHS, BATCH = 1536, 2, 32
@@ -132,7 +132,7 @@ class ElasticTorch(unittest.TestCase):
                      "30 % of the samples")
         # Frozen, w2 leaves the others blocked in the step's all-reduce;
         # then it dies there.
-        job.kill9("w2", stop_first_s=0.3)
+        job.kill9("w2", stop_first=True)
         for w in ("w0", "w1", "w3"):
             job.expect_clean_exit(w)
         r = self.check_result(3)
@@ -145,7 +145,7 @@ class ElasticTorch(unittest.TestCase):
         job = self.start(env={"RINGMASTER_GRADIENTS": "shim"})
         job.wait_for(lambda p: p["position"] >= TOTAL * 3 // 10, 60,
                      "30 % of the samples")
-        job.kill9("w2", stop_first_s=0.3)
+        job.kill9("w2", stop_first=True)
         for w in ("w0", "w1", "w3"):
             job.expect_clean_exit(w)
         r = self.check_result(3)
@@ -193,7 +193,12 @@ class ElasticTorch(unittest.TestCase):
                      "30 % of the samples")
         gen = self.coordinator.resize("mlp", 3)  # w3 leaves; w0..w2 re-form
         self.assertGreaterEqual(gen, 2)
-        time.sleep(0.3)  # inside the 1 s before the rendezvous
+        # Inside the 1 s before the rendezvous: a thread of w1 (the shim's
+        # preparing thread, or the training thread at the step boundary)
+        # sits in the delay, a sleep longer than the 40 ms steps'.
+        self.assertTrue(
+            wait_until(SleepWatch(job.procs["w1"].pid, 0.15), 20),
+            f"w1 never entered the re-formation's delay\n{job.logs()}")
         job.kill9("w1")
         for w in ("w0", "w2", "w3"):
             job.expect_clean_exit(w)

@@ -249,11 +249,34 @@ class OnCuda(unittest.TestCase):
         reference.load_state_dict(model.state_dict())
         st = rmt.ElasticState(model=model)
         st.on_reform()
+        # One GPU, one rank (NCCL refuses two ranks on one device): the sum
+        # over a world of one would be this rank's own gradient, whether or
+        # not it went through the shim and back. So the shim's all-reduce
+        # is wrapped to stand for a world of 3 whose other ranks hold the
+        # same gradients (each value tripled on the host, the membership
+        # flag 0 stays 0): the GPU's gradient must come back tripled.
+        from ringmaster._shim import DType
+        real = ctx.shim.allreduce
+        reduced = []
+
+        def world_of_three(address, count, dtype, op):
+            real(address, count, dtype, op)
+            ctype = ctypes.c_float if dtype == DType.FLOAT32 else ctypes.c_double
+            values = (ctype * count).from_address(address)
+            for i in range(count):
+                values[i] *= 3
+            reduced.append(count)
+
+        ctx.shim.allreduce = world_of_three
+        self.addCleanup(setattr, ctx.shim, "allreduce", real)
         x = t.randn(8, 4, device=ctx.device)
         st.ddp_model(x).sum().backward()
         reference(x).sum().backward()
-        # World of 1: the sum over the ranks is this rank's gradient.
-        self.assertTrue(t.allclose(model.weight.grad, reference.weight.grad))
+        # One bucket: weight (4) and bias (1), plus the flag.
+        self.assertEqual(reduced, [6])
+        self.assertTrue(t.allclose(model.weight.grad, 3 * reference.weight.grad),
+                        (model.weight.grad, reference.weight.grad))
+        self.assertTrue(t.allclose(model.bias.grad, 3 * reference.bias.grad))
 
 
 if __name__ == "__main__":

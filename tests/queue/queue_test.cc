@@ -1,4 +1,5 @@
 #include "queue/queue.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +19,7 @@ TEST(QueueTree, ParentsBeforeChildrenAndLeaves) {
 TEST(QueueTree, RejectsCyclesUnknownParentsAndBadWeights) {
   QueueSpec a{.name = "a", .parent = "b"}, b{.name = "b", .parent = "a"};
   auto t = QueueTree::Build({a, b});
-  ASSERT_FALSE(t.ok());
+  ASSERT_ERROR(t, absl::StatusCode::kInvalidArgument, "<policy>: queues[a].parent: cycle in queue parents: a -> b");
   EXPECT_NE(t.status().message().find("cycle in queue parents"), std::string::npos);
   QueueSpec c{.name = "c", .parent = "nope"};
   EXPECT_NE(QueueTree::Build({c}).status().message().find("unknown parent queue 'nope'"), std::string::npos);

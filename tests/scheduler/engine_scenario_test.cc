@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -171,11 +172,11 @@ TEST(Engine, RejectsBadJobsWithTheField) {
   EngineHarness h(ClusterBuilder().Build());
   auto bad = JobBuilder("x").Gang(2).MinMember(3).Build();
   auto s = h.engine().SubmitJob(bad);
-  ASSERT_FALSE(s.ok());
+  ASSERT_ERROR(s, absl::StatusCode::kInvalidArgument, "job 'x': min_member: 3 is more than the job's 2 tasks");
   EXPECT_NE(s.status().message().find("min_member"), std::string::npos);
   auto q = JobBuilder("y").Queue("nope").Build();
   s = h.engine().SubmitJob(q);
-  ASSERT_FALSE(s.ok());
+  ASSERT_ERROR(s, absl::StatusCode::kInvalidArgument, "job 'y': queue: unknown queue 'nope'");
   EXPECT_NE(s.status().message().find("unknown queue 'nope'"), std::string::npos);
   EXPECT_EQ(h.state().num_jobs(), 0u) << "nothing half-accepted";
 }

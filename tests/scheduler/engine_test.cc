@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -27,7 +28,7 @@ TEST(Engine, BindsAreConfirmedTaskByTaskWhenTheDriverSaysSo) {
   EXPECT_EQ(job.task(0).state, TaskState::kBound);
   ASSERT_TRUE(e->TaskStarted(id, 0).ok());
   EXPECT_EQ(job.task(0).state, TaskState::kRunning);
-  EXPECT_FALSE(e->TaskStarted(id, 0).ok()) << "already running";
+  EXPECT_ERROR(e->TaskStarted(id, 0), absl::StatusCode::kFailedPrecondition, "task g-worker-0 is Running, not Bound") << "already running";
   // The second bind fails: the gang is released whole and waits again.
   ASSERT_TRUE(e->ConfirmBind(id, 1, false).ok());
   EXPECT_EQ(job.ReadyCount(), 0);
@@ -228,11 +229,11 @@ TEST(Engine, CancelReleasesEverythingAndFreesForOthers) {
   ASSERT_TRUE(h.Running("a"));
   ASSERT_TRUE(h.engine().CancelJob(a).ok());
   EXPECT_EQ(h.job("a").phase(), JobPhase::kAborted);
-  EXPECT_FALSE(h.engine().CancelJob(a).ok()) << "cannot cancel twice";
+  EXPECT_ERROR(h.engine().CancelJob(a), absl::StatusCode::kFailedPrecondition, "job 'a' already ended") << "cannot cancel twice";
   auto d = h.Cycle();
   EXPECT_EQ(d.evictions.size(), 1u);
   EXPECT_TRUE(h.Running("b"));
-  EXPECT_FALSE(h.engine().FinishJob(scheduler::JobId(99), true).ok());
+  EXPECT_ERROR(h.engine().FinishJob(scheduler::JobId(99), true), absl::StatusCode::kNotFound, "no such job");
 }
 
 // Cancel with a grace period: the cancelled gang's processes still run, so
@@ -284,7 +285,7 @@ TEST(EngineCancel, ARunningJobsGpusAreFreeOnlyOnceItsTasksAreReportedGone) {
   ASSERT_TRUE(h.e->TaskReleased(h.gang, 1).ok());
   EXPECT_EQ(h.job(h.gang).phase(), JobPhase::kAborted);
   EXPECT_FALSE(h.e->state().active_jobs().count(h.gang));
-  EXPECT_FALSE(h.e->CancelJob(h.gang).ok()) << "already ended";
+  EXPECT_ERROR(h.e->CancelJob(h.gang), absl::StatusCode::kFailedPrecondition, "job 'gang' already ended") << "already ended";
   d = h.e->RunCycle();
   EXPECT_EQ(d.binds.size(), 2u);
   for (const auto& b : d.binds) EXPECT_EQ(b.job, h.other);
@@ -342,7 +343,7 @@ TEST(EngineCancel, BindingTasksAreReleasedAtOnceAndStartedOnesStop) {
   EXPECT_EQ(job.task(0).state, TaskState::kReleasing);
   EXPECT_EQ(job.task(1).state, TaskState::kFailed);
   EXPECT_EQ(job.phase(), JobPhase::kCancelling);
-  EXPECT_FALSE(e->ConfirmBind(id, 1, true).ok()) << "a late bind of a cancelled task is refused";
+  EXPECT_ERROR(e->ConfirmBind(id, 1, true), absl::StatusCode::kFailedPrecondition, "task g-worker-1 is Failed, not Binding") << "a late bind of a cancelled task is refused";
   ASSERT_TRUE(e->TaskReleased(id, 0).ok());
   EXPECT_EQ(job.phase(), JobPhase::kAborted);
   EXPECT_TRUE(e->CheckInvariants().ok());
@@ -356,10 +357,10 @@ TEST(Engine, AddedNodeTakesWaitingGang) {
   topology::NodeSpec n = h.state().cluster().node(topology::NodeId(0));
   n.name = "node-new";
   ASSERT_TRUE(h.engine().AddNode(n).ok());
-  EXPECT_FALSE(h.engine().AddNode(n).ok()) << "duplicate name";
+  EXPECT_ERROR(h.engine().AddNode(n), absl::StatusCode::kInvalidArgument, "node 'node-new': duplicate name") << "duplicate name";
   h.Cycle();
   EXPECT_TRUE(h.Running("two"));
-  EXPECT_FALSE(h.engine().RemoveNode("no-such-node").ok());
+  EXPECT_ERROR(h.engine().RemoveNode("no-such-node"), absl::StatusCode::kNotFound, "node 'no-such-node' is not in the cluster");
 }
 
 TEST(Engine, MembershipRanksFollowTheTopology) {
@@ -414,7 +415,7 @@ TEST(EngineRestore, RunningGangIsReadoptedWhereItWas) {
   auto other = *e->SubmitJob(JobBuilder("new").Gang(1).GpusPerTask(8).Build());
   EXPECT_TRUE(e->RunCycle().binds.empty());
   EXPECT_EQ(e->state().job(other).phase(), JobPhase::kInqueue);
-  EXPECT_FALSE(e->RestoreJob(JobBuilder("old").Build(), 0, {}, 0).ok()) << "a name is taken once";
+  EXPECT_ERROR(e->RestoreJob(JobBuilder("old").Build(), 0, {}, 0), absl::StatusCode::kAlreadyExists, "job 'old': name: already submitted") << "a name is taken once";
 }
 
 // A placement that no longer fits (a GPU given twice, an unknown node) is not

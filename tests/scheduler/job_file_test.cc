@@ -1,4 +1,5 @@
 #include "scheduler/job_file.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -38,19 +39,19 @@ TEST(JobFile, ParsesRolesSharesAndTopology) {
 
 TEST(JobFile, ErrorsSayWhereAndWhat) {
   auto bad = ParseJobFile("jobs:\n- name: a\n  roles:\n  - {gpus: 1.5}\n", "j.yaml");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "j.yaml:4:12: jobs[0].roles[0].gpus: more than one GPU must");
   EXPECT_EQ(bad.status().message(), "j.yaml:4:12: jobs[0].roles[0].gpus: more than one GPU must be a whole number");
   bad = ParseJobFile("jobs:\n- name: a\n  gpu_model: []\n  roles: []\n", "j.yaml");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "j.yaml:3:14: jobs[0].gpu_model: an empty list allows no GPU");
   EXPECT_EQ(bad.status().message(), "j.yaml:3:14: jobs[0].gpu_model: an empty list allows no GPU model");
   bad = ParseJobFile("jobs:\n- name: a\n  colour: red\n  roles: []\n", "j.yaml");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "j.yaml:3:3: jobs[0].colour: unknown field");
   EXPECT_EQ(bad.status().message(), "j.yaml:3:3: jobs[0].colour: unknown field");
   bad = ParseJobFile("jobs:\n- name: a\n  topology: {mode: sideways}\n  roles: [{gpus: 1}]\n", "j.yaml");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "j.yaml:3:20: jobs[0].topology.mode: 'sideways' is not hard");
   EXPECT_NE(bad.status().message().find("'sideways' is not hard or soft"), std::string::npos);
   bad = ParseJobFile("jobs:\n- name: a\n  priority: high\n  roles: [{gpus: 1}]\n", "j.yaml");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "j.yaml:3:13: jobs[0].priority: wrong type: expected an");
   EXPECT_EQ(bad.status().message(), "j.yaml:3:13: jobs[0].priority: wrong type: expected an integer");
 }
 
@@ -61,17 +62,17 @@ TEST(JobFile, TaskCountsAreBounded) {
   auto overflow = ParseJobFile(
       "jobs:\n- name: a\n  roles:\n  - {name: w, replicas: 2147483647}\n  - {name: x, replicas: 2147483647}\n",
       "j.yaml");
-  ASSERT_FALSE(overflow.ok());
+  ASSERT_ERROR(overflow, absl::StatusCode::kInvalidArgument, "j.yaml:2:3: jobs[0]: job 'a': roles: 2147483647 tasks is");
   EXPECT_NE(overflow.status().message().find("2147483647 tasks is more than the 100000 a job may have"),
             std::string::npos)
       << overflow.status();
   auto huge = ParseJobFile("jobs:\n- name: a\n  roles:\n  - {name: w, replicas: 200000000, gpus: 1}\n", "j.yaml");
-  ASSERT_FALSE(huge.ok());
+  ASSERT_ERROR(huge, absl::StatusCode::kInvalidArgument, "j.yaml:2:3: jobs[0]: job 'a': roles: 200000000 tasks is");
   EXPECT_NE(huge.status().message().find("200000000 tasks is more than the 100000"), std::string::npos)
       << huge.status();
   auto elastic = ParseJobFile("jobs:\n- name: a\n  elastic: {min: 1, max: 1000000}\n  roles: [{replicas: 2}]\n",
                               "j.yaml");
-  ASSERT_FALSE(elastic.ok());
+  ASSERT_ERROR(elastic, absl::StatusCode::kInvalidArgument, "j.yaml:2:3: jobs[0]: job 'a': elastic: max 1000000 is more");
   EXPECT_NE(elastic.status().message().find("max 1000000 is more than the 100000"), std::string::npos)
       << elastic.status();
   EXPECT_TRUE(ParseJobFile("jobs:\n- name: a\n  roles:\n  - {replicas: 100000}\n", "j.yaml").ok());

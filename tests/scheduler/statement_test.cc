@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -49,7 +50,7 @@ TEST_F(StatementTest, CommitRefusesAGangBelowItsMinimum) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(job.ReadyCount(), 0) << "discarded";
   EXPECT_EQ(state_.FreeWholeGpus(NodeId(1)), 8);
-  EXPECT_FALSE(st.Commit().ok()) << "a closed statement cannot commit";
+  EXPECT_ERROR(st.Commit(), absl::StatusCode::kFailedPrecondition, "statement already committed or discarded") << "a closed statement cannot commit";
 }
 
 TEST_F(StatementTest, CommitOfAWholeGangBecomesBinds) {

@@ -22,6 +22,18 @@ run() {
   [[ $rc == "$want" ]] || fail "exit $rc, want $want: $*"$'\n'"$out"
 }
 expect() { grep -qE -- "$1" <<<"$out" || fail "no /$1/ in:"$'\n'"$out"; }
+# until CMD... succeeds; 10 s at most.
+wait_for() { for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done; return 1; }
+# CMD... exits 0 and its output (kept in $out) matches every REGEX given
+# before it: shows REGEX... -- CMD...
+shows() {
+  local want=()
+  while [[ $1 != -- ]]; do want+=("$1"); shift; done
+  shift
+  out=$("$@" 2>&1) || return 1
+  local w
+  for w in "${want[@]}"; do grep -qE -- "$w" <<<"$out" || return 1; done
+}
 
 # policy default: the built-in policy, which policy check accepts.
 run 0 "$BIN" policy default
@@ -96,7 +108,9 @@ expect 'gpus'
 run 1 "$BIN" submit --name x --queue nope
 expect "unknown queue 'nope'"
 
-sleep 0.3  # a few cycles
+# The next cycles start train and leave eval waiting behind it.
+wait_for shows '^train +default +0 +Running ' '^eval +default +0 +Inqueue ' -- "$BIN" jobs ||
+  fail "train not Running or eval not Inqueue:"$'\n'"$out"
 run 0 "$BIN" jobs
 expect '^JOB +QUEUE +PRIO +PHASE +READY +GPUS +START +REASON$'
 expect '^train +default +0 +Running +2/2 +16 +running'
@@ -124,7 +138,7 @@ run 0 "$BIN" cancel train
 expect '^cancelled train \(Aborted\)$'
 run 1 "$BIN" cancel train
 expect 'already ended'
-sleep 0.3
+wait_for shows '^phase: +Running$' -- "$BIN" job eval || fail "eval did not start once train was cancelled:"$'\n'"$out"
 run 0 "$BIN" job eval
 expect '^phase: +Running$'
 

@@ -1,6 +1,7 @@
 // The admin API end to end in one process: a Daemon (engine + extender +
 // admin gRPC + journal) on 127.0.0.1 with ephemeral ports, driven through a
 // gRPC stub. Cycles are run by calling Tick() (no wall-clock waiting).
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
@@ -9,8 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <thread>
+#include <vector>
 
 #include "api/admin.grpc.pb.h"
 #include "plugins/registry.h"
@@ -18,6 +23,7 @@
 #include "server/daemon/daemon.h"
 #include "server/journal/journal.h"
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -150,12 +156,21 @@ TEST_F(AdminApiTest, MalformedRequestsGetInvalidArgumentWithTheField) {
   s = stub_->ListJobs(&c4, phase, &jobs);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
-  // Raw bytes that are not a SubmitJobRequest: gRPC refuses them, the
-  // daemon stays up.
+  // Raw bytes that are not a SubmitJobRequest (a field tag whose varint
+  // never ends): gRPC refuses them before the handler, the daemon stays up.
+  grpc::GenericStub raw(grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc_port()),
+                                            grpc::InsecureChannelCredentials()));
+  const std::string garbage("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11);
+  admin::SubmitJobRequest parsed;
+  ASSERT_FALSE(parsed.ParseFromString(garbage)) << "the bytes must not parse";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
   grpc::ClientContext c5;
-  admin::GetJobRequest none;
-  admin::Job j;
-  EXPECT_EQ(stub_->GetJob(&c5, none, &j).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  std::promise<grpc::Status> done;
+  raw.UnaryCall(&c5, "/ringmaster.admin.Admin/SubmitJob", grpc::StubOptions(), &request, &response,
+                [&done](grpc::Status st) { done.set_value(std::move(st)); });
+  const grpc::Status refused = done.get_future().get();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INTERNAL) << refused.error_message();
   EXPECT_TRUE(Submit(JobBuilder("still-up").Build()).ok());
 }
 
@@ -189,7 +204,7 @@ TEST_F(AdminApiTest, AJournaledPhaseThatIsNoPhaseStopsTheStart) {
   o.grpc_address = "127.0.0.1:0";
   o.extender.learn_nodes = false;
   auto d = Daemon::Start(std::move(o), registry_);
-  ASSERT_FALSE(d.ok());
+  ASSERT_ERROR(d, absl::StatusCode::kDataLoss, "journal: job 'odd': phase 99 is no phase");
   EXPECT_NE(d.status().message().find("job 'odd': phase 99 is no phase"), std::string::npos) << d.status();
 }
 
@@ -332,24 +347,72 @@ TEST_F(AdminApiTest, InvalidPolicyIsRejectedWithItsErrorsAndTheOldStays) {
 
 TEST_F(AdminApiTest, WatchEventsStreamsSubmitAndStart) {
   Start();
+  // A watch starts at the newest event when the server has read its
+  // request, which the client cannot see. `filtered` opens first; `all`
+  // (no filter) is then probed until it streams: a helper submits probe
+  // jobs until `all` shows one of them.
+  grpc::ClientContext filtered_ctx;
+  admin::WatchEventsRequest only_w;
+  only_w.set_job("w");
+  auto filtered = stub_->WatchEvents(&filtered_ctx, only_w);
+  std::vector<admin::Event> filtered_events;
+  std::thread filtered_reader([&] {
+    admin::Event e;
+    while (filtered->Read(&e)) filtered_events.push_back(e);
+  });
   grpc::ClientContext ctx;
-  admin::WatchEventsRequest req;
-  req.set_job("w");
-  auto reader = stub_->WatchEvents(&ctx, req);
-  // The watch is registered once the server has read the request; give it a
-  // moment, then act.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto reader = stub_->WatchEvents(&ctx, admin::WatchEventsRequest());
+  std::atomic<bool> seen{false};
+  std::thread prober([&] {
+    for (int i = 0; !seen && i < 3000; ++i) {
+      EXPECT_TRUE(Submit(JobBuilder("probe-" + std::to_string(i)).Build()).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  admin::Event e;
+  bool read = reader->Read(&e);
+  seen = true;
+  prober.join();
+  ASSERT_TRUE(read);
+  ASSERT_EQ(e.kind(), "submit");
+  ASSERT_EQ(e.job().rfind("probe-", 0), 0u) << e.job();
+
   ASSERT_TRUE(Submit(JobBuilder("other").Build()).ok());
   ASSERT_TRUE(Submit(JobBuilder("w").Gang(1).GpusPerTask(1).Build()).ok());
   daemon_->Tick();
-  admin::Event e;
-  ASSERT_TRUE(reader->Read(&e));
-  EXPECT_EQ(e.kind(), "submit");
-  EXPECT_EQ(e.job(), "w") << "filtered to its job";
-  ASSERT_TRUE(reader->Read(&e));
-  EXPECT_EQ(e.kind(), "start");
-  EXPECT_NE(e.detail().find("generation 1"), std::string::npos) << e.detail();
+  // Every event after the probes, in order: the two submissions, then the
+  // start of each of them (and of the probes, which need no GPU each).
+  std::vector<std::string> w_events;
+  auto next = [&] {
+    do {
+      if (!reader->Read(&e)) return false;
+    } while (e.job().rfind("probe-", 0) == 0);
+    return true;
+  };
+  ASSERT_TRUE(next());
+  EXPECT_EQ(e.kind() + " " + e.job(), "submit other");
+  ASSERT_TRUE(next());
+  EXPECT_EQ(e.kind() + " " + e.job(), "submit w");
+  const int64_t w_submit = e.sequence();
+  int64_t w_start = 0;
+  while (w_start == 0 && next()) {
+    if (e.job() == "w") {
+      EXPECT_EQ(e.kind(), "start");
+      EXPECT_NE(e.detail().find("generation 1"), std::string::npos) << e.detail();
+      w_start = e.sequence();
+    }
+  }
+  ASSERT_NE(w_start, 0) << "no start event for w";
   ctx.TryCancel();
+  filtered_ctx.TryCancel();
+  filtered_reader.join();
+  // The filtered watch, open before any of these (it may have missed events
+  // the helper's probing caught for `all`, never one of another job), gave
+  // w's events only, and the same ones.
+  for (const admin::Event& f : filtered_events) {
+    EXPECT_EQ(f.job(), "w") << "filtered to its job: " << f.kind() << " " << f.job();
+    EXPECT_TRUE(f.sequence() == w_submit || f.sequence() == w_start) << f.sequence();
+  }
 }
 
 }  // namespace

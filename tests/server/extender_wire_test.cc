@@ -8,6 +8,7 @@
 
 #include "server/extender/extender_wire_fast.h"
 #include "server/extender/kube_objects.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -63,15 +64,15 @@ TEST(ExtenderWire, FilterArgsWithNodeNames) {
 TEST(ExtenderWire, DeepNestingIsRejectedWithWhere) {
   const std::string deep = std::string(200'000, '[') + std::string(200'000, ']');
   auto a = ParseExtenderArgs(R"({"Pod": {"metadata": {"name": "p"}, "x": )" + deep + "}}");
-  ASSERT_FALSE(a.ok());
+  ASSERT_ERROR(a, absl::StatusCode::kInvalidArgument, "JSON nested deeper than 128 levels at byte 167");
   // Byte 167 is the '[' that opens level 129: the outer object and the
   // Pod's are levels 1 and 2, the arrays from byte 41 on levels 3, 4, ...
   EXPECT_EQ(a.status().message(), "JSON nested deeper than 128 levels at byte 167");
   // Brackets inside strings do not count; 128 levels are fine.
   const std::string ok = std::string(127, '[') + std::string(127, ']');
   EXPECT_TRUE(ParseExtenderArgs(R"({"Pod": {"metadata": {"name": "[[[[\"[["}}, "x": )" + ok + "}").ok());
-  EXPECT_FALSE(ParseExtenderBindingArgs(deep).ok());
-  EXPECT_FALSE(ParseExtenderPreemptionArgs(deep).ok());
+  EXPECT_ERROR(ParseExtenderBindingArgs(deep), absl::StatusCode::kInvalidArgument, "JSON nested deeper than 128 levels at byte 128");
+  EXPECT_ERROR(ParseExtenderPreemptionArgs(deep), absl::StatusCode::kInvalidArgument, "JSON nested deeper than 128 levels at byte 128");
 }
 
 TEST(ExtenderWire, KeysAreReadInAnyCaseAndAnExactMatchWins) {
@@ -95,20 +96,20 @@ TEST(ExtenderWire, KeysAreReadInAnyCaseAndAnExactMatchWins) {
 
 TEST(ExtenderWire, MalformedJsonSaysWhere) {
   auto a = ParseExtenderArgs(R"({"Pod": {"metadata": )");
-  ASSERT_FALSE(a.ok());
+  ASSERT_ERROR(a, absl::StatusCode::kInvalidArgument, "malformed JSON at byte 22: [json.exception.parse_error.101]");
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(a.status().message().find("malformed JSON at byte"), std::string_view::npos) << a.status();
   for (const char* bad : {"", "[", "nul", "{\"Pod\": 1}", "[1,2]", "{\"NodeNames\": \"n1\"}",
                           "{\"NodeNames\": [1]}", "{\"Nodes\": {\"items\": 3}}", "\xff\xfe"}) {
     auto r = ParseExtenderArgs(bad);
-    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_ERROR(r, absl::StatusCode::kInvalidArgument, "") << bad;
   }
   auto typed = ParseExtenderArgs(R"({"NodeNames": ["a", 7]})");
   ASSERT_FALSE(typed.ok());
   EXPECT_NE(typed.status().message().find("NodeNames[1]: expected a string, got number"), std::string_view::npos)
       << typed.status();
-  EXPECT_FALSE(ParseExtenderBindingArgs(R"({"PodName": 3})").ok());
-  EXPECT_FALSE(ParseExtenderPreemptionArgs(R"({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": 5}]}}})").ok());
+  EXPECT_ERROR(ParseExtenderBindingArgs(R"({"PodName": 3})"), absl::StatusCode::kInvalidArgument, "PodName: expected a string, got number");
+  EXPECT_ERROR(ParseExtenderPreemptionArgs(R"({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": 5}]}}})"), absl::StatusCode::kInvalidArgument, "NodeNameToMetaVictims.n1.Pods[0].UID: expected a string");
 }
 
 // The simdjson fast path answers only what it reads exactly as the nlohmann
@@ -261,13 +262,13 @@ TEST(KubeObjects, Quantities) {
   EXPECT_EQ(*ParseKubeQuantity("1e3", false), 1000);
   EXPECT_EQ(*ParseKubeQuantity("100m", false), 1);  // rounded up
   for (const char* bad : {"", "abc", "1Xi", "1.2.3", "--1", "1e", "99999999999999999999E"}) {
-    EXPECT_FALSE(ParseKubeQuantity(bad, false).ok()) << bad;
+    EXPECT_ERROR(ParseKubeQuantity(bad, false), absl::StatusCode::kInvalidArgument, "") << bad;
   }
 }
 
 TEST(KubeObjects, ANegativeQuantityIsCalledNegative) {
   const auto q = ParseKubeQuantity("-8", false);
-  ASSERT_FALSE(q.ok());
+  ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "'-8' is negative (a resource amount is 0 or more)");
   EXPECT_EQ(q.status().message(), "'-8' is negative (a resource amount is 0 or more)");
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -99,14 +100,14 @@ TEST_F(JournalTest, AFileThatIsNotAJournalIsRefusedWithItsPath) {
     junk << std::string(4096, 'x');
   }
   auto j = Journal::Open(dir_);
-  ASSERT_FALSE(j.ok());
+  ASSERT_ERROR(j, absl::StatusCode::kDataLoss, "file is not a database; restore it from a backup");
   EXPECT_NE(j.status().message().find(dir_ + "/journal.db"), std::string::npos) << j.status();
   EXPECT_NE(j.status().message().find("not a database"), std::string::npos) << j.status();
 }
 
 TEST_F(JournalTest, AMissingDirectoryIsAnError) {
   auto j = Journal::Open(dir_ + "/absent");
-  ASSERT_FALSE(j.ok());
+  ASSERT_ERROR(j, absl::StatusCode::kNotFound, "is not a directory");
   EXPECT_NE(j.status().message().find("absent/journal.db"), std::string::npos) << j.status();
 }
 
@@ -120,7 +121,7 @@ void ExpectRefusalNamesFileAndWayOut(const absl::Status& s, const std::string& f
 TEST_F(JournalTest, AnEmptyJournalFileIsRefusedAndKept) {
   std::ofstream(dir_ + "/journal.db").close();  // 0 bytes
   auto j = Journal::Open(dir_);
-  ASSERT_FALSE(j.ok());
+  ASSERT_ERROR(j, absl::StatusCode::kFailedPrecondition, "is empty (0 bytes): what it held is lost, and serve does");
   EXPECT_EQ(j.status().code(), absl::StatusCode::kFailedPrecondition) << j.status();
   EXPECT_NE(j.status().message().find("empty (0 bytes)"), std::string::npos) << j.status();
   ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
@@ -132,7 +133,7 @@ TEST_F(JournalTest, AMissingJournalBesideItsWalIsRefused) {
   std::ofstream(dir_ + "/journal.db-wal") << "left by a crash";
   std::filesystem::remove(dir_ + "/journal.db");
   auto j = Journal::Open(dir_);
-  ASSERT_FALSE(j.ok());
+  ASSERT_ERROR(j, absl::StatusCode::kFailedPrecondition, "holds a daemon's state (journal.db-wal): serve does not");
   EXPECT_NE(j.status().message().find("is missing"), std::string::npos) << j.status();
   EXPECT_NE(j.status().message().find("journal.db-wal"), std::string::npos) << j.status();
   ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
@@ -144,7 +145,7 @@ TEST_F(JournalTest, AMissingJournalBesideTheDaemonsOtherStateIsRefused) {
   JournalOpenOptions o;
   o.other_state = {"executor"};
   auto j = Journal::Open(dir_, o);
-  ASSERT_FALSE(j.ok());
+  ASSERT_ERROR(j, absl::StatusCode::kFailedPrecondition, "holds a daemon's state (executor): serve does not start");
   EXPECT_NE(j.status().message().find("(executor)"), std::string::npos) << j.status();
   ExpectRefusalNamesFileAndWayOut(j.status(), dir_ + "/journal.db");
   // Foreign files are no state of ours: a first start beside them is fine.
@@ -159,7 +160,7 @@ TEST_F(JournalTest, AFreshStartSetsTheOldJournalAsideNeverDeletesIt) {
     ASSERT_TRUE(j->AddJob(Row("old", 1)).get().ok());
   }
   std::ofstream(dir_ + "/journal.db", std::ios::trunc).close();  // emptied: refused without fresh
-  ASSERT_FALSE(Journal::Open(dir_).ok());
+  ASSERT_ERROR(Journal::Open(dir_), absl::StatusCode::kFailedPrecondition, "is empty (0 bytes): what it held is lost, and serve does");
   JournalOpenOptions o;
   o.fresh = true;
   auto j = Journal::Open(dir_, o);
@@ -233,7 +234,7 @@ TEST_F(JournalTest, NullsAndWrongTypesNameTheTableRowAndColumn) {
     auto j = Journal::Open(dir_);
     ASSERT_TRUE(j.ok()) << j.status();
     auto r = (*j)->Load();
-    ASSERT_FALSE(r.ok());
+    ASSERT_ERROR(r, absl::StatusCode::kDataLoss, "");
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status();
     ExpectRefusalNamesFileAndWayOut(r.status(), dir_ + "/journal.db");
@@ -316,7 +317,7 @@ TEST_F(JournalTest, ALiveJournalIsBackedUpWithEverythingCommitted) {
   EXPECT_EQ(got.policy_yaml, "actions: allocate\n");
   // A journal is never overwritten by a backup.
   auto again = BackupJournal(dir_, out);
-  ASSERT_FALSE(again.ok());
+  ASSERT_ERROR(again, absl::StatusCode::kAlreadyExists, "exists; a backup never overwrites a journal");
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
 }
 
@@ -334,7 +335,7 @@ TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
   sqlite3_close(db);
   auto j = *Journal::Open(dir_);
   auto r = j->Load();
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kDataLoss, "table tasks, row 1 (job 'a' task 0), column gpus: bad gpus");
   EXPECT_NE(r.status().message().find("table tasks, row 1 (job 'a' task 0), column gpus: bad gpus '0,x'"),
             std::string::npos)
       << r.status();

@@ -18,6 +18,7 @@
 #include "scheduler/job_file.h"
 #include "server/admin/admin_convert.h"
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -466,12 +467,12 @@ TEST(JobCommand, JobFileListOrShellStringAndTheAdminApiCarryIt) {
   EXPECT_EQ(back->command, (*jobs)[0].command);
   for (const char* bad : {"command: []", "command: {a: 1}", "command: [\"\"]"}) {
     auto r = scheduler::ParseJobFile(std::string("jobs:\n- name: x\n  roles: [{replicas: 1}]\n  ") + bad + "\n", "bad.yaml");
-    ASSERT_FALSE(r.ok()) << bad;
+    ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "bad.yaml:4:12: jobs[0].command:") << bad;
     EXPECT_NE(r.status().message().find("command"), std::string::npos) << r.status();
   }
   admin::JobSpec p = JobSpecToProto((*jobs)[0]);
   p.set_command(0, "");
-  EXPECT_FALSE(JobSpecFromProto(p).ok());
+  EXPECT_ERROR(JobSpecFromProto(p), absl::StatusCode::kInvalidArgument, "job 'a': command[0]: an empty program name");
 }
 
 TEST(SystemLauncher, RealProcessesExitCodesSignalsAndLogs) {
@@ -493,7 +494,7 @@ TEST(SystemLauncher, RealProcessesExitCodesSignalsAndLogs) {
   auto p3 = launcher->Start(slow);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ASSERT_TRUE(p1.ok() && p2.ok() && p3.ok());
-  EXPECT_FALSE(launcher->Start({{"/nonexistent/program"}, {}, ""}).ok());
+  EXPECT_ERROR(launcher->Start({{"/nonexistent/program"}, {}, ""}), absl::StatusCode::kInternal, "cannot start /nonexistent/program: No such file or directory");
   launcher->Signal(*p3, SIGTERM);
   std::map<pid_t, ProcessExit> exits;
   for (int i = 0; i < 500 && exits.size() < 3; ++i) {

@@ -14,6 +14,7 @@
 #include "plugins/registry.h"
 #include "server/extender/extender.h"
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::server {
 namespace {
@@ -385,7 +386,7 @@ TEST(MembershipBridgeExtender, APodsShimJoinsAsThePodItRunsIn) {
     ASSERT_TRUE(u.ok() && u->has_value());
     EXPECT_EQ((*u)->rank(), m.rank) << worker;
   }
-  EXPECT_FALSE(coord.GetJob("ml/bert-worker-0").ok()) << "nothing under the engine's task names";
+  EXPECT_ERROR(coord.GetJob("ml/bert-worker-0"), absl::StatusCode::kNotFound, "unknown job 'ml/bert-worker-0'") << "nothing under the engine's task names";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "simulator/replay.h"
 #include "tests/support/source_dir.h"
 #include "topology/uniform_cluster.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -147,28 +148,28 @@ TEST(AppModel, BadFoldersGiveLineNumberedErrors) {
   const std::string dir = TinyApp("bad");
   Write(dir + "/placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,1.0,0.0\n1,eight,2.0,0.0\n");
   auto m = AppModel::Load(dir);
-  ASSERT_FALSE(m.ok());
+  ASSERT_ERROR(m, absl::StatusCode::kInvalidArgument, "local_bsz: not a number: 'eight'");
   EXPECT_THAT(m.status().message(), HasSubstr("placements.csv:3: local_bsz"));
   Write(dir + "/placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,1.0,2.0\n");
   m = AppModel::Load(dir);
-  ASSERT_FALSE(m.ok());
+  ASSERT_ERROR(m, absl::StatusCode::kInvalidArgument, "sync_time: must not exceed step_time");
   EXPECT_THAT(m.status().message(), HasSubstr("placements.csv:2: sync_time"));
   Write(dir + "/placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,1.0,0.0\n");
   Write(dir + "/validation-8.csv", "progress,iteration,metric,grad_sqr,grad_var\n100,1,0,1,1\n90,2,0,1,1\n");
   m = AppModel::Load(dir);
-  ASSERT_FALSE(m.ok());
+  ASSERT_ERROR(m, absl::StatusCode::kInvalidArgument, "progress: must increase from one epoch to the next");
   EXPECT_THAT(m.status().message(), HasSubstr("validation-8.csv:3: progress"));
   std::filesystem::remove(dir + "/placements.csv");
-  EXPECT_FALSE(AppModel::Load(dir).ok());
+  EXPECT_ERROR(AppModel::Load(dir), absl::StatusCode::kNotFound, "cannot read");
   auto none = LoadAppModels(Scratch("empty"));
-  ASSERT_FALSE(none.ok());
+  ASSERT_ERROR(none, absl::StatusCode::kInvalidArgument, "no application models (subfolders with a placements.csv");
   EXPECT_THAT(none.status().message(), HasSubstr("no application models"));
 }
 
 TEST(PolluxTrace, BadRowsAndUnknownApplicationsNameTheLine) {
   auto bad = PolluxTraceReader::Parse(
       "name,time,application,num_replicas,batch_size\na,0,cifar10,4,128\nb,5,cifar10,0,128\n", "w.csv");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "w.csv:3: num_replicas: must be in [1, 64]");
   EXPECT_THAT(bad.status().message(), HasSubstr("w.csv:3: num_replicas"));
   auto jobs = PolluxTraceReader::Parse(
       "name,time,application,num_replicas,batch_size\na,0,cifar10,4,128\nb,5,resnet,2,128\n", "w.csv");
@@ -248,7 +249,7 @@ TEST(AppModel, ANativeTraceCanNameAnApplication) {
   EXPECT_EQ(r->jobs[0].end_ms, 530'000);
   EXPECT_EQ(r->jobs[1].end_ms, 50'000) << "a job without a model runs its duration";
   auto bad = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,application\na,0,5,tiny\n", "n.csv");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "n.csv:2: batch_size: a job with an application needs its");
   EXPECT_THAT(bad.status().message(), HasSubstr("n.csv:2: batch_size"));
 }
 

@@ -5,6 +5,7 @@
 
 #include "topology/node_lists.h"
 #include "tests/support/source_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -38,18 +39,18 @@ TEST(OpenbPodList, ReadsBothHeaderShapes) {
 
 TEST(OpenbPodList, BadRowsNameLineAndColumn) {
   auto bad_gpu = ParseOpenbPodList(std::string(kHeader) + "p0,1,1,1,500,,LS,R,0,0,0\np1,1,1,2,500,,LS,R,0,0,0\n", "f.csv");
-  ASSERT_FALSE(bad_gpu.ok());
+  ASSERT_ERROR(bad_gpu, absl::StatusCode::kInvalidArgument, "f.csv:3: column 5 (gpu_milli): a pod with 2 GPUs must use");
   EXPECT_THAT(std::string(bad_gpu.status().message()), HasSubstr("f.csv:3: column 5 (gpu_milli)"));
   auto bad_num = ParseOpenbPodList(std::string(kHeader) + "p0,lots,1,1,500,,LS,R,0,0,0\n", "f.csv");
-  ASSERT_FALSE(bad_num.ok());
+  ASSERT_ERROR(bad_num, absl::StatusCode::kInvalidArgument, "f.csv:2: column 2 (cpu_milli): 'lots' is not an integer in");
   EXPECT_THAT(std::string(bad_num.status().message()), HasSubstr("f.csv:2: column 2 (cpu_milli): 'lots'"));
   auto short_row = ParseOpenbPodList(std::string(kHeader) + "p0,1,1\n", "f.csv");
-  ASSERT_FALSE(short_row.ok());
+  ASSERT_ERROR(short_row, absl::StatusCode::kInvalidArgument, "f.csv:2: row has 3 columns, the header has 11");
   EXPECT_THAT(std::string(short_row.status().message()), HasSubstr("f.csv:2: row has 3 columns"));
   auto no_col = ParseOpenbPodList("name,cpu_milli\n", "f.csv");
-  ASSERT_FALSE(no_col.ok());
+  ASSERT_ERROR(no_col, absl::StatusCode::kInvalidArgument, "f.csv:1: header has no column 'memory_mib'");
   EXPECT_THAT(std::string(no_col.status().message()), HasSubstr("f.csv:1: header has no column 'memory_mib'"));
-  EXPECT_FALSE(ParseOpenbPodList("", "f.csv").ok());
+  EXPECT_ERROR(ParseOpenbPodList("", "f.csv"), absl::StatusCode::kInvalidArgument, "f.csv: empty file (no header)");
   EXPECT_EQ(ReadOpenbPodList("/nonexistent.csv").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -175,7 +176,7 @@ TEST(FgdProtocol, AuthorsLoopIsAnEnginePolicy) {
   FgdOptions bad{topology::SharePolicy::kBestFit, 1.3, 5};
   bad.score = "authors";
   auto r = RunFgdProtocol(SmallCluster(), SmallWorkload(), bad);
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "fgd-protocol-policy:12:14");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("authors is FGD's integer score: only with policy fgd"));
 }
 
@@ -241,11 +242,11 @@ TEST(FgdProtocol, FidelityOptionsRepeatAndMatter) {
 }
 
 TEST(FgdProtocol, RejectsEmptyInputs) {
-  EXPECT_FALSE(RunFgdProtocol({}, SmallWorkload(), {}).ok());
-  EXPECT_FALSE(RunFgdProtocol(SmallCluster(), {}, {}).ok());
+  EXPECT_ERROR(RunFgdProtocol({}, SmallWorkload(), {}), absl::StatusCode::kInvalidArgument, "FGD protocol: no nodes");
+  EXPECT_ERROR(RunFgdProtocol(SmallCluster(), {}, {}), absl::StatusCode::kInvalidArgument, "FGD protocol: no pods");
   auto cpu_only = ParseOpenbPodList("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nc,1000,1,0,0\n", "c.csv");
   ASSERT_TRUE(cpu_only.ok());
-  EXPECT_FALSE(RunFgdProtocol(SmallCluster(), *cpu_only, {}).ok());
+  EXPECT_ERROR(RunFgdProtocol(SmallCluster(), *cpu_only, {}), absl::StatusCode::kInvalidArgument, "FGD protocol: no pod requests a GPU");
 }
 
 }  // namespace

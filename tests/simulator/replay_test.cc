@@ -14,6 +14,7 @@
 #include "simulator/replay_plot.h"
 #include "simulator/replay_report.h"
 #include "topology/uniform_cluster.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -162,7 +163,7 @@ TEST(Replay, AnUnknownQueueNamesTheTraceLine) {
   policy.queues.push_back(q);
   const auto trace = Native("job_id,submit_time_s,duration_s,queue\na,0,10,research\nb,1,10,product\n");
   auto r = Replay(Uniform(2, 8, 2), policy, trace, "t.csv", {});
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "t.csv:3: job 'b': queue: unknown queue 'product'");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("t.csv:3: job 'b': queue: unknown queue 'product'"));
 }
 
@@ -315,7 +316,7 @@ TEST(Replay, TheReformPauseIsConfigurableAndEachPauseCostsExactlyItsLength) {
 
 TEST(Replay, ABadReformPauseInTheTraceNamesItsLine) {
   auto r = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,reform_pause_s\na,0,10,1\nb,0,10,-2\n", "t.csv");
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "t.csv:3: reform_pause_s: must be in [0, 1e9] seconds");
   EXPECT_THAT(r.status().message(), HasSubstr("t.csv:3: reform_pause_s"));
   auto ok = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,reform_pause_s\na,0,10,1.5\nb,0,10,\n", "t.csv");
   ASSERT_TRUE(ok.ok()) << ok.status();

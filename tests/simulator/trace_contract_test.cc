@@ -17,6 +17,7 @@
 #include "simulator/tiresias_trace.h"
 #include "simulator/trace.h"
 #include "tests/support/source_dir.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -200,7 +201,7 @@ TYPED_TEST(TraceReaderContract, EveryRowBecomesOneJobSortedBySubmitTime) {
 TYPED_TEST(TraceReaderContract, BadRowNamesItsLineAndField) {
   using S = Sample<TypeParam>;
   auto jobs = TypeParam::Parse(S::kBad, "bad.trace");
-  ASSERT_FALSE(jobs.ok());
+  ASSERT_ERROR(jobs, absl::StatusCode::kInvalidArgument, "bad.trace:3:");
   EXPECT_THAT(std::string(jobs.status().message()),
               HasSubstr(std::string("bad.trace:") + std::to_string(S::kBadLine) + ": " +
                         std::string(S::kBadField) + ":"));

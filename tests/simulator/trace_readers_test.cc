@@ -10,6 +10,7 @@
 #include "simulator/native_trace.h"
 #include "simulator/philly_trace.h"
 #include "simulator/trace.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -153,11 +154,11 @@ TEST(Dlrm2025Trace, OpenLifetimesCloseAtTheTraceWindow) {
 
 TEST(TraceFormat, AutoFailsListingTheFormats) {
   auto f = DetectTraceFormat("a,b,c\n1,2,3\n", "x.csv");
-  ASSERT_FALSE(f.ok());
+  ASSERT_ERROR(f, absl::StatusCode::kInvalidArgument, "x.csv:1: header: no trace format recognizes it; give");
   EXPECT_THAT(std::string(f.status().message()),
               HasSubstr("x.csv:1: header: no trace format recognizes it; give --format (one of native, "
                         "philly, gavel, tiresias, alibaba2023, dlrm2025"));
-  EXPECT_FALSE(ParseTraceFormat("csv").ok());
+  EXPECT_ERROR(ParseTraceFormat("csv"), absl::StatusCode::kInvalidArgument, "unknown trace format 'csv' (formats: auto, native, philly");
 }
 
 TEST(TraceFormat, MultiGpuPodListsWithoutTimesAreRefused) {

@@ -23,6 +23,21 @@ start() {
   done
   [[ -n $port ]] || fail "serve did not start"
   export RINGMASTER_SERVER=127.0.0.1:$port
+  http_port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+  [[ -n $http_port ]] || fail "serve named no extender (metrics) port"
+}
+# The engine cycles serve has run (its /metrics).
+cycles() {
+  curl -s --max-time 5 "http://127.0.0.1:$http_port/metrics" |
+    sed -n 's/^ringmaster_cycle_duration_seconds_count \([0-9]*\)$/\1/p'
+}
+# wait_cycles N: until serve has run N more cycles (10 s at most).
+wait_cycles() {
+  local from
+  from=$(cycles)
+  [[ -n $from ]] || fail "no cycle count in /metrics"
+  at_least() { local now; now=$(cycles); [[ -n $now && $now -ge $((from + $1)) ]]; }
+  wait_for at_least "$1"
 }
 # The pids the executor recorded, sorted.
 records() { sed -n 's/^ *"pid": \([0-9]*\),*$/\1/p' "$work/state/executor/processes.json" 2>/dev/null | sort; }

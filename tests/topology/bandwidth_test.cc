@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "tests/topology/random_cluster.h"
 #include "topology/cluster_file.h"
@@ -76,8 +81,14 @@ TEST(Bandwidth, PlacementTimeUsesTheRankOrder) {
   EXPECT_DOUBLE_EQ(PlacementAllReduceSeconds(c, gang, 1e9), RingAllReduceSeconds(4, 1e9, 400));
 }
 
-TEST(Bandwidth, PlacementBottleneckIsTheRankedRingsOnRandomClusters) {
+// The ranked ring crosses each level's group boundaries the fewest times
+// (rank_order.h), so it has a hop at a level exactly where two members meet
+// at that level: its bottleneck is the slowest link between any two members
+// (a network tier's bandwidth, or the node's own link inside a node),
+// whichever order the members come in.
+TEST(Bandwidth, PlacementBottleneckIsTheSlowestLinkBetweenTwoMembersOnRandomClusters) {
   std::mt19937_64 rng(5);
+  int multi_level = 0;  // trials whose members meet at two levels or more
   for (int trial = 0; trial < 200; ++trial) {
     const Cluster c = testing::RandomCluster(rng);
     std::vector<RankSlot> gang;
@@ -86,13 +97,28 @@ TEST(Bandwidth, PlacementBottleneckIsTheRankedRingsOnRandomClusters) {
         if (rng() % 3 == 0) gang.push_back({NodeId(n), static_cast<int>(g)});
       }
     }
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::to_string(gang.size()) + " members");
+    double slowest = std::numeric_limits<double>::infinity();
+    std::set<int> levels;
+    for (size_t i = 0; i < gang.size(); ++i) {
+      for (size_t j = i + 1; j < gang.size(); ++j) {
+        const int level = LinkLevelOf(c, gang[i], gang[j]);
+        levels.insert(level);
+        slowest = std::min(slowest, LevelBandwidthGbps(c, gang[i].node, level));
+      }
+    }
+    if (levels.size() >= 2) ++multi_level;
     const double b = PlacementBottleneckGbps(c, gang);
-    EXPECT_EQ(b, RingBottleneckGbps(c, OrderRanks(c, gang)));
+    EXPECT_EQ(b, slowest);
+    std::vector<RankSlot> shuffled = gang;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    EXPECT_EQ(PlacementBottleneckGbps(c, shuffled), b) << "depends on the input order";
     if (gang.size() >= 2) {
       EXPECT_GT(b, 0);
       EXPECT_TRUE(std::isfinite(b));
     }
   }
+  EXPECT_GE(multi_level, 50) << "too few trials where the order matters";
 }
 
 }  // namespace

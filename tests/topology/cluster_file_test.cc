@@ -1,5 +1,6 @@
 #include "topology/cluster_file.h"
 #include "tests/support/source_dir.h"
+#include "tests/support/status_matchers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -120,11 +121,11 @@ TEST(ClusterFile, NamePatterns) {
   auto c = ExpandNamePattern("node-%03d", 2, 7);
   ASSERT_TRUE(c.ok());
   EXPECT_THAT(*c, ::testing::ElementsAre("node-007", "node-008"));
-  EXPECT_FALSE(ExpandNamePattern("dgx-{0..3}", 5, 0).ok());
-  EXPECT_FALSE(ExpandNamePattern("node-%03d", -1, 0).ok());
-  EXPECT_FALSE(ExpandNamePattern("node-%s", 2, 0).ok());
-  EXPECT_FALSE(ExpandNamePattern("single", 2, 0).ok());
-  EXPECT_FALSE(ExpandNamePattern("x{3..1}", -1, 0).ok());
+  EXPECT_ERROR(ExpandNamePattern("dgx-{0..3}", 5, 0), absl::StatusCode::kInvalidArgument, "pattern 'dgx-{0..3}' names 4 nodes but count is 5");
+  EXPECT_ERROR(ExpandNamePattern("node-%03d", -1, 0), absl::StatusCode::kInvalidArgument, "pattern 'node-%03d' needs `count` (how many nodes)");
+  EXPECT_ERROR(ExpandNamePattern("node-%s", 2, 0), absl::StatusCode::kInvalidArgument, "pattern 'node-%s': use one %d or %0Nd (e.g. node-%03d)");
+  EXPECT_ERROR(ExpandNamePattern("single", 2, 0), absl::StatusCode::kInvalidArgument, "name 'single' has no {FIRST..LAST} or %d but count is 2");
+  EXPECT_ERROR(ExpandNamePattern("x{3..1}", -1, 0), absl::StatusCode::kInvalidArgument, "pattern 'x{3..1}': range bounds must be integers, FIRST <=");
 }
 
 struct BadCase {
@@ -139,7 +140,7 @@ class ClusterFileErrors : public ::testing::TestWithParam<BadCase> {};
 TEST_P(ClusterFileErrors, NameFileLineColumnAndField) {
   const BadCase& c = GetParam();
   auto r = ParseClusterFile(c.yaml, "bad.yaml");
-  ASSERT_FALSE(r.ok()) << c.name;
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "bad.yaml:") << c.name;
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.where)) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.what)) << r.status();

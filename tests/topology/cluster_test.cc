@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "topology/uniform_cluster.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::topology {
 namespace {
@@ -50,12 +51,12 @@ TEST(Cluster, RejectsInconsistentDomainsAndDuplicates) {
   NodeSpec a{.name = "a", .domains = {"r1", "s1"}};
   NodeSpec b{.name = "b", .domains = {"r1", "s2"}};
   auto c = Cluster::Build(tiers, {a, b});
-  ASSERT_FALSE(c.ok());
+  ASSERT_ERROR(c, absl::StatusCode::kInvalidArgument, "node 'b': rack 'r1' is under spine 's1', not 's2'");
   EXPECT_EQ(c.status().message(), "node 'b': rack 'r1' is under spine 's1', not 's2'");
   NodeSpec a2{.name = "a", .domains = {"r2", "s1"}};
   EXPECT_EQ(Cluster::Build(tiers, {a, a2}).status().message(), "node 'a': duplicate name");
   NodeSpec few{.name = "x", .domains = {"r1"}};
-  EXPECT_FALSE(Cluster::Build(tiers, {few}).ok());
+  EXPECT_ERROR(Cluster::Build(tiers, {few}), absl::StatusCode::kInvalidArgument, "node 'x': has 1 domains, the cluster has 2 tiers");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/topology/random_cluster.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::topology {
 namespace {
@@ -80,10 +81,10 @@ TEST(Fragmentation, ModelMergesEqualClassesAndRejectsBadOnes) {
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->classes().size(), 2u);
   EXPECT_DOUBLE_EQ(m->classes()[0].popularity, 0.5);
-  EXPECT_FALSE(FragmentationModel::Create({}).ok());
-  EXPECT_FALSE(FragmentationModel::Create({TaskClass{0, 0, 2, 500, {}, 1}}).ok());
-  EXPECT_FALSE(FragmentationModel::Create({TaskClass{0, 0, 1, 1500, {}, 1}}).ok());
-  EXPECT_FALSE(FragmentationModel::Create({Share(500, -1)}).ok());
+  EXPECT_ERROR(FragmentationModel::Create({}), absl::StatusCode::kInvalidArgument, "workload has no task classes with positive popularity");
+  EXPECT_ERROR(FragmentationModel::Create({TaskClass{0, 0, 2, 500, {}, 1}}), absl::StatusCode::kInvalidArgument, "task class 0: 2 GPUs must each be whole (gpu_milli 1000)");
+  EXPECT_ERROR(FragmentationModel::Create({TaskClass{0, 0, 1, 1500, {}, 1}}), absl::StatusCode::kInvalidArgument, "task class 0: negative or out-of-range amount");
+  EXPECT_ERROR(FragmentationModel::Create({Share(500, -1)}), absl::StatusCode::kInvalidArgument, "task class 0: negative or out-of-range amount");
 }
 
 TEST(Fragmentation, FgdPicksTheGpuWhereFragmentationGrowsLeast) {
@@ -203,7 +204,7 @@ TEST(Fragmentation, PolicyNames) {
     EXPECT_EQ(*ParseSharePolicy(SharePolicyName(static_cast<SharePolicy>(p))), static_cast<SharePolicy>(p));
   }
   auto bad = ParseSharePolicy("worstfit");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "unknown placement policy 'worstfit' (fgd, fgd-bestfit");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("unknown placement policy 'worstfit'"));
 }
 

@@ -1,6 +1,7 @@
 // The readers of real cluster lists share one contract, run over all of them.
 #include "topology/node_lists.h"
 #include "tests/support/source_dir.h"
+#include "tests/support/status_matchers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -86,23 +87,23 @@ TYPED_TEST(NodeListReader, AcceptsCrlfAndBlankLines) {
 
 TYPED_TEST(NodeListReader, EmptyFileAndHeaderOnlyAreErrors) {
   auto empty = TypeParam::Parse("");
-  ASSERT_FALSE(empty.ok());
+  ASSERT_ERROR(empty, absl::StatusCode::kInvalidArgument, "f.csv: empty file (no header)");
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("f.csv"));
   auto header_only = TypeParam::Parse(TypeParam::Header());
-  ASSERT_FALSE(header_only.ok());
+  ASSERT_ERROR(header_only, absl::StatusCode::kInvalidArgument, "f.csv: no");
   EXPECT_THAT(std::string(header_only.status().message()), HasSubstr("f.csv"));
 }
 
 TYPED_TEST(NodeListReader, WrongHeaderNamesLineOne) {
   auto r = TypeParam::Parse("name,gpus\n" + TypeParam::Row(0, "a", "1"));
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "f.csv:1: column 1");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:1:"));
 }
 
 TYPED_TEST(NodeListReader, BadNumberNamesLineAndColumn) {
   // Line 3 (header is line 1) holds the bad GPU count.
   auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + TypeParam::Row(1, "b", "two"));
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "f.csv:3: column");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: "));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr(TypeParam::kGpuColumn));
@@ -111,19 +112,19 @@ TYPED_TEST(NodeListReader, BadNumberNamesLineAndColumn) {
 
 TYPED_TEST(NodeListReader, NegativeGpuCountIsAnError) {
   auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "-2"));
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "f.csv:2: column");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:2: "));
 }
 
 TYPED_TEST(NodeListReader, ShortRowNamesItsLine) {
   auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + "x\n");
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "f.csv:3: row has 1 columns, the header has");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: row has 1 columns"));
 }
 
 TYPED_TEST(NodeListReader, DuplicateNameNamesTheSecondLine) {
   auto r = TypeParam::Parse(TypeParam::Header() + TypeParam::Row(0, "a", "1") + TypeParam::Row(1, "a", "1"));
-  ASSERT_FALSE(r.ok());
+  ASSERT_ERROR(r, absl::StatusCode::kInvalidArgument, "f.csv:3: column");
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("f.csv:3: "));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("duplicate name 'a'"));
 }
@@ -150,7 +151,7 @@ TEST(OpenbNodeList, ReadsCpuMemoryAndModel) {
   EXPECT_EQ((*nodes)[0].gpus[3].model, "G2");
   EXPECT_TRUE((*nodes)[1].gpus.empty());
   auto bad = ParseOpenbNodeList("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,1,8,\n", "f.csv");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "f.csv:2: column 5 (model): a node with GPUs needs a model");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("f.csv:2: column 5 (model)"));
 }
 
@@ -159,7 +160,7 @@ TEST(PhillyMachineList, ReadsGpuMemoryAndRejectsBadSizes) {
   ASSERT_TRUE(nodes.ok()) << nodes.status();
   EXPECT_EQ((*nodes)[0].gpus[1].memory, int64_t{12} << 30);
   auto bad = ParsePhillyMachineList("machineId, number of GPUs, single GPU mem\nm0,2, 12\n", "f");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "f:2: column 3 (single GPU mem): '12' is not a size like 12GB");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("f:2: column 3 (single GPU mem)"));
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::topology {
 namespace {
@@ -167,7 +168,7 @@ class NvidiaSmiErrors : public ::testing::TestWithParam<BadMatrix> {};
 
 TEST_P(NvidiaSmiErrors, NameLineColumnAndCell) {
   auto t = ParseNvidiaSmiTopo(GetParam().text, "m.txt");
-  ASSERT_FALSE(t.ok()) << GetParam().name;
+  ASSERT_ERROR(t, absl::StatusCode::kInvalidArgument, "m.txt:") << GetParam().name;
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(t.status().message()), HasSubstr(GetParam().where)) << t.status();
   EXPECT_THAT(std::string(t.status().message()), HasSubstr(GetParam().what)) << t.status();

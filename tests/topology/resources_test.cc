@@ -1,4 +1,5 @@
 #include "topology/resources.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -23,9 +24,9 @@ TEST(Resources, ParsesKubernetesQuantities) {
   EXPECT_EQ(*ParseQuantity("1.5", true), 1500);
   EXPECT_EQ(*ParseQuantity("16Gi", false), 16LL << 30);
   EXPECT_EQ(*ParseQuantity("2k", false), 2000);
-  EXPECT_FALSE(ParseQuantity("-1", true).ok());
-  EXPECT_FALSE(ParseQuantity("12 apples", true).ok());
-  EXPECT_FALSE(ParseQuantity("", true).ok());
+  EXPECT_ERROR(ParseQuantity("-1", true), absl::StatusCode::kInvalidArgument, "negative quantity '-1'");
+  EXPECT_ERROR(ParseQuantity("12 apples", true), absl::StatusCode::kInvalidArgument, "quantity '12 apples' has unknown suffix ' apples'");
+  EXPECT_ERROR(ParseQuantity("", true), absl::StatusCode::kInvalidArgument, "empty quantity");
   EXPECT_EQ(ParseQuantity("3Qi", false).status().message(), "quantity '3Qi' has unknown suffix 'Qi'");
 }
 

@@ -4,12 +4,14 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string_view>
 #include <thread>
 
 #include "tests/worker_shim/test_world.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim::testing {
 namespace {
@@ -146,7 +148,7 @@ TYPED_TEST(CollectiveContract, DeadPeerIsAnErrorNotAHangAndSurvivorsReform) {
     fns.push_back([&b] {
       double v[4] = {1, 2, 3, 4};
       absl::Status s = b.AllReduce(v, 4, DataType::kFloat64, ReduceOp::kSum);
-      EXPECT_FALSE(s.ok());
+      EXPECT_ERROR(s, absl::StatusCode::kUnavailable, "");
       EXPECT_FALSE(b.healthy());
     });
   }
@@ -169,9 +171,12 @@ TYPED_TEST(CollectiveContract, RevokeEndsACollectiveBlockedOnASilentPeer) {
 
   TypeParam::Silence(this->world_, true);
   std::vector<std::function<void()>> fns;
-  for (const char* name : {"a", "b"}) {
-    CollectiveBackend& b = this->Backend(name);
-    fns.push_back([&b] {
+  // The threads of a and b, each set just before its collective.
+  std::vector<std::atomic<pid_t>> tids(2);
+  for (int i = 0; i < 2; ++i) {
+    CollectiveBackend& b = this->Backend(i == 0 ? "a" : "b");
+    fns.push_back([&b, &tid = tids[i]] {
+      tid = ringmaster::testing::ThisThreadId();
       double v[2] = {1, 2};
       absl::Status s = b.AllReduce(v, 2, DataType::kFloat64, ReduceOp::kSum);
       EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
@@ -179,9 +184,14 @@ TYPED_TEST(CollectiveContract, RevokeEndsACollectiveBlockedOnASilentPeer) {
       EXPECT_FALSE(b.healthy());
     });
   }
-  // c never calls; generation 2 is published after its failure.
-  fns.push_back([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // c never calls; generation 2 is published after its failure, while a
+  // and b are blocked in the collective (not before they enter it: a
+  // communicator revoked while idle fails the next call at once, which
+  // would pass this test without a revocation reaching a blocked call).
+  fns.push_back([this, &tids] {
+    while (tids[0] == 0 || tids[1] == 0) std::this_thread::yield();
+    EXPECT_TRUE(TypeParam::WaitInCollective(this->world_, {tids[0], tids[1]}))
+        << "a and b never blocked in the all-reduce";
     this->Backend("a").Revoke(2);
     this->Backend("b").Revoke(2);
   });

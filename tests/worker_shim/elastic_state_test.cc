@@ -4,7 +4,12 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tests/worker_shim/test_world.h"
@@ -34,16 +39,38 @@ TEST(ElasticState, CommitFileSurvivesTheProcess) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("rm_state_" + std::to_string(::getpid())))
                                .string();
-  {
+  std::remove(path.c_str());
+  // A child commits, says so through a pipe and waits; it is killed with
+  // SIGKILL there (no destructor, no flush at exit): the commit file must
+  // hold what Commit() returned for.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
     ElasticState state(path);
     double w[2] = {4, 5};
-    ASSERT_TRUE(state.Register("w", w, sizeof(w)).ok());
-    ASSERT_TRUE(state.Commit().ok());
+    if (!state.Register("w", w, sizeof(w)).ok() || !state.Commit().ok()) std::_Exit(1);
+    w[1] = 6;  // after the commit: never on disk
+    const char ok = 'c';
+    if (::write(ready[1], &ok, 1) != 1) std::_Exit(2);
+    while (true) ::pause();
   }
+  ::close(ready[1]);
+  char said = 0;
+  const ssize_t n = ::read(ready[0], &said, 1);
+  ::close(ready[0]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(n, 1) << "the child did not commit; status " << status;
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   ElasticState fresh(path);
   double w[2] = {0, 0};
   ASSERT_TRUE(fresh.Register("w", w, sizeof(w)).ok());
   ASSERT_TRUE(fresh.LoadCommitFile().ok());
+  EXPECT_EQ(w[0], 4);
   EXPECT_EQ(w[1], 5);
   ElasticState wrong(path);
   double big[3];

@@ -144,6 +144,15 @@ ncclResult_t FakeNccl::Exchange(Comm* comm, const void* in, size_t bytes,
   return ncclSuccess;
 }
 
+int FakeNccl::HangingComms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& c : comms_) {
+    if (c->never_completes && !c->revoked && !c->aborted) ++n;
+  }
+  return n;
+}
+
 bool FakeNccl::Gather(Comm* comm, const void* send, size_t bytes,
                       std::vector<std::vector<char>>* all,
                       ncclResult_t* result) {

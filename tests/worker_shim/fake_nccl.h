@@ -46,6 +46,9 @@ class FakeNccl {
   void ClearLogs();
   void Kill(const std::string& participant);
   Faults& faults() { return faults_; }
+  // Communicators with a collective left hanging (collectives_hang) that
+  // neither a revocation nor an abort has stopped yet.
+  int HangingComms() const;
 
   struct Group;
   struct Comm;

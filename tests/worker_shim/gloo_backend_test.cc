@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/worker_shim/test_world.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim {
 namespace {
@@ -65,7 +66,7 @@ TEST(GlooBackend, NewerGenerationEndsAConnectThatWouldNeverComplete) {
   });
   InterruptUntil(*backend, 4, done);
   rank0.join();
-  EXPECT_FALSE(result.ok());
+  EXPECT_ERROR(result, absl::StatusCode::kUnavailable, "gloo rendezvous: interrupted by a newer generation");
   EXPECT_NE(result.message().find("interrupted"), std::string::npos)
       << result;
   EXPECT_FALSE(backend->healthy());

@@ -11,6 +11,7 @@
 #include "tests/worker_shim/fake_nccl.h"
 #include "tests/worker_shim/test_world.h"
 #include "worker_shim/nccl_backend.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim::testing {
 namespace {
@@ -95,7 +96,7 @@ TEST_F(NcclSequencing, FailureRevokesThenShrinksWithAbortFlag) {
     NcclBackend& b = Backend(n);
     fns.push_back([&b, &v] {
       double x = v;
-      EXPECT_FALSE(b.AllReduce(&x, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+      EXPECT_ERROR(b.AllReduce(&x, 1, DataType::kFloat64, ReduceOp::kSum), absl::StatusCode::kUnavailable, "nccl allreduce: fake nccl error");
     });
   }
   RunRanks(fns);

@@ -32,6 +32,7 @@
 #include "worker_shim/backend_factory.h"
 #include "worker_shim/ringmaster_shim.h"
 #include "worker_shim/shim.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim {
 namespace {
@@ -315,9 +316,9 @@ TEST_F(ShimErrors, AChangeWithoutTheCoordinatorFailsNamingIt) {
   shims_[1].reset();  // the peer is gone: its sockets close
   double v = 1;
   const absl::Status failed = shims_[0]->AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
-  ASSERT_FALSE(failed.ok());
+  ASSERT_ERROR(failed, absl::StatusCode::kUnavailable, "gloo allreduce: ");
   auto b = shims_[0]->Recover(std::string(failed.message()));
-  ASSERT_FALSE(b.ok());
+  ASSERT_ERROR(b, absl::StatusCode::kUnavailable, "no generation >= 2 within 2.5 s: the coordinator at");
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
   EXPECT_TRUE(absl::StrContains(b.status().message(), "no generation >= 2 within 2.5 s")) << b.status();
   EXPECT_TRUE(absl::StrContains(b.status().message(), "the coordinator at " + address + " was lost"))

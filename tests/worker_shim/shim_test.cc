@@ -3,13 +3,17 @@
 #include "worker_shim/shim.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <string_view>
 
 #include "server/coordinator/coordinator_service.h"
+#include "tests/support/blocked.h"
 #include "tests/worker_shim/test_world.h"
 #include "worker_shim/backend_factory.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::shim {
 namespace {
@@ -318,7 +322,7 @@ TEST_F(ShimTest, PeerCrashRollsSurvivorsBackToTheirCommit) {
       for (int k = 0; k < 100 && st.ok(); ++k) {
         st = s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
       }
-      ASSERT_FALSE(st.ok());
+      ASSERT_ERROR(st, absl::StatusCode::kUnavailable, "gloo allreduce: ");
       auto b = s.Recover(std::string(st.message()));
       ASSERT_TRUE(b.ok()) << b.status();
       EXPECT_EQ(*b, Shim::Boundary::kReformed);
@@ -348,10 +352,13 @@ TEST_F(ShimTest, FailureGenerationRevokesACollectiveWaitingOnALivePeer) {
     testing::RunRanks(start);
   }
   std::vector<std::function<void()>> fns;
+  // The threads of w0 and w1, each set just before its collective.
+  std::vector<std::atomic<pid_t>> tids(2);
   for (int i = 0; i < 2; ++i) {
     fns.push_back([&, i] {
       Shim& s = *shims[i];
       double v = 1;
+      tids[i] = ringmaster::testing::ThisThreadId();
       absl::Status st = s.AllReduce(&v, 1, DataType::kFloat64, ReduceOp::kSum);
       // The revocation, not Gloo's timeout (10 s here).
       EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
@@ -365,11 +372,15 @@ TEST_F(ShimTest, FailureGenerationRevokesACollectiveWaitingOnALivePeer) {
       EXPECT_EQ(v, 2);
     });
   }
-  // w2 stays connected and silent; after a while it is reported failed.
-  // The job's target becomes 2 at once, so that w2 (still running, it
-  // rejoins as a standby) is not taken back in.
+  // w2 stays connected and silent; once w0 and w1 are blocked in the
+  // all-reduce it is reported failed. The job's target becomes 2 at once,
+  // so that w2 (still running, it rejoins as a standby) is not taken back in.
   fns.push_back([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    while (tids[0] == 0 || tids[1] == 0) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_TRUE(ringmaster::testing::WaitUntilBlocked(
+        ::getpid(), {tids[0], tids[1]}, std::chrono::milliseconds(50),
+        std::chrono::seconds(8)))
+        << "w0 and w1 never blocked in the all-reduce";
     auto g = shims[2]->client().ReportFailure(shims[2]->generation(), "w2",
                                               "stuck");
     EXPECT_TRUE(g.ok()) << g.status();

@@ -4,6 +4,9 @@
 #ifndef RINGMASTER_TESTS_WORKER_SHIM_TEST_WORLD_H_
 #define RINGMASTER_TESTS_WORKER_SHIM_TEST_WORLD_H_
 
+#include <unistd.h>
+
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +15,7 @@
 
 #include <gloo/rendezvous/hash_store.h>
 
+#include "tests/support/blocked.h"
 #include "worker_shim/collective.h"
 #include "worker_shim/gloo_backend.h"
 #if RINGMASTER_HAVE_NCCL
@@ -43,6 +47,12 @@ struct GlooTraits {
   }
   // Collectives wait for every rank: a rank that does not call is enough.
   static void Silence(World&, bool) {}
+  // Until the threads `tids` (of this process) are blocked in their
+  // collectives; false after 10 s.
+  static bool WaitInCollective(World&, const std::vector<pid_t>& tids) {
+    return ringmaster::testing::WaitUntilBlocked(
+        ::getpid(), tids, std::chrono::milliseconds(50), std::chrono::seconds(10));
+  }
 };
 
 #if RINGMASTER_HAVE_NCCL
@@ -63,6 +73,16 @@ struct FakeNcclTraits {
   // The fake's collectives complete in the call: make them hang instead.
   static void Silence(World& w, bool on) {
     w.nccl.faults().collectives_hang = on;
+  }
+  // The backend polls a hanging collective: until `tids.size()` of them hang
+  // in the fake; false after 10 s.
+  static bool WaitInCollective(World& w, const std::vector<pid_t>& tids) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (w.nccl.HangingComms() < static_cast<int>(tids.size())) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
   }
 };
 #endif
