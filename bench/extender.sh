@@ -12,7 +12,9 @@
 # carries N Node objects. The pod is a gang of one whose placement is decided
 # on the first (warm-up) request, so the figures are the steady state of a
 # pod that kube-scheduler retries: parse, look up its reservation, answer.
-# Prints a Markdown table row per case, with the server's CPU time per request
+# "changing": Node objects, with node 0's resourceVersion different in every
+# request (no request carries the node list of the one before: serve then
+# reads every list in full). Prints a Markdown table row per case, with the server's CPU time per request
 # (from /proc, so it holds on a loaded machine where req/s does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +51,12 @@ for n in counts:
              for i, name in enumerate(names)]
     with open(f"{work}/objects-{n}.json", "w") as f:
         json.dump({"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}, f)
+    # Node 0 carries a resourceVersion: the "changing" rows put a random one
+    # in every request, so no two requests carry the same node list (as if
+    # a Node were updated between every two filters).
+    nodes[0]["metadata"]["resourceVersion"] = "10000000"
+    with open(f"{work}/objects-{n}.json", "w") as f:
+        json.dump({"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}, f)
 PY
 
 start_server() {  # args: serve options
@@ -78,6 +86,16 @@ wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local f = io.open("$2", "rb"); wrk.body = f:read("*a"); f:close()
 LUA
+  if [[ ${3:-} == changing ]]; then
+    cat >>"$work/post.lua" <<LUA
+local at = string.find(wrk.body, "10000000", 1, true)
+local head, tail = string.sub(wrk.body, 1, at - 1), string.sub(wrk.body, at + 8)
+math.randomseed(os.time() + math.floor(os.clock() * 1e6))
+request = function()
+  return wrk.format(nil, nil, nil, head .. string.format("%08d", math.random(0, 99999999)) .. tail)
+end
+LUA
+  fi
   local before after
   before=$(cpu_ticks)
   wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/post.lua" \
@@ -97,7 +115,7 @@ LUA
 echo "| nodes | nodeCacheCapable | request bytes | filter req/s | p50 | p99 | server CPU/req | prioritize req/s | p50 | p99 | server CPU/req |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for n in $NODES; do
-  for mode in true false; do
+  for mode in true false changing; do
     if [[ $mode == true ]]; then
       body=$work/names-$n.json
       start_server --nodes "$n" --gpus-per-node 8 --nodes-per-rack 40
@@ -110,9 +128,11 @@ for n in $NODES; do
       "http://127.0.0.1:$port/filter"
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); n=r["NodeNames"] or r["Nodes"]["items"]; assert len(n)==1, r' \
       "$work/first.json"
-    read -r f_rps f_p50 f_p99 f_cpu < <(run_wrk filter "$body")
-    read -r p_rps p_p50 p_p99 p_cpu < <(run_wrk prioritize "$body")
-    echo "| $n | $mode | $(stat -c %s "$body") | $f_rps | $f_p50 | $f_p99 | ${f_cpu} µs | $p_rps | $p_p50 | $p_p99 | ${p_cpu} µs |"
+    read -r f_rps f_p50 f_p99 f_cpu < <(run_wrk filter "$body" "$mode")
+    read -r p_rps p_p50 p_p99 p_cpu < <(run_wrk prioritize "$body" "$mode")
+    label=$mode
+    [[ $mode == changing ]] && label="false, a node changed since the last request"
+    echo "| $n | $label | $(stat -c %s "$body") | $f_rps | $f_p50 | $f_p99 | ${f_cpu} µs | $p_rps | $p_p50 | $p_p99 | ${p_cpu} µs |"
     stop_server
   done
 done

@@ -9,6 +9,7 @@
 // turns flags into DaemonOptions. The membership coordinator the shims join
 // runs in the same process, on the --grpc port or on --coordinator; with
 // --local-executor the jobs that have a command run as local processes.
+#include <malloc.h>
 #include <signal.h>
 
 #include <chrono>
@@ -161,6 +162,13 @@ int Run(const ServeFlags& f) {
     std::cerr << "serve: " << options.status().message() << "\n";
     return 2;
   }
+  // Request bodies up to the body limit (a filter with 1,000 Node objects is
+  // about 224 KB, 5,000 about 1.1 MB) stay in the heap and freed memory stays
+  // mapped: with glibc's defaults each such body came from fresh pages
+  // (mmap, or a heap that free() had handed back with madvise), and faulting
+  // them in cost more than reading the request (docs/BENCHMARKS.md).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
   // Block the signals the loop waits for before any server thread exists.
   sigset_t signals;
   sigemptyset(&signals);

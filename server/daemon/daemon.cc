@@ -201,7 +201,7 @@ absl::Status Daemon::Readopt(Recovered recovered) {
 // 5a. The extender's HTTP server, and the health port's.
 absl::Status Daemon::StartHttpServers() {
   Extender* ext = extender_.get();
-  RM_ASSIGN_OR_RETURN(http_, HttpServer::Start(options_.http, WithMetricsRoutes(*metrics_, [ext](const HttpRequest& r) {
+  RM_ASSIGN_OR_RETURN(http_, HttpServer::Start(options_.http, WithMetricsRoutes(*metrics_, [ext](HttpRequest& r) {
                                                  return HandleExtenderRequest(*ext, r);
                                                })));
   if (options_.health_http.address.empty()) return absl::OkStatus();

@@ -40,7 +40,7 @@ HttpResponse HandleHealthRequest(const HttpRequest& request) {
   return {200, "text/plain", "ok\n"};
 }
 
-HttpResponse HandleExtenderRequest(Extender& extender, const HttpRequest& request) {
+HttpResponse HandleExtenderRequest(Extender& extender, HttpRequest& request) {
   const std::string_view verb = Verb(request.target);
   if (verb == "healthz") {
     if (request.method != "GET" && request.method != "HEAD") return ErrorAnswer(405, "healthz: use GET");
@@ -50,7 +50,7 @@ HttpResponse HandleExtenderRequest(Extender& extender, const HttpRequest& reques
   if (!known) return ErrorAnswer(404, "not found: POST filter, prioritize, preempt, bind; GET healthz, metrics");
   if (request.method != "POST") return ErrorAnswer(405, absl::StrCat(std::string(verb), ": use POST"));
   if (verb == "filter" || verb == "prioritize") {
-    auto args = ParseExtenderArgsPadded(request.body, request.body.capacity() - request.body.size());
+    auto args = ParseExtenderArgsOwned(std::move(request.body));
     if (!args.ok()) return BadRequest(args.status());
     if (NoPod(args->pod)) return ErrorAnswer(400, "Pod: missing (ExtenderArgs carries the Pod to schedule)");
     if (verb == "filter") return {200, "application/json", ToJson(extender.Filter(*args, request.peer))};

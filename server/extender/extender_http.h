@@ -16,7 +16,9 @@
 
 namespace ringmaster::server {
 
-HttpResponse HandleExtenderRequest(Extender& extender, const HttpRequest& request);
+// A filter's or prioritize's body is taken (moved out of `request`): the
+// Node objects' texts point into it.
+HttpResponse HandleExtenderRequest(Extender& extender, HttpRequest& request);
 HttpResponse HandleHealthRequest(const HttpRequest& request);
 
 }  // namespace ringmaster::server

@@ -247,16 +247,14 @@ NodeObject::NodeObject(nlohmann::json object) {
   json_ = std::move(object);
 }
 
+NodeObject::NodeObject(std::string name, std::string uid, std::shared_ptr<const std::string> buffer, size_t offset,
+                       size_t length)
+    : name_(std::move(name)), uid_(std::move(uid)), buffer_(std::move(buffer)), offset_(offset), length_(length) {}
+
 NodeObject NodeObject::FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
                                 size_t offset, size_t length) {
-  NodeObject n;
-  n.name_ = std::move(name);
-  n.uid_ = std::move(uid);
-  n.buffer_ = std::move(buffer);
-  n.offset_ = offset;
-  n.length_ = length;
-  n.json_.reset();
-  return n;
+  // Not through the default constructor: that one writes "{}" as text.
+  return NodeObject(std::move(name), std::move(uid), std::move(buffer), offset, length);
 }
 
 const nlohmann::json& NodeObject::json() const {
@@ -287,6 +285,16 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgsPadded(std::string_view body, size
     return *std::move(fast);
   }
   return internal::ParseExtenderArgsDom(body);
+}
+
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsOwned(std::string body) {
+  auto owned = std::make_shared<const std::string>(std::move(body));
+  const std::string_view text(*owned);
+  if (std::optional<ExtenderArgs> fast =
+          internal::ParseExtenderArgsFast(text, owned->capacity() - owned->size(), owned)) {
+    return *std::move(fast);
+  }
+  return internal::ParseExtenderArgsDom(text);
 }
 
 absl::StatusOr<ExtenderArgs> internal::ParseExtenderArgsDom(std::string_view body) {

@@ -60,6 +60,9 @@ class NodeObject {
   bool operator==(const NodeObject& o) const { return json() == o.json(); }
 
  private:
+  NodeObject(std::string name, std::string uid, std::shared_ptr<const std::string> buffer, size_t offset,
+             size_t length);
+
   std::string name_;
   std::string uid_;
   std::shared_ptr<const std::string> buffer_;
@@ -136,6 +139,9 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body);
 // past its end (an HTTP body, kHttpBodyPadding): with 64 or more the fast
 // path parses it in place, without copying it first.
 absl::StatusOr<ExtenderArgs> ParseExtenderArgsPadded(std::string_view body, size_t readable_past_end);
+// The same, keeping the body: the Node objects' texts point into it, so it
+// is not copied (an HTTP body, whose capacity leaves the padding).
+absl::StatusOr<ExtenderArgs> ParseExtenderArgsOwned(std::string body);
 absl::StatusOr<ExtenderBindingArgs> ParseExtenderBindingArgs(std::string_view body);
 absl::StatusOr<ExtenderPreemptionArgs> ParseExtenderPreemptionArgs(std::string_view body);
 absl::StatusOr<ExtenderFilterResult> ParseExtenderFilterResult(std::string_view body);

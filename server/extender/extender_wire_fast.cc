@@ -2,6 +2,7 @@
 #include "server/extender/extender_wire_fast.h"
 
 #include <cctype>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -56,43 +57,87 @@ bool Lookup(const dom::object& obj, std::string_view key, std::optional<dom::ele
   return true;
 }
 
-// The JSON text of each item of the node list, as (offset, length) in
-// `text`: the members `nodes_key` of the top object and `items_key` of it
-// (the last of each spelling, as the DOM read them). `text` is valid JSON
-// (the DOM parsed it) readable SIMDJSON_PADDING bytes past its end. False
-// when the items found are not `count` objects.
-bool ItemSpans(std::string_view text, std::string_view nodes_key, std::string_view items_key, size_t count,
-               std::vector<std::pair<size_t, size_t>>& spans) {
-  namespace od = simdjson::ondemand;
-  thread_local od::parser parser;
-  od::document doc;
-  if (parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc)) return false;
-  od::object top;
-  if (doc.get_object().get(top)) return false;
+// Where the node list sits in `text` (valid JSON, just parsed by `parser`):
+// the span of the top object's member `nodes_key` (its value's JSON text) and
+// of each item of that value's member `items_key` — the last of each
+// spelling, as the DOM read them. Read from the tokens stage 1 found (the
+// position of every structural character and of every scalar's first byte),
+// so no second parse. False when a key on the way holds an escape (the
+// reference path then reads the request) or the items found are not `count`
+// objects.
+struct Span {
+  size_t offset = 0;
+  size_t length = 0;
+};
+bool NodeListSpans(const dom::parser& parser, std::string_view text, std::string_view nodes_key,
+                   std::string_view items_key, size_t count, Span& list, std::vector<Span>& spans) {
+  const uint32_t* at = parser.implementation->structural_indexes.get();
+  const uint32_t n = parser.implementation->n_structural_indexes;
+  enum class Key { kNone, kNodes, kItems };
+  Key pending = Key::kNone;  // the key whose value comes next
+  int depth = 0;
+  bool in_list = false;   // inside the value of the top object's nodes_key
+  bool in_items = false;  // inside that value's items_key array
   bool found = false;
-  for (auto field : top) {
-    std::string_view key;
-    if (field.unescaped_key().get(key)) return false;
-    if (key != nodes_key) continue;
-    od::object list;
-    if (field.value().get_object().get(list)) return false;
-    for (auto member : list) {
-      std::string_view k;
-      if (member.unescaped_key().get(k)) return false;
-      if (k != items_key) continue;
-      od::array items;
-      if (member.value().get_array().get(items)) return false;
-      spans.clear();
-      for (auto item : items) {
-        od::object node;
-        std::string_view raw;
-        if (item.get_object().get(node) || node.raw_json().get(raw)) return false;
-        spans.emplace_back(static_cast<size_t>(raw.data() - text.data()), raw.size());
-      }
-      found = true;
+  size_t list_begin = 0;
+  size_t item_begin = 0;
+  std::vector<Span> current;
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t pos = at[i];
+    if (pos >= text.size()) return false;
+    const char c = text[pos];
+    switch (c) {
+      case '{':
+      case '[':
+        if (depth == 1 && pending == Key::kNodes && c == '{') {
+          in_list = true;
+          list_begin = pos;
+        } else if (depth == 2 && in_list && pending == Key::kItems && c == '[') {
+          in_items = true;
+          current.clear();
+        } else if (depth == 3 && in_items && c == '{') {
+          item_begin = pos;
+        }
+        pending = Key::kNone;
+        ++depth;
+        break;
+      case '}':
+      case ']':
+        --depth;
+        if (depth == 3 && in_items && c == '}') {
+          current.push_back({item_begin, pos + 1 - item_begin});
+        } else if (depth == 2 && in_items && c == ']') {
+          in_items = false;
+          spans.swap(current);
+          found = true;
+        } else if (depth == 1 && in_list && c == '}') {
+          in_list = false;
+          list = {list_begin, pos + 1 - list_begin};
+        }
+        break;
+      case ':':
+        break;
+      case '"':
+        if (i + 1 < n && at[i + 1] < text.size() && text[at[i + 1]] == ':' && (depth == 1 || depth == 2)) {
+          // A key: its text runs to the last quote before the colon.
+          size_t close = at[i + 1];
+          while (close > pos && text[close] != '"') --close;
+          const std::string_view raw = text.substr(pos + 1, close - pos - 1);
+          // An escaped key might unescape to the one read.
+          if ((depth == 1 || in_list) && raw.find('\\') != std::string_view::npos) return false;
+          pending = depth == 1 && raw == nodes_key ? Key::kNodes
+                    : depth == 2 && in_list && raw == items_key ? Key::kItems
+                                                                 : Key::kNone;
+        } else {
+          pending = Key::kNone;
+        }
+        break;
+      default:  // a scalar value, or a comma
+        pending = Key::kNone;
+        break;
     }
   }
-  return found && spans.size() == count;
+  return found && spans.size() == count && list.length > 0;
 }
 
 // Nesting within the limit below `e` (which sits at `level` containers deep
@@ -170,9 +215,19 @@ bool Convert(const dom::element& e, int parent_level, json& out) {
 
 bool IsNull(const std::optional<dom::element>& e) { return !e || e->type() == dom::element_type::NULL_VALUE; }
 
-}  // namespace
+// The last node list read on this thread, and the body it was read from
+// (the nodes' texts point into it): a request whose node list is byte for
+// byte that one reuses its nodes without reading them again.
+struct NodeListCache {
+  std::shared_ptr<const std::string> buffer;
+  Span list;  // the Nodes value's JSON text in `buffer`
+  std::vector<NodeObject> nodes;
+};
+thread_local NodeListCache node_list_cache;
+thread_local int64_t node_list_cache_hits = 0;
 
-std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end) {
+std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_past_end,
+                                      const std::shared_ptr<const std::string>& owned, bool remember) {
   // One parser per thread: it keeps its buffers between requests. Its depth
   // limit is the reference's, so a document nested deeper fails here
   // (DEPTH_ERROR) and the reference says where; node objects need no walk.
@@ -217,13 +272,15 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
       if (items->type() != dom::element_type::ARRAY) return std::nullopt;
       const dom::array arr(*items);
       a.nodes->reserve(arr.size());
-      // One copy of the body, padded for the on-demand pass, that the nodes'
-      // texts point into.
-      auto buffer = std::make_shared<std::string>();
-      buffer->reserve(body.size() + simdjson::SIMDJSON_PADDING);
-      buffer->assign(body);
-      std::vector<std::pair<size_t, size_t>> spans;
-      if (!ItemSpans(*buffer, nodes_key, items_key, arr.size(), spans)) return std::nullopt;
+      Span list_span;
+      std::vector<Span> spans;
+      if (!NodeListSpans(parser, body, nodes_key, items_key, arr.size(), list_span, spans)) return std::nullopt;
+      // The nodes' texts point into the body: the caller's own (`owned`),
+      // else one copy of it.
+      std::shared_ptr<const std::string> buffer = owned;
+      if (buffer == nullptr || buffer->data() != body.data() || buffer->size() != body.size()) {
+        buffer = std::make_shared<const std::string>(body);
+      }
       size_t i = 0;
       for (dom::element n : arr) {
         if (n.type() != dom::element_type::OBJECT) return std::nullopt;
@@ -239,9 +296,10 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
           if (!Lookup(dom::object(*meta), "uid", v)) return std::nullopt;
           if (v && v->type() == dom::element_type::STRING) uid = std::string_view(*v);
         }
-        a.nodes->push_back(NodeObject::FromText(std::move(name), std::move(uid), buffer, spans[i].first, spans[i].second));
+        a.nodes->push_back(NodeObject::FromText(std::move(name), std::move(uid), buffer, spans[i].offset, spans[i].length));
         ++i;
       }
+      if (remember && !a.nodes->empty()) node_list_cache = {buffer, list_span, *a.nodes};
     }
   }
   // NodeNames: strings.
@@ -257,6 +315,114 @@ std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t 
   }
   return a;
 }
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+size_t SkipSpace(std::string_view t, size_t pos) {
+  while (pos < t.size() && IsSpace(t[pos])) ++pos;
+  return pos;
+}
+// Past the string whose opening quote is at `pos`; npos when it does not
+// end. `escaped` tells whether it holds an escape.
+size_t SkipString(std::string_view t, size_t pos, bool& escaped) {
+  escaped = false;
+  for (++pos; pos < t.size(); ++pos) {
+    if (t[pos] == '\\') {
+      escaped = true;
+      ++pos;
+    } else if (t[pos] == '"') {
+      return pos + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+// Past the value that starts at `pos`, read as valid JSON; npos when the
+// text ends first.
+size_t SkipValue(std::string_view t, size_t pos) {
+  bool escaped = false;
+  if (pos >= t.size()) return std::string_view::npos;
+  if (t[pos] == '"') return SkipString(t, pos, escaped);
+  if (t[pos] != '{' && t[pos] != '[') {
+    while (pos < t.size() && !IsSpace(t[pos]) && t[pos] != ',' && t[pos] != '}' && t[pos] != ']') ++pos;
+    return pos;
+  }
+  int depth = 0;
+  while (pos < t.size()) {
+    const char c = t[pos];
+    if (c == '"') {
+      pos = SkipString(t, pos, escaped);
+      if (pos == std::string_view::npos) return pos;
+      continue;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') {
+      if (--depth == 0) return pos + 1;
+    }
+    ++pos;
+  }
+  return std::string_view::npos;
+}
+
+// The request again with the node list this thread read last: its one
+// top-level key that folds to "Nodes" (no key of the top object escaped)
+// holds exactly that list's text. The rest of the request is read with a
+// stand-in node list in its place (`{"items":[]}`): that reading proves the
+// request valid JSON (a valid value put where another valid value stood),
+// and its Pod and NodeNames are the request's; the nodes are the list's.
+std::optional<ExtenderArgs> FromNodeListCache(std::string_view body) {
+  const NodeListCache& cache = node_list_cache;
+  if (cache.buffer == nullptr) return std::nullopt;
+  const std::string_view list = std::string_view(*cache.buffer).substr(cache.list.offset, cache.list.length);
+  if (body.size() < list.size()) return std::nullopt;
+  size_t pos = SkipSpace(body, 0);
+  if (pos >= body.size() || body[pos] != '{') return std::nullopt;
+  pos = SkipSpace(body, pos + 1);
+  size_t list_at = std::string_view::npos;
+  while (true) {
+    if (pos >= body.size() || body[pos] != '"') return std::nullopt;
+    bool escaped = false;
+    const size_t key_end = SkipString(body, pos, escaped);
+    if (key_end == std::string_view::npos || escaped) return std::nullopt;
+    const std::string_view key = body.substr(pos + 1, key_end - pos - 2);
+    pos = SkipSpace(body, key_end);
+    if (pos >= body.size() || body[pos] != ':') return std::nullopt;
+    pos = SkipSpace(body, pos + 1);
+    if (EqualFold(key, "Nodes")) {
+      if (list_at != std::string_view::npos) return std::nullopt;
+      if (body.size() - pos < list.size() || body.compare(pos, list.size(), list) != 0) return std::nullopt;
+      list_at = pos;
+      pos += list.size();
+    } else {
+      pos = SkipValue(body, pos);
+      if (pos == std::string_view::npos) return std::nullopt;
+    }
+    pos = SkipSpace(body, pos);
+    if (pos >= body.size()) return std::nullopt;
+    if (body[pos] == '}') break;
+    if (body[pos] != ',') return std::nullopt;
+    pos = SkipSpace(body, pos + 1);
+  }
+  if (list_at == std::string_view::npos) return std::nullopt;
+  constexpr std::string_view kStandIn = R"({"items":[]})";
+  std::string rest;
+  rest.reserve(body.size() - list.size() + kStandIn.size() + simdjson::SIMDJSON_PADDING);
+  rest.append(body.substr(0, list_at)).append(kStandIn).append(body.substr(list_at + list.size()));
+  std::optional<ExtenderArgs> a = ParseFull(rest, rest.capacity() - rest.size(), nullptr, /*remember=*/false);
+  if (!a || !a->nodes || !a->nodes->empty()) return std::nullopt;
+  a->nodes = cache.nodes;
+  ++node_list_cache_hits;
+  return a;
+}
+
+}  // namespace
+
+std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end,
+                                                  const std::shared_ptr<const std::string>& owned) {
+  if (std::optional<ExtenderArgs> a = FromNodeListCache(body)) return a;
+  return ParseFull(body, readable_past_end, owned, /*remember=*/true);
+}
+
+int64_t NodeListCacheHits() { return node_list_cache_hits; }
+void ForgetNodeList() { node_list_cache = {}; }
 
 bool SameArgs(const ExtenderArgs& a, const ExtenderArgs& b) {
   return a.pod == b.pod && a.nodes == b.nodes && a.node_names == b.node_names;

@@ -13,7 +13,10 @@
 #ifndef RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_FAST_H_
 #define RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_FAST_H_
 
+#include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -23,7 +26,19 @@ namespace ringmaster::server::internal {
 
 // `readable_past_end`: bytes readable past the body's end; with
 // simdjson::SIMDJSON_PADDING (64) or more the body is parsed in place.
-std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end = 0);
+// `owned`, when it holds `body` itself, is where the nodes' texts point
+// (no copy of the body is made).
+//
+// The node list read last on the calling thread is remembered: a request
+// whose Nodes value is byte for byte that list (kube-scheduler sends the same
+// candidates for pod after pod) reuses its nodes, and only the rest of the
+// request is parsed.
+std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end = 0,
+                                                  const std::shared_ptr<const std::string>& owned = nullptr);
+// Requests answered from the remembered node list on this thread (tests),
+// and forgetting it.
+int64_t NodeListCacheHits();
+void ForgetNodeList();
 absl::StatusOr<ExtenderArgs> ParseExtenderArgsDom(std::string_view body);
 
 // Both paths' results compare equal (tests).

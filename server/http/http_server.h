@@ -36,7 +36,8 @@ struct HttpResponse {
   std::string body;
 };
 
-using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// A handler may take the request's body (move it out).
+using HttpHandler = std::function<HttpResponse(HttpRequest&)>;
 
 // A server's certificate and key (PEM files), and optionally the CA that
 // must have signed every client's certificate (mutual TLS).

@@ -94,7 +94,7 @@ void ServeMetrics::ObserveRequest(std::string_view target, int status, double se
 }
 
 HttpHandler WithMetricsRoutes(ServeMetrics& metrics, HttpHandler next) {
-  return [&metrics, next = std::move(next)](const HttpRequest& request) -> HttpResponse {
+  return [&metrics, next = std::move(next)](HttpRequest& request) -> HttpResponse {
     if (PathLabel(request.target) == "metrics") {
       if (request.method != "GET" && request.method != "HEAD") {
         return {405, "application/json", R"({"Error":"metrics: use GET"})"};

@@ -87,7 +87,7 @@ class ExtenderHttpTest : public ::testing::Test {
     extender_ = std::make_unique<Extender>(*engine_, clock_, ExtenderOptions{}, nullptr);
     HttpServerOptions o;
     o.body_limit = 1 << 20;
-    auto server = HttpServer::Start(o, [this](const HttpRequest& r) { return HandleExtenderRequest(*extender_, r); });
+    auto server = HttpServer::Start(o, [this](HttpRequest& r) { return HandleExtenderRequest(*extender_, r); });
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_NE(server_->port(), 0);

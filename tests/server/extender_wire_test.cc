@@ -200,6 +200,91 @@ TEST(ExtenderWire, FastPathAgreesWithTheReference) {
   }
 }
 
+// kube-scheduler sends the same candidate Node objects for pod after pod:
+// a node list byte for byte the one read last is not read again, and the
+// rest of the request still is, exactly as the reference reads it.
+TEST(ExtenderWire, ARepeatedNodeListIsReadOnceAndTheRestStillChecked) {
+  internal::ForgetNodeList();
+  const std::string first = kFilterFullNodes;
+  const size_t list_at = first.find(R"({"metadata": {}, "items")");
+  const size_t list_end = first.find(R"(,
+  "NodeNames")");
+  ASSERT_NE(list_at, std::string::npos);
+  ASSERT_NE(list_end, std::string::npos);
+  const std::string list = first.substr(list_at, list_end - list_at);
+  const std::string rest = first.substr(list_end);
+  const auto with = [&](const std::string& before_list, const std::string& after_list) {
+    return before_list + list + after_list;
+  };
+  const std::string pod_b = R"({"Pod": {"metadata": {"name": "w-1", "namespace": "ml", "uid": "u-1"}}, "Nodes": )";
+
+  ASSERT_TRUE(ParseExtenderArgs(first).ok());
+  const int64_t hits = internal::NodeListCacheHits();
+  // Another pod, the same list: read from the remembered list.
+  const std::string second = with(pod_b, rest);
+  auto b = ParseExtenderArgs(second);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(internal::NodeListCacheHits(), hits + 1);
+  EXPECT_EQ(b->pod["metadata"]["name"], "w-1");
+  ASSERT_EQ(b->nodes->size(), 2u);
+  EXPECT_EQ((*b->nodes)[0].name(), "n1");
+  EXPECT_EQ((*b->nodes)[1].json()["status"]["allocatable"]["nvidia.com/gpu"], "8");
+  EXPECT_TRUE(internal::SameArgs(*b, *internal::ParseExtenderArgsDom(second)));
+  // The key in another case is the same key.
+  const std::string lower = with(R"({"Pod": {"metadata": {"name": "w-2"}}, "nodes": )", rest);
+  ExpectSameAsReference(lower);
+  EXPECT_EQ(internal::NodeListCacheHits(), hits + 3);  // ParseExtenderArgs and the fast path
+
+  // Requests that hold the list's text but must be read as they are: two
+  // keys that fold to Nodes, an escaped key, the list inside the Pod, a
+  // damaged rest, a damaged list, trailing bytes, a second Nodes after.
+  const int64_t before = internal::NodeListCacheHits();
+  for (const std::string& body : {
+           with(R"({"Pod": {}, "nodes": null, "Nodes": )", rest),
+           with(R"({"Pod": {}, "Nod\u0065s": )", rest),
+           with(R"({"Pod": {"x": )", R"(}, "Nodes": null, "NodeNames": null})"),
+           with(R"({"Pod": {"x": ]}, "Nodes": )", rest),
+           with(R"({"Pod": {}, "Nodes": )", R"(, "NodeNames": nul})"),
+           with(R"({"Pod": {}, "Nodes": )", rest + " x"),
+           with(R"({"Pod": {}, "Nodes": )", R"(, "Nodes": {"items": []}})"),
+           R"({"Pod": {}, "Nodes": )" + list.substr(0, list.size() - 1) + rest,
+       }) {
+    ExpectSameAsReference(body);
+  }
+  // Only the two bodies whose list is read from the remembered one (the
+  // damaged rest is found by that reading, which then leaves it to the
+  // reference) could count; none answers from it.
+  auto dup = internal::ParseExtenderArgsFast(with(R"({"Pod": {}, "nodes": null, "Nodes": )", rest));
+  EXPECT_FALSE(dup.has_value() && internal::NodeListCacheHits() > before);
+  auto inside = ParseExtenderArgs(with(R"({"Pod": {"x": )", R"(}, "Nodes": null, "NodeNames": null})"));
+  ASSERT_TRUE(inside.ok());
+  EXPECT_FALSE(inside->nodes.has_value());  // the list was the Pod's, not the nodes
+  EXPECT_EQ(internal::NodeListCacheHits(), before);
+
+  // After another list, the first one is read again in full.
+  ASSERT_TRUE(ParseExtenderArgs(std::string(R"({"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "z"}}]}})")).ok());
+  const int64_t after_other = internal::NodeListCacheHits();
+  auto again = ParseExtenderArgs(second);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(internal::NodeListCacheHits(), after_other);
+  EXPECT_TRUE(internal::SameArgs(*again, *b));
+}
+
+// A body handed over is where the nodes' texts point: they outlive the
+// caller's string, and the answer is the reference's.
+TEST(ExtenderWire, AnOwnedBodyIsNotCopiedAndOutlivesTheRequest) {
+  internal::ForgetNodeList();
+  std::string body = kFilterFullNodes;
+  body.reserve(body.size() + 64);
+  const char* data = body.data();
+  auto a = ParseExtenderArgsOwned(std::move(body));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->nodes->size(), 2u);
+  EXPECT_GE((*a->nodes)[0].text().data(), data);
+  EXPECT_LT((*a->nodes)[0].text().data(), data + std::string_view(kFilterFullNodes).size());
+  EXPECT_TRUE(internal::SameArgs(*a, *internal::ParseExtenderArgsDom(kFilterFullNodes)));
+}
+
 TEST(ExtenderWire, FilterResultIsWrittenInPascalCaseWithNulls) {
   ExtenderFilterResult r;
   r.node_names = std::vector<std::string>{"n1"};
