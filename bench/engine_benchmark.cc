@@ -12,8 +12,10 @@
 // BM_CycleBacklog/N/P/F: N nodes x 8 GPUs (racks of 32), every node running a
 // 7-GPU job (one GPU free per node), P pending gangs of 8-GPU tasks (Philly's
 // sizes from 8 GPUs up) that cannot fit; one cycle has tried them all, then
-// the timed cycle: with F = 0 nothing changed since; with F = 1 one 7-GPU job
-// ended first (its node has 8 GPUs free: one 8-GPU gang could start there).
+// the timed cycle: with F = 0 nothing changed since a cycle that changed
+// nothing; with F = 1 one 7-GPU job ended first (its node has 8 GPUs free:
+// one 8-GPU gang could start there); with F = 2 nothing changed since the
+// cycle that tried them all and set the reservation.
 // BM_RunningTasks: memory with 100,000 running tasks (peak RSS counter).
 //
 // Every cycle benchmark counts the heap allocations of its timed cycle
@@ -236,7 +238,7 @@ BENCHMARK(BM_PreemptCycleBacklog)
 // 7-GPU jobs on every node, then `pending` gangs of 8-GPU tasks (1-16 tasks,
 // Philly's sizes of 8 GPUs and more) that cannot fit, and one cycle that
 // tried them all.
-std::unique_ptr<EngineHarness> SetupBacklog(int nodes, int pending, uint32_t seed) {
+std::unique_ptr<EngineHarness> SetupBacklog(int nodes, int pending, uint32_t seed, bool settle) {
   testing::ClusterBuilder cb;
   cb.Racks((nodes + 31) / 32).NodesPerRack(32).Gpus(8);
   auto h = std::make_unique<EngineHarness>(cb.Build(), scheduler::DefaultPolicy(), false);
@@ -249,19 +251,27 @@ std::unique_ptr<EngineHarness> SetupBacklog(int nodes, int pending, uint32_t see
   std::discrete_distribution<int> size(std::begin(kBigCounts), std::end(kBigCounts));
   for (int j = 0; j < pending; ++j) h->Submit(PhillyJob("p" + std::to_string(j), kBig[size(rng)]));
   h->clock().Advance(1000);
-  h->Cycle();  // tries every pending gang once: none fits
+  h->Cycle();  // tries every pending gang once: none fits; the first starving one gets a reservation
+  if (settle) {
+    h->clock().Advance(1000);
+    h->Cycle();  // changes nothing (every verdict recalled): the next cycle has nothing new
+  }
   return h;
 }
 
 void BM_CycleBacklog(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   const int pending = static_cast<int>(state.range(1));
-  const bool one_ends = state.range(2) != 0;
-  int64_t placed = 0, waiting = 0;
+  // CHANGE 0: nothing changed since a cycle that changed nothing; 2: since
+  // the cycle that set the reservation (every verdict recalled); 1: one job
+  // ended after the quiet cycle.
+  const bool one_ends = state.range(2) == 1;
+  const bool settle = state.range(2) != 2;
+  int64_t placed = 0, waiting = 0, ran = 0, tried = 0, recalled = 0;
   AllocCount allocs;
   for (auto _ : state) {
     state.PauseTiming();
-    auto h = SetupBacklog(nodes, pending, 42);
+    auto h = SetupBacklog(nodes, pending, 42, settle);
     h->clock().Advance(1000);
     if (one_ends) {
       const scheduler::JobId done = h->engine().FindJob("fill0");
@@ -275,6 +285,9 @@ void BM_CycleBacklog(benchmark::State& state) {
     allocs.Stop();
     placed += static_cast<int64_t>(d.binds.size());
     waiting += static_cast<int64_t>(h->state().waiting_jobs().size());
+    ran += h->engine().last_cycle_work().ran;
+    tried += h->engine().last_cycle_work().tried;
+    recalled += h->engine().last_cycle_work().recalled;
     d = {};
     h.reset();
     state.ResumeTiming();
@@ -282,12 +295,18 @@ void BM_CycleBacklog(benchmark::State& state) {
   allocs.Report(state);
   state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(placed) / state.iterations());
   state.counters["waiting_after"] = benchmark::Counter(static_cast<double>(waiting) / state.iterations());
+  // Engine::last_cycle_work: whether the cycle ran, gangs tried, verdicts recalled.
+  state.counters["ran"] = benchmark::Counter(static_cast<double>(ran) / state.iterations());
+  state.counters["tried"] = benchmark::Counter(static_cast<double>(tried) / state.iterations());
+  state.counters["recalled"] = benchmark::Counter(static_cast<double>(recalled) / state.iterations());
 }
 BENCHMARK(BM_CycleBacklog)
     ->Args({10000, 2000, 0})
     ->Args({10000, 2000, 1})
     ->Args({10000, 20000, 0})
     ->Args({10000, 20000, 1})
+    ->Args({10000, 2000, 2})
+    ->Args({10000, 20000, 2})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 

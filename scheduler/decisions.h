@@ -41,6 +41,8 @@ struct Eviction {
 };
 std::string_view EvictionKindName(Eviction::Kind k);
 
+// A waiting job's pending reason that this cycle changed (a job whose
+// reason stays the same is not listed again: Job::pending_reason holds it).
 struct PendingReason {
   JobId job;
   std::string job_name;

@@ -59,6 +59,9 @@ absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& regis
   RM_ASSIGN_OR_RETURN(auto configured, Configure(policy, registry));
   RM_RETURN_IF_ERROR(state_->ReplaceQueues(std::move(tree)));
   deserved_.clear();
+  // Every remembered verdict was the old policy's.
+  ++verdict_context_.id;
+  verdict_context_.deserved.clear();
   plugins_ = std::move(configured.plugins);
   tiers_ = std::move(configured.tiers);
   actions_ = std::move(configured.actions);
@@ -678,21 +681,59 @@ void Engine::AfterClose(Decisions& d) {
   }
 }
 
+bool Engine::Quiet() const {
+  // With the fast paths, for a policy that reads no clock and no driver
+  // predicate (whose answers may change without an event), no event since
+  // a quiet cycle and no release due: this cycle would start from the
+  // state the last one ended in and decide, and explain, the same.
+  if (!options_.fast_paths || cycle_ == 0 || touched_ || !last_cycle_quiet_ || driver_predicate_) return false;
+  if (!carry_.evictions.empty() || !carry_.membership.empty()) return false;
+  const Timestamp deadline = NextDeadline();
+  if (deadline >= 0 && deadline <= clock_.Now()) return false;
+  return !ReadsClock();
+}
+
 Decisions Engine::RunCycle() {
   ++cycle_;
+  if (Quiet()) {
+    // Nothing to run (docs/ARCHITECTURE.md §7): no decision, no reason
+    // changes; every waiting job keeps its pending reason.
+    Decisions d;
+    d.cycle = cycle_;
+    last_cycle_changed_ = false;
+    work_ = CycleWork();
+    CheckAfterCycle();
+    return d;
+  }
   touched_ = false;
   Decisions d;
   bool changed = false;
+  bool quiet = false;
   {
     changed = ExpireReleases();
     Session session(*state_, clock_, cycle_, tiers_);
     session.set_nodes_to_score(nodes_to_score_);
     if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
     session.set_fast_paths(options_.fast_paths);
+    const bool memo = options_.fast_paths && !driver_predicate_ && !ReadsClock();
+    session.set_verdict_context(memo ? &verdict_context_ : nullptr);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
     deserved_.resize(session.queues().size());
     for (size_t q = 0; q < deserved_.size(); ++q) deserved_[q] = session.queues()[q].deserved;
+    // Quiet: it changed nothing but admissions, and, if it admitted any,
+    // no job is left to admit (one refused after them could be refused
+    // for another reason next time: the admitted count against its queue).
+    quiet = !changed && session.placement_commits() == 0;
+    if (quiet && session.commits() > 0) {
+      for (JobId id : session.jobs()) {
+        if (state_->job(id).phase() == JobPhase::kPending) {
+          quiet = false;
+          break;
+        }
+      }
+    }
+    work_ = {.ran = true, .tried = session.tried(), .recalled = session.recalled()};
     d = session.Close();
     changed |= session.commits() > 0;
   }
@@ -704,6 +745,12 @@ Decisions Engine::RunCycle() {
                       std::make_move_iterator(carry_.membership.end()));
   carry_ = Decisions();
   last_cycle_changed_ = changed || !d.empty();
+  last_cycle_quiet_ = quiet && d.empty();
+  CheckAfterCycle();
+  return d;
+}
+
+void Engine::CheckAfterCycle() const {
   if (options_.check_invariants) {
     absl::Status s = state_->CheckInvariants();
     if (!s.ok()) {
@@ -713,7 +760,6 @@ Decisions Engine::RunCycle() {
       std::abort();
     }
   }
-  return d;
 }
 
 }  // namespace ringmaster::scheduler

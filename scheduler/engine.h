@@ -182,6 +182,15 @@ class Engine {
   // MembershipChange decisions list them in (rank 0 first); empty when none.
   std::vector<Member> RingOrder(JobId id) const;
   int64_t cycles() const { return cycle_; }
+  // What the last cycle did (for tests and benchmarks): whether it ran at
+  // all (a quiet cycle is skipped whole), the gangs allocate and backfill
+  // tried, and those whose remembered verdict stood instead of a try.
+  struct CycleWork {
+    bool ran = false;
+    int tried = 0;
+    int recalled = 0;
+  };
+  const CycleWork& last_cycle_work() const { return work_; }
   // Invariant check of the whole state (see state.h).
   absl::Status CheckInvariants() const { return state_->CheckInvariants(); }
   // The first configured plugin with this name (nullptr if none), for
@@ -216,6 +225,10 @@ class Engine {
   // The job, if it exists and has not ended.
   absl::StatusOr<Job*> ActiveJob(JobId id);
   void AfterClose(Decisions& d);
+  // Whether the next cycle can be skipped whole: see RunCycle.
+  bool Quiet() const;
+  // The invariant check after a cycle (EngineOptions::check_invariants).
+  void CheckAfterCycle() const;
   // Releases tasks whose release deadline has passed; true when any was.
   bool ExpireReleases();
   // A Releasing task is gone: it waits again (Pending), or, in a
@@ -243,6 +256,13 @@ class Engine {
   // changed the state.
   bool touched_ = true;
   bool last_cycle_changed_ = true;
+  // The last cycle ran and changed nothing but admissions, leaving no job
+  // to admit: the next, with no event between, would decide the same.
+  bool last_cycle_quiet_ = false;
+  // What remembered placement verdicts depend on besides the state
+  // (session.h, VerdictContext).
+  VerdictContext verdict_context_;
+  CycleWork work_;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership
   // changes), handed out with the next cycle's.

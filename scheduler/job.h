@@ -211,6 +211,24 @@ class Job {
   Timestamp last_stopped() const { return last_stopped_; }
   double AttainedGpuSeconds(Timestamp now) const { return static_cast<double>(AttainedMilliMs(now)) / 1e6; }
 
+  // The planner's last verdict on this job that placed nothing, one per
+  // ReservationUse (allocate, backfill), with what it was computed from:
+  // the state's epoch and the engine's verdict context (policy, deserved
+  // shares). GangPlacer::Recall hands it back while both are unchanged, so
+  // a gang whose inputs did not change is not tried again and its reason is
+  // not composed again (docs/ARCHITECTURE.md §7). epoch 0: none.
+  struct PlaceMemo {
+    uint64_t epoch = 0;
+    uint64_t context = 0;
+    std::string reason;
+  };
+  PlaceMemo& place_memo(int use) { return place_memo_[use]; }
+  const PlaceMemo& place_memo(int use) const { return place_memo_[use]; }
+  // The session that last gave the job a pending reason (Session::Close:
+  // the last writer wins without sorting the records; State::NewSession).
+  uint64_t reason_session() const { return reason_session_; }
+  void set_reason_session(uint64_t c) { reason_session_ = c; }
+
   // Only State changes task state and placement (it keeps every counter in
   // step).
   Task& mutable_task(uint32_t i) { return tasks_[i]; }
@@ -247,6 +265,8 @@ class Job {
   Resources min_request_;
   std::set<JobId> yielded_to_;
   std::string pending_reason_;
+  uint64_t reason_session_ = 0;
+  std::array<PlaceMemo, 2> place_memo_;
   JobSpec spec_;
 };
 

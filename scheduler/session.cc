@@ -316,7 +316,26 @@ bool Session::SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int
 }
 
 void Session::SetPendingReason(const Job& job, std::string reason) {
-  reasons_.emplace_back(job.id(), std::move(reason));
+  reasons_.push_back({job.id(), std::move(reason), nullptr});
+}
+
+void Session::KeepPendingReason(const Job& job, const std::string& reason) {
+  reasons_.push_back({job.id(), std::string(), &reason});
+}
+
+uint64_t Session::VerdictContextId() {
+  if (!verdict_context_) return 0;
+  if (verdict_context_id_ != 0) return verdict_context_id_;
+  VerdictContext& c = *verdict_context_;
+  bool same = c.deserved.size() == queues_.size();
+  for (size_t q = 0; same && q < queues_.size(); ++q) same = c.deserved[q] == queues_[q].deserved;
+  if (!same) {
+    ++c.id;
+    c.deserved.resize(queues_.size());
+    for (size_t q = 0; q < queues_.size(); ++q) c.deserved[q] = queues_[q].deserved;
+  }
+  verdict_context_id_ = c.id;
+  return c.id;
 }
 
 void Session::RecordBind(const Job& job, uint32_t task) { bound_.emplace_back(job.id(), task); }
@@ -393,18 +412,27 @@ Decisions Session::Close() {
     d.binds.push_back(std::move(b));
   }
   d.evictions = std::move(evictions_);
-  // Last reason per job wins, by job id; jobs that got placed have none. (A
-  // stable sort of the records, not a map: one buffer, not a node a job.)
-  std::stable_sort(reasons_.begin(), reasons_.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t k = 0; k < reasons_.size(); ++k) {
-    if (k + 1 < reasons_.size() && reasons_[k + 1].first == reasons_[k].first) continue;  // a later one wins
-    auto& [id, r] = reasons_[k];
-    Job& job = state_.job(id);
+  // Last reason per job wins (the records walked from the last, each job's
+  // first one taken: Job::reason_session marks it); jobs that got placed have
+  // none. Only reasons that changed are decisions (by job id); every
+  // waiting job's current one is Job::pending_reason.
+  const uint64_t stamp = state_.NewSession();
+  for (size_t k = reasons_.size(); k-- > 0;) {
+    ReasonRecord& rec = reasons_[k];
+    Job& job = state_.job(rec.job);
+    if (job.reason_session() == stamp) continue;  // a later one won
+    job.set_reason_session(stamp);
     if (job.ReadyCount() >= job.min_member()) continue;
-    job.set_pending_reason(r);
-    d.pending.push_back({id, job.name(), std::move(r)});
+    const std::string& r = rec.kept ? *rec.kept : rec.own;
+    if (job.pending_reason() == r) continue;
+    if (rec.kept) {
+      job.set_pending_reason(r);
+    } else {
+      job.set_pending_reason(std::move(rec.own));
+    }
+    d.pending.push_back({rec.job, job.name(), job.pending_reason()});
   }
+  std::sort(d.pending.begin(), d.pending.end(), [](const auto& a, const auto& b) { return a.job < b.job; });
   return d;
 }
 

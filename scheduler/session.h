@@ -47,6 +47,17 @@ Eviction MakeEviction(const State& state, const Job& job, uint32_t task, std::st
 // Which placements an action may make on reserved nodes.
 enum class ReservationUse { kNone, kBackfill };
 
+// What a placement verdict depends on besides the state (State::epoch):
+// the policy and the queues' deserved shares. The engine keeps it across
+// cycles; a session compares the shares its fair-share plugin computed with
+// those of the last cycle and changes `id` when any differs (SetPolicy
+// changes it too). Equal ids: the planner's callbacks answer the same on the
+// same state.
+struct VerdictContext {
+  uint64_t id = 1;
+  std::vector<Resources> deserved;  // as last seen
+};
+
 class Session {
  public:
   // `tiers` are the plugin instances (owned by the engine), in tier order.
@@ -119,6 +130,14 @@ class Session {
   // EngineOptions::fast_paths (the planner's count bound).
   bool fast_paths() const { return fast_paths_; }
   void set_fast_paths(bool on) { fast_paths_ = on; }
+  // The verdict memo (GangPlacer::Recall): on with a context, which the
+  // engine gives only with its fast paths, for a policy that reads no clock
+  // and without a driver predicate. VerdictContextId: the context's id for
+  // this session (0 when the memo is off), computed once, after the
+  // plugins opened.
+  void set_verdict_context(VerdictContext* c) { verdict_context_ = c; }
+  bool memo() const { return verdict_context_ != nullptr; }
+  uint64_t VerdictContextId();
 
   // --- State ----------------------------------------------------------------
   // What plugins and actions read.
@@ -139,6 +158,9 @@ class Session {
 
   // Records why a job is still pending after this cycle (last writer wins).
   void SetPendingReason(const Job& job, std::string reason);
+  // The same with a reason that outlives the session (a remembered verdict:
+  // Job::PlaceMemo): no copy unless the job's reason changes.
+  void KeepPendingReason(const Job& job, const std::string& reason);
   // Records a committed placement or eviction (Statement::Commit calls these).
   void RecordBind(const Job& job, uint32_t task);
   // An eviction of a job still Running is a shrink; otherwise the job stops.
@@ -149,8 +171,19 @@ class Session {
   // Statements that changed the state this cycle (Statement::Commit of a
   // top-level statement with at least one operation counts them): none
   // means the cycle left the state as it found it.
-  void NoteCommit() { ++commits_; }
+  void NoteCommit(bool admissions_only = false) {
+    ++commits_;
+    if (!admissions_only) ++placement_commits_;
+  }
   int commits() const { return commits_; }
+  // Gangs the planner tried this cycle (allocate, backfill) and those whose
+  // remembered verdict it gave back instead (GangPlacer::Recall).
+  void NoteTried() { ++tried_; }
+  void NoteRecalled() { ++recalled_; }
+  int tried() const { return tried_; }
+  int recalled() const { return recalled_; }
+  // Commits that did more than admit jobs (Pending -> Inqueue).
+  int placement_commits() const { return placement_commits_; }
 
   // Closes the session: plugins' OnSessionClose, pipelined tasks released,
   // committed allocations turned into binds. Returns the decisions.
@@ -177,11 +210,21 @@ class Session {
   std::vector<JobId> jobs_;
   int nodes_to_score_ = kDefaultNodesToScore;
   bool fast_paths_ = true;
-  std::vector<std::pair<JobId, std::string>> reasons_;
+  struct ReasonRecord {
+    JobId job;
+    std::string own;
+    const std::string* kept = nullptr;  // KeepPendingReason: outlives the session
+  };
+  std::vector<ReasonRecord> reasons_;
+  VerdictContext* verdict_context_ = nullptr;
+  uint64_t verdict_context_id_ = 0;  // 0: not computed yet
   std::vector<std::pair<JobId, uint32_t>> bound_;
   std::vector<Eviction> evictions_;
   bool closed_ = false;
   int commits_ = 0;
+  int placement_commits_ = 0;
+  int tried_ = 0;
+  int recalled_ = 0;
 
   std::vector<Registered<QueueOrderFn>> queue_order_;
   std::vector<Registered<JobOrderFn>> job_order_;

@@ -65,6 +65,7 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
 }
 
 absl::Status State::ReplaceQueues(queue::QueueTree queues) {
+  Touch();  // even when it fails: harmless
   for (JobId id : active_) {
     const Job& j = job(id);
     auto q = queues.Find(j.spec().queue);
@@ -186,6 +187,7 @@ void State::AddUsage(Job& job, uint32_t i, int sign) {
 }
 
 void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to) {
+  Touch();
   Task& t = job.mutable_task(i);
   NodeState& s = nodes_[node.value()];
   const GpuRequest& g = job.gpu(i);
@@ -208,12 +210,14 @@ void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gp
 }
 
 uint32_t State::AddTask(Job& job, int role) {
+  Touch();
   const uint32_t i = job.AddTask(role);
   UpdateWaiting(job);
   return i;
 }
 
 void State::RemoveLastTask(Job& job) {
+  Touch();
   job.PopPendingTask();
   UpdateWaiting(job);
 }
@@ -223,6 +227,7 @@ void State::Unplace(Job& job, uint32_t i) { Release(job, i, TaskState::kPending)
 void State::SetState(Job& job, uint32_t i, TaskState to) {
   Task& t = job.mutable_task(i);
   if (t.state == to) return;
+  Touch();
   NodeState& s = nodes_[t.node.value()];
   const auto milli = static_cast<int16_t>(job.gpu(i).milli);
   if (t.state == TaskState::kReleasing) {
@@ -241,6 +246,7 @@ void State::SetState(Job& job, uint32_t i, TaskState to) {
 }
 
 void State::Release(Job& job, uint32_t i, TaskState to) {
+  Touch();
   Task& t = job.mutable_task(i);
   if (t.node.valid()) {
     NodeState& s = nodes_[t.node.value()];
@@ -274,6 +280,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
 
 absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   RM_ASSIGN_OR_RETURN(auto id, cluster_->AddNode(std::move(spec)));
+  Touch();
   const auto& s = cluster_->node(id);
   NodeState ns;
   ns.gpu_used.assign(s.gpus.size(), 0);
@@ -291,6 +298,7 @@ absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
 }
 
 int64_t State::SetForeignUsage(NodeId n, const Resources& req, int64_t gpus) {
+  Touch();
   NodeState& s = nodes_[n.value()];
   // Drop the old foreign usage.
   s.used -= s.foreign;
@@ -326,6 +334,7 @@ void State::DisableNode(NodeId n) {
   NodeState& s = nodes_[n.value()];
   if (!s.schedulable) return;
   s.schedulable = false;
+  Touch();
   total_ -= cluster_->node(n).allocatable;
   free_.RemoveNode(n);
   // A schedulable node is in the cluster (the constructor and AddNode set
@@ -340,6 +349,7 @@ std::vector<std::pair<JobId, uint32_t>> State::TasksOn(NodeId n) const {
 }
 
 void State::SetReservation(std::optional<Reservation> r) {
+  Touch();
   std::fill(reserved_.begin(), reserved_.end(), false);
   reservation_ = std::move(r);
   if (!reservation_) return;

@@ -207,6 +207,18 @@ class State {
   // in the file comment).
   absl::Status CheckInvariants() const;
 
+  // Names what a placement verdict reads of the state: every change of what
+  // a node holds, is promised or has free, of a task's state, of the nodes,
+  // the reservation or the queues gives a new value, never one used before
+  // (submitting or ending a job without tasks on nodes does not). Two equal
+  // epochs: the same state, for the planner (the verdict memo, actions/
+  // placement.h). A Statement that undid every change it made restores the
+  // epoch it found (RestoreEpoch), so a trial placement costs nothing.
+  uint64_t epoch() const { return epoch_; }
+  void RestoreEpoch(uint64_t e) { epoch_ = e; }
+  // A number no session closed on this state had before (Session::Close).
+  uint64_t NewSession() { return ++sessions_; }
+
  private:
   void AddUsage(Job& job, uint32_t i, int sign);
   void UpdateWaiting(const Job& job);
@@ -214,6 +226,7 @@ class State {
   // Keeps state_count_ and distinct_by_free_ in step with node n's free
   // whole GPUs and NodeStateHash.
   void TrackState(NodeId n);
+  void Touch() { epoch_ = ++last_epoch_; }
 
   std::unique_ptr<topology::Cluster> cluster_;  // heap: free_ points into it
   std::vector<NodeState> nodes_;
@@ -246,6 +259,9 @@ class State {
   std::vector<bool> reserved_;
   int64_t releasing_tasks_ = 0;
   const Clock* clock_ = nullptr;
+  uint64_t epoch_ = 1;
+  uint64_t last_epoch_ = 1;
+  uint64_t sessions_ = 0;
   Timestamp Now() const { return clock_ ? clock_->Now() : 0; }
 };
 

@@ -119,6 +119,7 @@ void Statement::Discard() {
   done_ = true;
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) Undo(*it);
   ops_.clear();
+  if (session_.commits() == commits_) session_.mutable_state().RestoreEpoch(epoch_);
 }
 
 absl::Status Statement::CheckGangs() const {
@@ -177,7 +178,13 @@ absl::Status Statement::Commit() {
     ops_.clear();
     return absl::OkStatus();
   }
-  if (!ops_.empty()) session_.NoteCommit();
+  if (!ops_.empty()) {
+    // Admissions alone (Pending -> Inqueue) change no placement.
+    const bool admissions_only = std::all_of(ops_.begin(), ops_.end(), [](const Op& op) {
+      return op.kind == Op::Kind::kPhase && op.prev_phase == JobPhase::kPending && op.phase == JobPhase::kInqueue;
+    });
+    session_.NoteCommit(admissions_only);
+  }
   State& state = session_.mutable_state();
   const Timestamp now = session_.now();
   const bool grace = std::any_of(ops_.begin(), ops_.end(), [&](const Op& op) {

@@ -28,7 +28,10 @@ namespace ringmaster::scheduler {
 class Statement {
  public:
   explicit Statement(Session& session, Statement* parent = nullptr)
-      : session_(session), parent_(parent) {}
+      : session_(session),
+        parent_(parent),
+        epoch_(session.state().epoch()),
+        commits_(session.commits()) {}
   ~Statement() { Discard(); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -92,6 +95,11 @@ class Statement {
 
   Session& session_;
   Statement* parent_;
+  // The state's epoch and the session's commits when the statement opened:
+  // a Discard with no commit since leaves the state as it found it, and
+  // gives it its epoch back (State::epoch).
+  uint64_t epoch_;
+  int commits_;
   std::vector<Op> ops_;
   bool done_ = false;
 };

@@ -172,6 +172,16 @@ class AllocateAction : public Action {
       }
       Job* job = jobs[next[q]++];
       if (next[q] == jobs.size()) live.erase(it);
+      // Nothing it depends on changed since it last failed: it would fail
+      // again, with the same reason (GangPlacer::Recall).
+      if (const std::string* kept = placer.Recall(*job)) {
+        if (job->ReadyCount() >= job->min_member()) continue;
+        s.KeepPendingReason(*job, *kept);
+        if (!st.reservation() && s.JobStarving(*job)) {
+          if (auto r = ReservationFor(s, *job); r) Reserve(s, std::move(r));
+        }
+        continue;
+      }
       PlaceOutcome out = placer.Place(*job);
       if (out.kind == PlaceOutcome::Kind::kPlaced) {
         if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);

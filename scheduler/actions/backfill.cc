@@ -40,6 +40,10 @@ class BackfillAction : public Action {
     for (Job* j : waiting) {
       if (!st.reservation()) break;
       if (s.Overused(s.queue(j->queue()))) continue;
+      if (const std::string* kept = placer.Recall(*j)) {  // would fail again
+        s.KeepPendingReason(*j, *kept);
+        continue;
+      }
       PlaceOutcome out = placer.Place(*j);
       if (out.kind != PlaceOutcome::Kind::kPlaced) s.SetPendingReason(*j, out.reason);
     }

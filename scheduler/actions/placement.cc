@@ -257,7 +257,27 @@ std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& ta
   return absl::StrJoin(parts, " + ");
 }
 
+const std::string* GangPlacer::Recall(const Job& job) {
+  if (!s_.memo() || parent_) return nullptr;
+  const Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
+  if (m.epoch != s_.state().epoch() || m.context != s_.VerdictContextId()) return nullptr;
+  s_.NoteRecalled();
+  return &m.reason;
+}
+
 PlaceOutcome GangPlacer::Place(Job& job, int limit) {
+  if (!parent_ && limit < 0) s_.NoteTried();
+  PlaceOutcome out = Plan(job, limit);
+  if (out.kind != PlaceOutcome::Kind::kPlaced && s_.memo() && !parent_ && limit < 0) {
+    Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
+    m.epoch = s_.state().epoch();
+    m.context = s_.VerdictContextId();
+    m.reason = out.reason;
+  }
+  return out;
+}
+
+PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   PlaceOutcome out;
   rejections_.clear();
   queue_limited_ = false;

@@ -51,9 +51,19 @@ class GangPlacer {
 
   // Places as much of `job` as the gang rules allow and commits it. With
   // `limit` >= 0, at most max(limit, what the minimum still needs) tasks.
+  // With the verdict memo (Session::memo), no parent and no limit, a verdict
+  // that placed nothing is remembered on the job (Job::PlaceMemo).
   PlaceOutcome Place(Job& job, int limit = -1);
+  // The reason of the verdict Place last gave `job` (for this placer's
+  // ReservationUse) if it placed nothing and nothing it reads has changed
+  // since: the state (State::epoch: free GPUs, tasks, nodes, the
+  // reservation, the queues' usage), the policy and the deserved shares
+  // (Session::VerdictContextId). Place would fail again with that reason;
+  // null: it has to be tried.
+  const std::string* Recall(const Job& job);
 
  private:
+  PlaceOutcome Plan(Job& job, int limit);
   struct Scope {
     int tier = -1;  // -1: whole cluster; 0: one node (domain = node index)
     topology::DomainId domain;

@@ -157,6 +157,14 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
     if (s.ok()) s = oracle.CompareWithState(fast.engine->state());
     EXPECT_TRUE(s.ok()) << where << ", step " << step << ": " << s.message();
     if (!s.ok()) return skipped;
+    // Decisions list the reasons a cycle changed; every waiting job's
+    // current one must match too (a remembered verdict keeps its reason).
+    for (JobId id : slow.engine->state().active_jobs()) {
+      const Job& js = slow.engine->state().job(id);
+      const Job& jf = fast.engine->state().job(fast.engine->FindJob(js.name()));
+      EXPECT_EQ(jf.pending_reason(), js.pending_reason()) << where << ", step " << step << ", job " << js.name();
+      if (jf.pending_reason() != js.pending_reason()) return skipped;
+    }
     const std::string fa = Format(a), fb = Format(b);
     EXPECT_EQ(fa, fb) << where << ", step " << step << " at " << now;
     if (fa != fb) return skipped;

@@ -1,0 +1,161 @@
+// The verdict memo and the quiet-cycle skip (docs/ARCHITECTURE.md §7, "What
+// the engine retries"): a gang whose inputs did not change since it last
+// failed is not tried again and keeps its reason, and a cycle that would
+// start from the state the last quiet one ended in is not run at all. Each
+// test names a change and checks that it wakes what it should: the gang is
+// tried again (Engine::last_cycle_work) and, where the change lets it, it
+// starts. The property test (fast_paths_property_test.cc) checks that the
+// memo never changes a decision or a reason.
+#include "gtest/gtest.h"
+#include "plugins/registry.h"
+#include "scheduler/engine.h"
+#include "tests/support/builders.h"
+
+namespace ringmaster::scheduler {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::EngineHarness;
+using testing::JobBuilder;
+using testing::PolicyFromYaml;
+
+// 2 racks x 2 nodes x 8 GPUs, each node running a 6-GPU job (fN on node
+// N's order of placement): 2 GPUs free per node, 8 in all. "w", a gang of
+// 4 x 2 GPUs that must share one node (hard, tier 0), fits by count (the
+// count bound lets it through) but on no node: the planner tries it.
+class VerdictMemo : public ::testing::Test {
+ protected:
+  void Start(Policy policy = DefaultPolicy()) {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build(), policy);
+    for (int i = 0; i < 4; ++i) h_->Submit(JobBuilder("f" + std::to_string(i)).GpusPerTask(6).Queue(queue_).Build());
+    h_->Cycle();
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(h_->Running("f" + std::to_string(i)));
+    h_->Submit(JobBuilder("w").Gang(4).GpusPerTask(2).Hard(0).Queue(queue_).Build());
+    Next();  // admits w, tries it: it fails
+    ASSERT_FALSE(h_->Running("w"));
+    ASSERT_TRUE(work().ran);
+    ASSERT_GE(work().tried, 1);
+    // It starves: allocate reserves a node for it, which changes the state
+    // once more; then a cycle changes nothing, and the next is not run.
+    // (A policy that reads the clock runs every cycle.)
+    for (int i = 0; i < 5 && work().ran; ++i) Next();
+    ASSERT_EQ(work().ran, h_->engine().ReadsClock());
+    reason_ = h_->job("w").pending_reason();
+    ASSERT_FALSE(reason_.empty());
+  }
+  void Next() {
+    h_->clock().Advance(1000);
+    h_->Cycle();
+  }
+  const Engine::CycleWork& work() { return h_->engine().last_cycle_work(); }
+
+  std::string queue_ = "default";
+  std::unique_ptr<EngineHarness> h_;
+  std::string reason_;
+};
+
+TEST_F(VerdictMemo, NothingChangedRunsNoCycleAndKeepsTheReason) {
+  Start();
+  Next();
+  EXPECT_FALSE(work().ran) << "a quiet cycle, then nothing happened: nothing to run";
+  EXPECT_EQ(h_->engine().NextWakeup(), Engine::kNever);
+  EXPECT_EQ(h_->job("w").pending_reason(), reason_);
+  Next();
+  EXPECT_FALSE(work().ran);
+}
+
+TEST_F(VerdictMemo, ASubmissionThatFreesNothingRecallsTheVerdict) {
+  Start();
+  // A gang that cannot fit either: an event, so the cycle runs, but what w
+  // depends on (free GPUs, the reservation, the policy, the shares: the
+  // cluster is over-asked already) did not change.
+  h_->Submit(JobBuilder("x").GpusPerTask(8).Build());
+  Next();
+  EXPECT_TRUE(work().ran);
+  EXPECT_EQ(work().recalled, 1) << "w's verdict stands (allocate; backfill passes over the reservation's gang)";
+  EXPECT_EQ(work().tried, 2) << "only x is tried (allocate, then backfill)";
+  EXPECT_EQ(h_->job("w").pending_reason(), reason_);
+}
+
+TEST_F(VerdictMemo, AReleaseOnANodeItCanUseWakesIt) {
+  Start();
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("f0"), true).ok());
+  Next();
+  EXPECT_TRUE(work().ran);
+  EXPECT_EQ(work().recalled, 0);
+  EXPECT_TRUE(h_->Running("w")) << "8 GPUs free on one node: w starts";
+}
+
+TEST_F(VerdictMemo, ANodeAddedWakesIt) {
+  Start();
+  topology::NodeSpec spec = h_->state().cluster().node(NodeId(0));
+  spec.name = "extra";
+  ASSERT_TRUE(h_->engine().AddNode(spec).ok());
+  Next();
+  EXPECT_EQ(work().recalled, 0);
+  EXPECT_TRUE(h_->Running("w")) << "it starts on the new node";
+}
+
+TEST_F(VerdictMemo, APolicyReloadWakesIt) {
+  Start();
+  ASSERT_TRUE(h_->engine().SetPolicy(DefaultPolicy(), plugins::BuiltinRegistry()).ok());
+  Next();
+  EXPECT_TRUE(work().ran);
+  EXPECT_EQ(work().recalled, 0) << "every verdict was the old policy's";
+  EXPECT_GE(work().tried, 1);
+}
+
+TEST_F(VerdictMemo, AQueueShareCrossingWakesIt) {
+  // Two queues of equal weight; w's queue asks for the whole cluster.
+  Policy p = DefaultPolicy();
+  queue::QueueSpec a;
+  a.name = "a";
+  queue::QueueSpec b;
+  b.name = "b";
+  p.queues = {a, b};
+  queue_ = "a";
+  Start(p);
+  // A submission to b changes no free GPU, but b now asks for its share:
+  // a's deserved share falls below the whole cluster. w is tried again.
+  const std::vector<Resources> before = h_->engine().deserved();
+  h_->Submit(JobBuilder("bx").GpusPerTask(8).Queue("b").Build());
+  Next();
+  ASSERT_NE(h_->engine().deserved(), before) << "the shares moved";
+  EXPECT_EQ(work().recalled, 0) << "w's verdict was for other shares";
+}
+
+TEST_F(VerdictMemo, AClockReadingPolicyKeepsNoMemo) {
+  // las reads the clock (its thresholds): every waiting gang is tried in
+  // every cycle, and time wakes it (Wakeup.ALasThresholdWakesItAtTheCrossing).
+  Start(PolicyFromYaml("actions: \"enqueue, allocate\"\n"
+                       "tiers:\n- plugins: [{name: priority}, {name: gang}, {name: las}]\n"
+                       "- plugins: [{name: predicates}, {name: proportion}]\n"));
+  for (int i = 0; i < 3; ++i) {
+    Next();
+    EXPECT_TRUE(work().ran);
+    EXPECT_EQ(work().recalled, 0);
+  }
+}
+
+TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
+  ManualClock clock;
+  EngineOptions o;
+  o.fast_paths = false;
+  auto e = Engine::Create(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), DefaultPolicy(),
+                          plugins::BuiltinRegistry(), clock, o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  Engine& engine = **e;
+  ASSERT_TRUE(engine.SubmitJob(JobBuilder("a").GpusPerTask(6).Build()).ok());
+  ASSERT_TRUE(engine.SubmitJob(JobBuilder("w").Gang(2).GpusPerTask(2).Hard(0).Build()).ok());
+  engine.RunCycle();
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(1000);
+    engine.RunCycle();
+    EXPECT_TRUE(engine.last_cycle_work().ran);
+    EXPECT_EQ(engine.last_cycle_work().recalled, 0);
+    EXPECT_EQ(engine.last_cycle_work().tried, 1);
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::scheduler
