@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ringmaster policy import volcano` on the public volcano-scheduler.conf files
-# of Volcano's Helm chart (tests/cli/volcano/README.md): each converts without
+# of Volcano's Helm chart and docs (tests/cli/volcano/README.md): each converts without
 # error, `policy check` accepts the result, and the parts reported as not
 # carried over are exactly those of NAME.expect.
 set -euo pipefail
@@ -9,7 +9,7 @@ DIR=$(cd "$(dirname "$0")/volcano" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 n=0
-for conf in "$DIR"/helm-*.conf; do
+for conf in "$DIR"/helm-*.conf "$DIR"/docs-*.conf; do
   name=$(basename "$conf" .conf)
   "$BIN" policy import volcano "$conf" >"$work/$name.yaml" 2>"$work/$name.notes" \
     || { cat "$work/$name.notes"; echo "FAIL: $name: import exited $?"; exit 1; }
@@ -22,5 +22,5 @@ for conf in "$DIR"/helm-*.conf; do
   sort "$DIR/$name.expect" | diff -u - "$work/$name.got" || { echo "FAIL: $name: notes differ from $name.expect"; exit 1; }
   n=$((n + 1))
 done
-[[ $n -ge 4 ]] || { echo "FAIL: only $n public files found in $DIR"; exit 1; }
+[[ $n -ge 5 ]] || { echo "FAIL: only $n public files found in $DIR"; exit 1; }
 echo "PASS: $n files"
