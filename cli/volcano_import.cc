@@ -99,11 +99,34 @@ absl::StatusOr<VolcanoImport> ImportVolcanoConf(std::string_view text, std::stri
   // Actions.
   std::vector<std::string> actions;
   if (root["actions"]) {
-    if (!root["actions"].IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": actions: expected a string"));
+    // Two forms: a comma-separated string, or (newer Volcano) a list of
+    // {name, arguments} maps.
+    std::vector<std::string> names;
+    const YAML::Node& node = root["actions"];
+    if (node.IsScalar()) {
+      for (absl::string_view a : absl::StrSplit(node.Scalar(), ',', absl::SkipWhitespace())) {
+        names.emplace_back(absl::StripAsciiWhitespace(a));
+      }
+    } else if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        const YAML::Node& entry = node[i];
+        if (!entry.IsMap() || !entry["name"] || !entry["name"].IsScalar()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(std::string(source), ": actions[", i, "]: expected a map with a name"));
+        }
+        const std::string name = entry["name"].Scalar();
+        if (entry["arguments"]) {
+          out.notes.push_back(absl::StrCat("action ", name,
+                                           ": arguments left out (the actions' arguments differ: set ringmaster's "
+                                           "in the policy's configurations)"));
+        }
+        names.push_back(name);
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(source), ": actions: expected a string or a list of {name, arguments}"));
     }
-    for (absl::string_view a : absl::StrSplit(root["actions"].Scalar(), ',', absl::SkipWhitespace())) {
-      const std::string name(absl::StripAsciiWhitespace(a));
+    for (const std::string& name : names) {
       auto it = Actions().find(name);
       if (it == Actions().end()) {
         out.notes.push_back(absl::StrCat("action ", name, ": unknown to this import, left out"));

@@ -76,6 +76,23 @@ TEST(VolcanoImport, ActionsArgumentsAndConfigurationsLeftOutAreNamed) {
   }
 }
 
+// Newer Volcano releases write actions as a list of {name, arguments}.
+TEST(VolcanoImport, ActionsAsAListOfMapsAreReadAndTheirArgumentsNamed) {
+  auto v = ImportVolcanoConf(
+      "actions:\n- name: enqueue\n  arguments: {x: 1}\n- name: allocate\n- name: shuffle\n- name: preempt\n"
+      "tiers:\n- plugins:\n  - name: gang\n",
+      "list.conf");
+  ASSERT_TRUE(v.ok()) << v.status();
+  const scheduler::Policy p = Check(*v);
+  EXPECT_EQ(p.actions, (std::vector<std::string>{"enqueue", "allocate", "preempt"}));
+  EXPECT_TRUE(Noted(*v, "action enqueue: arguments left out"));
+  EXPECT_TRUE(Noted(*v, "action shuffle: left out"));
+  auto bad = ImportVolcanoConf("actions:\n- name: allocate\n- 3\n", "z.conf");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("z.conf: actions[1]: expected a map with a name"), std::string::npos)
+      << bad.status();
+}
+
 TEST(VolcanoImport, WhatIsNotAVolcanoConfIsAnErrorThatSaysWhere) {
   EXPECT_ERROR(ImportVolcanoConf("- a\n- b\n", "x.conf"), absl::StatusCode::kInvalidArgument, "x.conf: not a volcano-scheduler.conf (a map with actions");
   auto bad = ImportVolcanoConf("actions: [\n", "x.conf");
