@@ -58,7 +58,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm_rsh_agent=$SRC/examples/mpi/local_ssh.sh
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 "$BIN" hosts mpi --format openmpi > "$work/hostfile"
-timeout 60 "$MPIRUN" --map-by slot --hostfile "$work/hostfile" -np 5 "$PROG" >"$work/mpi.out" 2>"$work/mpi.err" \
+# Under the sanitizer build, Open MPI's own allocations (libmpi, libopen-pal
+# and its dlopen'ed components, which LeakSanitizer cannot name) are reported
+# as leaks at the ranks' exit; leak checking is off for the MPI ranks only
+# (ASan's other checks stay on; ringmaster's own commands above keep it).
+mpi_asan=${ASAN_OPTIONS:+${ASAN_OPTIONS}:}detect_leaks=0
+ASAN_OPTIONS=$mpi_asan timeout 60 "$MPIRUN" --map-by slot --hostfile "$work/hostfile" -np 5 "$PROG" >"$work/mpi.out" 2>"$work/mpi.err" \
   || { cat "$work/mpi.err"; fail "mpirun exited $?"; }
 cat "$work/mpi.out"
 
