@@ -715,7 +715,7 @@ Decisions Engine::RunCycle() {
     session.set_nodes_to_score(nodes_to_score_);
     if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
     session.set_fast_paths(options_.fast_paths);
-    const bool memo = options_.fast_paths && !driver_predicate_ && !ReadsClock();
+    const bool memo = options_.fast_paths && !driver_predicate_ && !session.verdict_reads_clock();
     session.set_verdict_context(memo ? &verdict_context_ : nullptr);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);

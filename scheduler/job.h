@@ -220,6 +220,9 @@ class Job {
   struct PlaceMemo {
     uint64_t epoch = 0;
     uint64_t context = 0;
+    // The clock when it was given; read only where the verdict depends on it
+    // (backfill's walltime rule: GangPlacer::Recall).
+    Timestamp at = -1;
     std::string reason;
   };
   PlaceMemo& place_memo(int use) { return place_memo_[use]; }

@@ -39,7 +39,11 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
   }
   for (size_t t = 0; t < tiers_.size(); ++t) {
     current_tier_ = static_cast<int>(t);
-    for (Plugin* p : tiers_[t]) p->OnSessionOpen(*this);
+    for (Plugin* p : tiers_[t]) {
+      opening_uses_time_ = p->UsesTime();
+      p->OnSessionOpen(*this);
+    }
+    opening_uses_time_ = false;
   }
 }
 

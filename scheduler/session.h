@@ -131,11 +131,19 @@ class Session {
   bool fast_paths() const { return fast_paths_; }
   void set_fast_paths(bool on) { fast_paths_ = on; }
   // The verdict memo (GangPlacer::Recall): on with a context, which the
-  // engine gives only with its fast paths, for a policy that reads no clock
-  // and without a driver predicate. VerdictContextId: the context's id for
-  // this session (0 when the memo is off), computed once, after the
-  // plugins opened.
+  // engine gives only with its fast paths, when no hook the planner reads
+  // reads the clock (verdict_reads_clock) and without a driver predicate.
+  // VerdictContextId: the context's id for this session (0 when the memo is
+  // off), computed once, after the plugins opened.
   void set_verdict_context(VerdictContext* c) { verdict_context_ = c; }
+  // Whether a plugin that reads the clock (Plugin::UsesTime) registered a
+  // hook that GangPlacer's verdict reads: task order, job ready, job
+  // pipelined, predicate, node order, allocatable or GPU select. A plugin
+  // whose time-based answers are only job order or preemption ranks (las)
+  // changes which gang goes first, never whether one fits, so it leaves the
+  // memo on; actions that read the clock (preempt's grace periods, elastic's
+  // cooldowns) change the state when they act, which the memo's epoch sees.
+  bool verdict_reads_clock() const { return verdict_reads_clock_; }
   bool memo() const { return verdict_context_ != nullptr; }
   uint64_t VerdictContextId();
 
@@ -198,6 +206,7 @@ class Session {
   };
   template <typename Fn>
   void Add(std::vector<Registered<Fn>>& list, std::string_view plugin, Fn fn) {
+    if (opening_uses_time_ && IsVerdictHook(list)) verdict_reads_clock_ = true;
     list.push_back({current_tier_, std::string(plugin), std::move(fn)});
   }
 
@@ -206,6 +215,15 @@ class Session {
   int64_t cycle_;
   const std::vector<std::vector<Plugin*>>& tiers_;
   int current_tier_ = 0;
+  // While a plugin that UsesTime opens (verdict_reads_clock).
+  bool opening_uses_time_ = false;
+  bool verdict_reads_clock_ = false;
+  template <typename List>
+  bool IsVerdictHook(const List& list) const {
+    const void* l = &list;
+    return l == &task_order_ || l == &job_ready_ || l == &job_pipelined_ || l == &predicate_ ||
+           l == &node_order_ || l == &allocatable_ || l == &gpu_select_;
+  }
   std::vector<QueueInfo> queues_;
   std::vector<JobId> jobs_;
   int nodes_to_score_ = kDefaultNodesToScore;

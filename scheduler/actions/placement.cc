@@ -261,6 +261,10 @@ const std::string* GangPlacer::Recall(const Job& job) {
   if (!s_.memo() || parent_) return nullptr;
   const Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
   if (m.epoch != s_.state().epoch() || m.context != s_.VerdictContextId()) return nullptr;
+  // Backfill lets a job with a walltime onto a reserved node when it ends
+  // before the reservation could start (Usable): that reads the clock, so
+  // such a verdict holds only at the time it was given.
+  if (use_ == ReservationUse::kBackfill && job.spec().walltime_ms > 0 && m.at != s_.now()) return nullptr;
   s_.NoteRecalled();
   return &m.reason;
 }
@@ -272,6 +276,7 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
     m.epoch = s_.state().epoch();
     m.context = s_.VerdictContextId();
+    m.at = s_.now();
     m.reason = out.reason;
   }
   return out;

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
+#include "scheduler/session.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::scheduler {
@@ -124,17 +125,63 @@ TEST_F(VerdictMemo, AQueueShareCrossingWakesIt) {
   EXPECT_EQ(work().recalled, 0) << "w's verdict was for other shares";
 }
 
-TEST_F(VerdictMemo, AClockReadingPolicyKeepsNoMemo) {
-  // las reads the clock (its thresholds): every waiting gang is tried in
-  // every cycle, and time wakes it (Wakeup.ALasThresholdWakesItAtTheCrossing).
+TEST_F(VerdictMemo, ALasPolicyKeepsTheMemo) {
+  // las reads the clock (its thresholds), so every cycle runs (time may
+  // reorder the gangs, Wakeup.ALasThresholdWakesItAtTheCrossing); but only
+  // for job order and preemption ranks, which never decide whether a gang
+  // fits: w's verdict is recalled while nothing it reads changed.
   Start(PolicyFromYaml("actions: \"enqueue, allocate\"\n"
                        "tiers:\n- plugins: [{name: priority}, {name: gang}, {name: las}]\n"
                        "- plugins: [{name: predicates}, {name: proportion}]\n"));
   for (int i = 0; i < 3; ++i) {
     Next();
     EXPECT_TRUE(work().ran);
-    EXPECT_EQ(work().recalled, 0);
+    EXPECT_EQ(work().recalled, 1);
+    EXPECT_EQ(work().tried, 0);
+    EXPECT_EQ(h_->job("w").pending_reason(), reason_);
   }
+  // A release on a node it can use still wakes it, and it starts.
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("f0"), true).ok());
+  Next();
+  EXPECT_EQ(work().recalled, 0);
+  EXPECT_TRUE(h_->Running("w")) << "8 GPUs free on one node: w starts";
+}
+
+// Plugins for the classification below: a predicate or only a job order,
+// reading the clock or not.
+class HookPlugin : public Plugin {
+ public:
+  HookPlugin(bool uses_time, bool predicate) : uses_time_(uses_time), predicate_(predicate) {}
+  std::string_view name() const override { return "hook"; }
+  bool UsesTime() const override { return uses_time_; }
+  void OnSessionOpen(Session& s) override {
+    if (predicate_) {
+      s.AddPredicateFn(name(), [](const TaskRef&, NodeId) { return Verdict::Abstain(); });
+    } else {
+      s.AddJobOrderFn(name(), [](const Job&, const Job&) { return 0; });
+    }
+  }
+
+ private:
+  bool uses_time_;
+  bool predicate_;
+};
+
+TEST(VerdictReadsClock, OnlyAClockReadingPluginsPlacementHookTurnsTheMemoOff) {
+  State state(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), queue::QueueTree::Default());
+  ManualClock clock;
+  auto reads = [&](bool uses_time, bool predicate) {
+    HookPlugin p(uses_time, predicate);
+    std::vector<std::vector<Plugin*>> tiers = {{&p}};
+    Session s(state, clock, 1, tiers);
+    const bool r = s.verdict_reads_clock();
+    s.Close();
+    return r;
+  };
+  EXPECT_TRUE(reads(true, true)) << "a predicate that reads the clock";
+  EXPECT_FALSE(reads(true, false)) << "a job order that reads the clock";
+  EXPECT_FALSE(reads(false, true)) << "a predicate that does not";
+  EXPECT_FALSE(reads(false, false));
 }
 
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
