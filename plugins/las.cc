@@ -23,6 +23,17 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("preemptAfter", "must be seconds in [0, 1e9] (0: preempt at once)");
   }
   RM_ASSIGN_OR_RETURN(auto by_time, args.Bool("byTime", false));
+  RM_ASSIGN_OR_RETURN(auto level_cooldown, args.Double("levelCooldown", 0));
+  if (!(level_cooldown >= 0 && level_cooldown <= 1e9)) {
+    return args.Error("levelCooldown", "must be seconds in [0, 1e9] (0: no limit)");
+  }
+  RM_ASSIGN_OR_RETURN(auto exponent, args.Double("gpuExponent", by_time ? 0 : 1));
+  if (!(exponent >= 0 && exponent <= 1)) {
+    return args.Error("gpuExponent", "must be in [0, 1] (1: GPU-time, 0: time run)");
+  }
+  if (by_time && exponent != 0) {
+    return args.Error("gpuExponent", "byTime is gpuExponent 0: give one of them");
+  }
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -45,7 +56,9 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.starve_limit = starve;
   o.fifo_preempt = fifo;
   o.preempt_after_ms = std::llround(preempt_after * 1e3);
-  o.by_time = by_time;
+  o.by_time = by_time || exponent == 0;
+  o.gpu_exponent = exponent;
+  o.level_cooldown_ms = std::llround(level_cooldown * 1e3);
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -58,10 +71,29 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
     return a > b ? -1 : 1;
   });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
+  if (o_.level_cooldown_ms > 0) {
+    s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
+      std::vector<scheduler::TaskRef> out;
+      out.reserve(cands.size());
+      for (const scheduler::TaskRef& t : cands) {
+        if (t.job->priority() < p.job->priority() || !InLevelCooldown(*t.job, now)) out.push_back(t);
+      }
+      return out;
+    });
+  }
+}
+
+bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {
+  return o_.level_cooldown_ms > 0 && job.last_resize() >= 0 && now - job.last_resize() < o_.level_cooldown_ms;
 }
 
 int64_t LasPlugin::Attained(const scheduler::Job& job, scheduler::Timestamp now) const {
   const int64_t a = job.AttainedMilliMs(now);
+  if (o_.gpu_exponent != 0 && o_.gpu_exponent != 1) {
+    // Divided by GPUs^(1 - e) (whole GPUs of the gang's minimum request).
+    const double gpus = static_cast<double>(job.min_request().gpu_milli()) / 1000;
+    return gpus > 0 ? std::llround(static_cast<double>(a) / std::pow(gpus, 1 - o_.gpu_exponent)) : a;
+  }
   if (!o_.by_time) return a;
   // GPU-milli x ms over the gang's GPU-milli: ms, x 1000 to keep the unit
   // of the thresholds (a CPU-only job counts its milli-CPU-free time as is).
@@ -99,8 +131,13 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
     if (auto it = promoted_at_.find(id); it != promoted_at_.end()) attained -= it->second;
     // Attained per ms: milli-GPU x ms per ms, or with byTime 1000 x ms per
     // ms for each min-request GPU held (rounded up: early is safe).
+    // A level cooldown ending makes the job a victim it was not.
+    if (job.phase() == scheduler::JobPhase::kRunning && InLevelCooldown(job, now)) next = std::min(next, job.last_resize() + o_.level_cooldown_ms);
     int64_t rate = job.allocated().gpu_milli();
-    if (o_.by_time && rate > 0) {
+    if (o_.gpu_exponent != 0 && o_.gpu_exponent != 1 && rate > 0) {
+      const double gpus = static_cast<double>(job.min_request().gpu_milli()) / 1000;
+      if (gpus > 0) rate = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(rate) / std::pow(gpus, 1 - o_.gpu_exponent))));
+    } else if (o_.by_time && rate > 0) {
       const int64_t g = job.min_request().gpu_milli();
       if (g > 0) rate = (rate * 1000 + g - 1) / g;
     }

@@ -31,6 +31,15 @@
 //     is demoted no faster than a small job, so it is not the first victim
 //     merely for being big (a preempted big gang waits longest to get all its
 //     GPUs back).
+//   - `gpuExponent` (default 1, in [0, 1]): attained service is time run x
+//     GPUs^gpuExponent (1: GPU-time; 0: time, the same as byTime; 0.5: a
+//     16-GPU gang is demoted 4x, not 16x, as fast as a 1-GPU job), in between
+//     Tiresias' two dimensions and one.
+//   - `levelCooldown` (seconds, default 0): a running job can be a victim
+//     of level preemption (a waiting job of the same priority) only once it
+//     has run this long since it last started or was resized, so a long job
+//     is not stopped again and again; preemption for a higher priority is
+//     not limited by it (the preempt action's own `cooldown` still applies).
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -52,6 +61,13 @@ struct LasOptions {
   bool fifo_preempt = false;
   scheduler::Timestamp preempt_after_ms = 0;
   bool by_time = false;
+  // gpuExponent e in [0, 1]: attained service is time run x GPUs^e (1,
+  // the default: GPU-time; 0: time, as byTime). byTime sets 0.
+  double gpu_exponent = 1;
+  // levelCooldown (s): a running job may be stopped for a waiting job of its
+  // own priority (a lower level's) only once it has run this long since it
+  // last started or was resized. 0: no such limit.
+  scheduler::Timestamp level_cooldown_ms = 0;
 };
 
 class LasPlugin : public scheduler::Plugin {
@@ -87,6 +103,8 @@ class LasPlugin : public scheduler::Plugin {
   // Rank, then (fifoPreempt) the earlier creation: what preempt compares. A
   // waiting job short of preemptAfter ranks as its priority's lowest level.
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
+  // levelCooldown keeps `job` from being a level-preemption victim at `now`.
+  bool InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const;
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
   double starve_limit() const { return o_.starve_limit; }

@@ -326,6 +326,107 @@ TEST(LasPlugin, ByTimeCountsTimeRunNotGpusTimesTime) {
   EXPECT_EQ(static_cast<plugins::LasPlugin&>(**gpu_s).Level(big, 12'500), 1) << "the control: GPU-seconds";
 }
 
+TEST(LasPlugin, GpuExponentCountsTimeTimesGpusToThatPower) {
+  // gpuExponent 0.5: an 8-GPU gang (4 x 2) attains sqrt(8) = 2.828 service
+  // units a second. Threshold 100: crossed at 100 / 2.828 = 35.355 s, i.e.
+  // attained 8,000 milli-GPU x 35,356 ms / sqrt(8) = 100,001,869 >= 1e8 at
+  // 35,356 ms, below it at 35,355 ms. NextChange names that crossing (early
+  // is safe; late is not).
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml", {{"thresholds", {"100", 4, 17}}, {"gpuExponent", {"0.5", 4, 40}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("big").GpusPerTask(4).Gang(2).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("big"));
+  const scheduler::Job& big = h.job("big");
+  EXPECT_EQ(las.Level(big, 35'355), 0);
+  EXPECT_EQ(las.Level(big, 35'356), 1);
+  const scheduler::Timestamp next = las.NextChange(h.state(), 0);
+  EXPECT_LE(next, 35'356);
+  EXPECT_GE(next, 35'300);
+  // gpuExponent 1 is GPU-time (12.5 s), 0 is time run (100 s).
+  for (const auto& [e, at] : std::vector<std::pair<std::string, scheduler::Timestamp>>{{"1", 12'500}, {"0", 100'000}}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs(
+        "las", "p.yaml", {{"thresholds", {"100", 4, 17}}, {"gpuExponent", {e, 4, 40}}}));
+    ASSERT_TRUE(q.ok()) << q.status();
+    auto& l = static_cast<plugins::LasPlugin&>(**q);
+    EXPECT_EQ(l.Level(big, at - 1), 0) << e;
+    EXPECT_EQ(l.Level(big, at), 1) << e;
+  }
+  for (const std::string bad : {"-0.1", "1.5", "half"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"gpuExponent", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.gpuExponent: ") << bad;
+  }
+  auto both = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml", {{"byTime", {"true", 4, 40}}, {"gpuExponent", {"0.5", 5, 3}}}));
+  ASSERT_ERROR(both, absl::StatusCode::kInvalidArgument, "byTime is gpuExponent 0");
+}
+
+TEST(LasPlugin, LevelCooldownHoldsBackLevelPreemptionButNotAHigherPriority) {
+  // One node of 8 GPUs. `long` (priority 0) starts at 0 and is past the
+  // 100 GPU-s threshold from 12.5 s on. `new` (priority 0, level 0) waits
+  // from 200 s: with levelCooldown 1000 s it may stop `long` only from
+  // 1,000 s (1000 s after long started), not at 200 s as without it.
+  // `urgent` (priority 5) preempts at once, whatever levelCooldown says.
+  auto policy = [](const std::string& las_args) {
+    return PolicyFromYaml(std::string(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+tiers:
+- plugins:
+  - name: priority
+    arguments: {victims: false}
+  - name: las
+    arguments: {thresholds: "100")") + las_args + R"(}
+  - name: gang
+- plugins:
+  - name: predicates
+)");
+  };
+  for (const bool limited : {false, true}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), policy(limited ? ", levelCooldown: 1000" : ""));
+    h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    h.clock().Set(200'000);
+    h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+    auto d = h.Cycle();
+    if (!limited) {
+      ASSERT_EQ(d.evictions.size(), 1u) << "the control: level preemption at once";
+      EXPECT_EQ(d.evictions[0].preemptor, "new");
+      continue;
+    }
+    EXPECT_TRUE(d.evictions.empty()) << "long has run 200 s of its 1000 s level cooldown";
+    h.clock().Set(500'000);
+    d = h.Cycle();
+    EXPECT_TRUE(d.evictions.empty()) << "long has run 500 s of its 1000 s level cooldown";
+    EXPECT_EQ(h.engine().NextWakeup(), 1'000'000) << "the cooldown's end is a wake-up";
+    h.clock().Set(999'999);
+    EXPECT_TRUE(h.Cycle().evictions.empty());
+    h.clock().Set(1'000'000);
+    d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "new");
+    EXPECT_TRUE(h.Running("new"));
+    // `new` has just started: a job of its priority could not stop it, a
+    // higher priority does at once.
+    h.clock().Set(1'001'000);
+    h.Submit(JobBuilder("urgent").GpusPerTask(8).Priority(5).Build());
+    d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "urgent");
+    EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "new");
+  }
+  for (const std::string bad : {"-1", "2e9", "long"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"levelCooldown", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.levelCooldown: ") << bad;
+  }
+}
+
 TEST(LasPlugin, PreemptAfterAndByTimeAreChecked) {
   for (const auto& [key, bad] : std::vector<std::pair<std::string, std::string>>{
            {"preemptAfter", "-1"}, {"preemptAfter", "2e9"}, {"preemptAfter", "soon"}, {"byTime", "maybe"}}) {
