@@ -15,7 +15,8 @@ usage: check.py DEPLOY_DIR RINGMASTER_BINARY
   of their own (--metrics), the only one a container port names, the probes
   use and a Service exposes;
 - every flag given to `ringmaster serve` is one it knows (its --help), and
-  the policy ConfigMap passes `ringmaster policy check`.
+  the policy ConfigMap passes `ringmaster policy check` and is the built-in
+  policy, byte for byte (`ringmaster policy default`).
 Prints each problem with its file and exits 1 if there is any.
 """
 import os
@@ -222,6 +223,12 @@ def main():
             os.unlink(f.name)
             if r.returncode != 0:
                 problem(pwhere, f"policy check failed: {r.stdout}{r.stderr}".strip())
+            # One default policy: the ConfigMap's is the built-in one, byte
+            # for byte (examples/policies/ringmaster.yaml, compiled in).
+            d = subprocess.run([binary, "policy", "default"], capture_output=True, text=True)
+            if d.returncode != 0 or d.stdout != pcm["data"][key]:
+                problem(pwhere, f"{key} is not `ringmaster policy default` (examples/policies/ringmaster.yaml): "
+                        "the deployed default must be the built-in one (add queues to a copy of your own)")
     # The Service targets a port the container has, and only the health port.
     for vwhere, svc in by_kind.get("Service", {}).values():
         named = {p.get("name"): p.get("containerPort") for c in containers.values() for p in c.get("ports", [])}

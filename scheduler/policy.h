@@ -54,8 +54,10 @@ struct Policy {
   int nodes_to_score = kDefaultNodesToScore;
 };
 
-// The built-in policy: enqueue, allocate, backfill with priority + gang in
-// tier 1 and drf, predicates, proportion, binpack in tier 2.
+// The built-in policy (what serve and simulate run without --policy, printed
+// by `ringmaster policy default`): examples/policies/ringmaster.yaml, compiled
+// in by scheduler/CMakeLists.txt (default_policy.cc.in), parsed like any
+// policy file. docs/POLICY.md says what it does and how it was chosen.
 Policy DefaultPolicy();
 std::string_view DefaultPolicyYaml();
 

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "plugins/registry.h"
+#include "tests/support/source_dir.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -19,8 +23,41 @@ std::vector<std::string> Errors(const std::string& yaml) {
 TEST(Policy, DefaultParsesAndBuilds) {
   EXPECT_TRUE(Errors(std::string(DefaultPolicyYaml())).empty());
   Policy p = DefaultPolicy();
-  EXPECT_EQ(p.actions, (std::vector<std::string>{"enqueue", "allocate", "backfill"}));
-  EXPECT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.actions,
+            (std::vector<std::string>{"enqueue", "allocate", "preempt", "reclaim", "elastic", "backfill"}));
+  ASSERT_EQ(p.tiers.size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& tier : p.tiers) {
+    for (const auto& c : tier) names.push_back(c.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"priority", "las", "gang", "drf", "predicates", "proportion",
+                                             "network-topology", "binpack"}));
+  // Arguments and configurations come with it (the old built-in had none).
+  EXPECT_EQ(p.tiers[0][1].args.String("thresholds", "").value(), "3600, 36000, 100000, 250000");
+  EXPECT_TRUE(p.action_args.count("preempt"));
+  EXPECT_EQ(p.file, "<default policy>");
+}
+
+// One default policy: the built-in text is examples/policies/ringmaster.yaml
+// byte for byte (compiled in; a stale build or a hand-edited copy fails
+// here), and parsing that file gives the same policy. deploy/policy.yaml is
+// held to it by deploy/check.py (tests/deploy/check_test.sh).
+TEST(Policy, DefaultIsTheExamplesRingmasterYaml) {
+  const std::string path = ringmaster::testing::SourceDir() + "/examples/policies/ringmaster.yaml";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(std::string(DefaultPolicyYaml()), text.str());
+  auto loaded = LoadPolicyOrDefault(path, plugins::BuiltinRegistry());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Policy def = DefaultPolicy();
+  EXPECT_EQ(loaded->actions, def.actions);
+  ASSERT_EQ(loaded->tiers.size(), def.tiers.size());
+  for (size_t t = 0; t < def.tiers.size(); ++t) {
+    ASSERT_EQ(loaded->tiers[t].size(), def.tiers[t].size());
+    for (size_t i = 0; i < def.tiers[t].size(); ++i) EXPECT_EQ(loaded->tiers[t][i].name, def.tiers[t][i].name);
+  }
 }
 
 TEST(Policy, UnknownActionNamesLineAndKnownOnes) {

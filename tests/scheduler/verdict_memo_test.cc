@@ -11,6 +11,7 @@
 #include "scheduler/engine.h"
 #include "scheduler/session.h"
 #include "tests/support/builders.h"
+#include "tests/support/clock_free_policy.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -26,7 +27,9 @@ using testing::PolicyFromYaml;
 // count bound lets it through) but on no node: the planner tries it.
 class VerdictMemo : public ::testing::Test {
  protected:
-  void Start(Policy policy = DefaultPolicy()) {
+  // The clock-free policy: what a memo does when nothing changes (the
+  // default policy's las reads the clock; ALasPolicyKeepsTheMemo is its case).
+  void Start(Policy policy = testing::ClockFreePolicy()) {
     h_ = std::make_unique<EngineHarness>(ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build(), policy);
     for (int i = 0; i < 4; ++i) h_->Submit(JobBuilder("f" + std::to_string(i)).GpusPerTask(6).Queue(queue_).Build());
     h_->Cycle();

@@ -10,6 +10,7 @@
 #include "plugins/registry.h"
 #include "scheduler/engine.h"
 #include "tests/support/builders.h"
+#include "tests/support/clock_free_policy.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -82,7 +83,8 @@ TEST(Wakeup, AVictimsCooldownEndWakesThePreemptor) {
 TEST(Wakeup, NoVictimOfLowerPriorityMeansNoWakeup) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
                   PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
-                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n"));
+                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n" +
+                                 std::string(testing::kClockFreeTiers)));
   h.Submit(JobBuilder("a").GpusPerTask(8).Build());
   h.Cycle();
   h.Submit(JobBuilder("b").GpusPerTask(8).Build());
@@ -113,8 +115,10 @@ TEST(Wakeup, ALasThresholdWakesItAtTheCrossing) {
 }
 
 TEST(Wakeup, EventsAPolicyReloadAndANewNodeWakeAtOnce) {
+  // Tiers that do not read the clock (the default policy's las does).
   auto policy = PolicyFromYaml("actions: \"enqueue, allocate, elastic\"\n"
-                               "configurations:\n- {name: elastic, arguments: {growIdle: 1000, cooldown: 0}}\n");
+                               "configurations:\n- {name: elastic, arguments: {growIdle: 1000, cooldown: 0}}\n" +
+                               std::string(testing::kClockFreeTiers));
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), policy);
   h.Submit(JobBuilder("a").GpusPerTask(8).Build());
   h.Submit(JobBuilder("b").GpusPerTask(8).Build());

@@ -17,11 +17,11 @@
 namespace ringmaster::simulator {
 namespace {
 
-topology::Cluster Nodes(int nodes, int gpus) {
+topology::Cluster Nodes(int nodes, int gpus, int per_rack = 0) {
   topology::UniformClusterSpec spec;
   spec.nodes = nodes;
   spec.gpus_per_node = gpus;
-  spec.nodes_per_rack = nodes;
+  spec.nodes_per_rack = per_rack > 0 ? per_rack : nodes;
   return topology::MakeUniformCluster(spec).value();
 }
 
@@ -86,6 +86,64 @@ TEST(PolicyOrdering, LasBeatsFifoOnPhillysAverageJct) {
   EXPECT_LT(las.avg_jct_s, 0.8 * fifo.avg_jct_s) << "LAS " << las.avg_jct_s << " s, FIFO " << fifo.avg_jct_s << " s";
   EXPECT_GT(las.preemptions, 0) << "LAS's preemption took part";
   EXPECT_EQ(fifo.preemptions, 0);
+}
+
+TEST(PolicyOrdering, TheDefaultPolicyBeatsFifoWithoutPayingTheTail) {
+  // The default policy (examples/policies/ringmaster.yaml, the built-in one)
+  // without the walltime oracle: 1,000 Philly jobs from day 50 on 8 nodes x 8
+  // GPUs (4 per rack), one queue, checkpoints every 10 min. Measured with
+  // `simulate` (the same slice): FIFO gang 83,515 s average / 620,096 s p99,
+  // LAS 25,473 / 553,905 with 358 preemptions, the default 50,751 / 511,525
+  // with 99. On this small, heavily contended slice LAS's average is better
+  // (docs/POLICY.md: the gap, and where the default is below LAS); the
+  // default halves FIFO's average at a lower p99 than FIFO's, with less than
+  // half of LAS's preemptions.
+  auto all = ReadTrace(ringmaster::testing::SourceDir() + "/data/traces/philly/philly.csv", TraceFormat::kPhilly);
+  ASSERT_TRUE(all.ok()) << all.status();
+  const std::vector<TraceJob> trace = SliceTrace(
+      *std::move(all), {.from_s = 50 * 86400.0, .max_jobs = 1000, .one_queue = "default", .checkpoint_interval_s = 600});
+  ASSERT_EQ(trace.size(), 1000u);
+  const ReplayStats fifo = StatsOf(ReplayWith("fifo-gang", Nodes(8, 8, 4), trace, false));
+  const ReplayStats las = StatsOf(ReplayWith("las", Nodes(8, 8, 4), trace, false));
+  const ReplayStats def = StatsOf(ReplayWith("ringmaster", Nodes(8, 8, 4), trace, false));
+  ASSERT_EQ(def.jobs_completed, fifo.jobs_completed);
+  EXPECT_GT(fifo.avg_queue_delay_s, 3600) << "the slice must contend for the cluster";
+  EXPECT_LT(def.avg_jct_s, 0.7 * fifo.avg_jct_s) << "default " << def.avg_jct_s << " s, FIFO " << fifo.avg_jct_s;
+  EXPECT_LE(def.p99_jct_s, fifo.p99_jct_s) << "no tail paid for the average";
+  EXPECT_GT(def.preemptions, 0) << "its preemption took part";
+  EXPECT_LE(2 * def.preemptions, las.preemptions) << "default " << def.preemptions << ", LAS " << las.preemptions;
+}
+
+TEST(PolicyOrdering, TheDefaultBoundsABigGangsWaitBehindAStreamOfSmallJobs) {
+  // 2 nodes x 8 GPUs kept full by 1-GPU jobs of 2 h, one every 450 s for two
+  // days; a 16-GPU gang (2 x 8) arrives at 1 h. Under the default the gang
+  // is the head of its level: the GPUs freed as the running jobs end are held
+  // for it (no later small job takes them), so it starts once the jobs
+  // running at its arrival have ended (at most 2 h) and runs once, unstopped.
+  // Under plain LAS the same gang is demoted after a few minutes and stopped
+  // again and again by new small jobs: it finishes days later.
+  std::string csv = "job_id,submit_time_s,duration_s,tasks,gpus_per_task\n";
+  int n = 0;
+  for (int t = 0; t < 2 * 86400; t += 450) csv += "s" + std::to_string(n++) + "," + std::to_string(t) + ",7200,1,1\n";
+  csv += "big,3600,3600,2,8\n";
+  auto trace = NativeTraceReader::Parse(csv, "stream.csv");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  const std::vector<TraceJob> jobs = SliceTrace(*std::move(trace), {.one_queue = "default"});
+  auto big = [](const ReplayResult& r) {
+    for (const auto& j : r.jobs) {
+      if (j.id == "big") return j;
+    }
+    ADD_FAILURE() << "no job big";
+    return r.jobs.front();
+  };
+  const ReplayResult def = ReplayWith("ringmaster", Nodes(2, 8), jobs);
+  const auto b = big(def);
+  ASSERT_GE(b.end_ms, 0) << "the gang finished";
+  EXPECT_LE(b.start_ms - b.submit_ms, 7'200'000) << "it waited at most for the running jobs to end";
+  EXPECT_EQ(b.evictions, 0) << "and ran once, unstopped";
+  EXPECT_EQ(b.end_ms - b.start_ms, 3'600'000);
+  const ReplayResult las = ReplayWith("las", Nodes(2, 8), jobs);
+  EXPECT_GT(big(las).end_ms - big(las).submit_ms, 86'400'000) << "the control: under LAS it starves for days";
 }
 
 }  // namespace

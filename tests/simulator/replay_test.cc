@@ -105,15 +105,25 @@ TEST(Replay, FifoGangJctsByHand) {
 TEST(Replay, GpuSecondsAreConserved) {
   // Contended (8 nodes x 8 GPUs in one rack): what the jobs
   // held equals what the cluster had allocated, and with no slowdown every
-  // job held its GPUs exactly for its duration.
+  // job never stopped held its GPUs exactly for its duration; one stopped
+  // (the default policy preempts and reclaims) held them longer, since it
+  // redoes the work it lost.
   const std::vector<TraceJob> trace = RandomTrace(11, 300);
   const ReplayResult r = RunReplay(Uniform(8, 8, 8), trace);
   double held = 0;
+  int stopped = 0;
   for (size_t i = 0; i < r.jobs.size(); ++i) {
     ASSERT_TRUE(r.jobs[i].completed) << r.jobs[i].id;
-    EXPECT_DOUBLE_EQ(r.jobs[i].gpu_seconds, trace[i].duration_s * trace[i].gpus()) << r.jobs[i].id;
+    const double work = trace[i].duration_s * trace[i].gpus();
+    if (r.jobs[i].evictions == 0) {
+      EXPECT_DOUBLE_EQ(r.jobs[i].gpu_seconds, work) << r.jobs[i].id;
+    } else {
+      ++stopped;
+      EXPECT_GE(r.jobs[i].gpu_seconds, work) << r.jobs[i].id;
+    }
     held += r.jobs[i].gpu_seconds;
   }
+  EXPECT_LT(stopped, static_cast<int>(r.jobs.size()) / 2) << "most jobs ran once";
   EXPECT_NEAR(held, r.allocated_gpu_seconds, 1e-6 * held);
   EXPECT_GT(StatsOf(r).avg_queue_delay_s, 0);  // it is contended
 }
