@@ -37,7 +37,7 @@ scheduler::Verdict GangPlugin::Valid(const Job& job) {
   return scheduler::Verdict::Fit();
 }
 
-bool GangPlugin::Ready(const Job& job) { return job.ReadyCount() >= job.min_member(); }
+bool GangPlugin::Ready(const Job& job) { return job.GangReady(); }
 
 scheduler::Verdict GangPlugin::Pipelined(const Job& job) {
   return job.ReadyCount() + job.PipelinedCount() >= job.min_member()
@@ -45,7 +45,7 @@ scheduler::Verdict GangPlugin::Pipelined(const Job& job) {
              : scheduler::Verdict::Unschedulable("gang: not enough tasks pipelined");
 }
 
-bool GangPlugin::Starving(const Job& job) { return job.ReadyCount() < job.min_member(); }
+bool GangPlugin::Starving(const Job& job) { return !job.GangReady(); }
 
 int GangPlugin::Order(const Job& l, const Job& r) {
   const bool lr = Ready(l), rr = Ready(r);

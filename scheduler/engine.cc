@@ -405,7 +405,7 @@ Timestamp Engine::ExpectedStart(JobId id) const {
   }
   // Whole GPUs per task and how many tasks the minimum still needs.
   int64_t per_task = 0;
-  int need = job.min_member() - job.ReadyCount();
+  int need = job.GangShortfall();
   for (const Task& t : job.tasks()) {
     if (t.state == TaskState::kPending && job.gpu(t.index).whole()) {
       per_task = std::max<int64_t>(per_task, job.gpu(t.index).count);
@@ -522,7 +522,7 @@ void Engine::AfterTasksLost(std::vector<JobId> hit, const std::string& what) {
   hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
   for (JobId jid : hit) {
     Job& job = state_->job(jid);
-    if (job.ReadyCount() >= job.min_member()) {
+    if (job.GangReady()) {
       // Still a whole gang (elastic slack): it runs on, smaller.
       if (job.phase() == JobPhase::kRunning) {
         job.set_generation(job.generation() + 1);
@@ -667,7 +667,7 @@ void Engine::AfterClose(Decisions& d) {
   }
   for (JobId id : touched) {
     Job& job = state_->job(id);
-    if (job.ReadyCount() < job.min_member()) continue;
+    if (!job.GangReady()) continue;
     const bool starting = job.phase() != JobPhase::kRunning;
     if (starting) {
       job.set_phase(JobPhase::kRunning);

@@ -169,6 +169,12 @@ class Job {
   int Count(TaskState s) const { return counts_[static_cast<int>(s)]; }
   // Allocated + Binding + Bound + Running (+ Succeeded): tasks that count toward the gang.
   int ReadyCount() const;
+  // The gang rule, in one place: the job holds at least its minimum of ready
+  // tasks (the gang plugin's JobReady, the engine, the actions and the
+  // replay all ask this).
+  bool GangReady() const { return ReadyCount() >= min_member(); }
+  // Ready tasks the gang still lacks for its minimum (<= 0 once ready).
+  int GangShortfall() const { return min_member() - ReadyCount(); }
   int PipelinedCount() const { return Count(TaskState::kPipelined); }
   // Resources held on nodes by this job's tasks.
   const Resources& allocated() const { return allocated_; }

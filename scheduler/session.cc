@@ -426,7 +426,7 @@ Decisions Session::Close() {
     Job& job = state_.job(rec.job);
     if (job.reason_session() == stamp) continue;  // a later one won
     job.set_reason_session(stamp);
-    if (job.ReadyCount() >= job.min_member()) continue;
+    if (job.GangReady()) continue;
     const std::string& r = rec.kept ? *rec.kept : rec.own;
     if (job.pending_reason() == r) continue;
     if (rec.kept) {

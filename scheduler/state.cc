@@ -432,7 +432,7 @@ absl::Status State::CheckInvariants() const {
       qalloc[q] += jalloc;
       q = queues_.parent(static_cast<uint32_t>(q));
     }
-    if (j.phase() == JobPhase::kRunning && j.ReadyCount() < j.min_member()) {
+    if (j.phase() == JobPhase::kRunning && !j.GangReady()) {
       return absl::InternalError(absl::StrCat("6: running job ", j.name(), " has ", j.ReadyCount(),
                                               " ready tasks, below its minimum ", j.min_member()));
     }

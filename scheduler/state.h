@@ -14,7 +14,7 @@
 //      and NodeState::usage_hash is UsageHash of the node's usage.
 //   5. QueueUsage::allocated == sum of allocated() of the queue's jobs and
 //      its descendants'.
-//   6. A Running job has ReadyCount() >= min_member().
+//   6. A Running job has GangReady().
 //   7. waiting_jobs() holds exactly the active jobs with a Pending task.
 //   8. elastic_below_max() holds exactly the active elastic jobs with
 //      ReadyCount() < max_member().

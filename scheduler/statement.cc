@@ -132,7 +132,7 @@ absl::Status Statement::CheckGangs() const {
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (JobId id : touched) {
     const Job& job = state.job(id);
-    if (job.ReadyCount() < job.min_member()) {
+    if (!job.GangReady()) {
       return absl::FailedPreconditionError(absl::StrCat("gang ", job.name(), " has ", job.ReadyCount(),
                                                         " of its minimum ", job.min_member(),
                                                         " tasks; not committed"));

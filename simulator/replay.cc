@@ -394,7 +394,7 @@ void Driver::NodeDown(const NodeEvent& e, int64_t now) {
   for (size_t j : hit) {
     if (!runs_[j].running) continue;
     const scheduler::Job& job = engine_->state().job(runs_[j].id);
-    if (job.phase() == JobPhase::kRunning && job.ReadyCount() >= job.min_member()) {
+    if (job.phase() == JobPhase::kRunning && job.GangReady()) {
       Resize(j, job, now);
     } else {
       Stop(j, false, now);
@@ -515,7 +515,7 @@ void Driver::AfterCycle(const Decisions& d, int64_t now) {
     const size_t j = by_engine_id_[id.value()];
     const scheduler::Job& job = engine_->state().job(id);
     if (runs_[j].running && touch.evicted) Stop(j, touch.preempted, now);
-    const bool running_now = job.phase() == JobPhase::kRunning && job.ReadyCount() >= job.min_member();
+    const bool running_now = job.phase() == JobPhase::kRunning && job.GangReady();
     if (!runs_[j].running && running_now) {
       Start(j, job, now);
     } else if (runs_[j].running && !running_now) {

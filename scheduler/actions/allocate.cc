@@ -41,7 +41,7 @@ std::optional<Reservation> ReservationFor(const Session& s, const Job& job) {
   const State& st = s.state();
   const topology::Cluster& c = st.cluster();
   int64_t per_task = 0;
-  int need = job.min_member() - job.ReadyCount();
+  int need = job.GangShortfall();
   for (const Task& t : job.tasks()) {
     if (t.state != TaskState::kPending) continue;
     const GpuRequest& g = job.gpu(t.index);
@@ -113,7 +113,7 @@ void DropIfOvertaken(Session& s, const std::vector<std::vector<Job*>>& by_queue)
   const Job& holder = s.state().job(r->job);
   for (const Job* j : by_queue[holder.queue().value()]) {
     if (j == &holder) return;
-    if (j->ReadyCount() < j->min_member() && s.JobStarving(*j)) {
+    if (!j->GangReady() && s.JobStarving(*j)) {
       Reserve(s, std::nullopt);
       return;
     }
@@ -129,7 +129,7 @@ class AllocateAction : public Action {
     State& st = s.mutable_state();
     if (auto& r = st.reservation(); r) {
       const Job& holder = st.job(r->job);
-      if (!WaitsForPlacement(holder) || holder.ReadyCount() >= holder.min_member()) Reserve(s, std::nullopt);
+      if (!WaitsForPlacement(holder) || holder.GangReady()) Reserve(s, std::nullopt);
     }
     // Per queue, its waiting jobs in job order; next[q] is the first not yet
     // tried (a vector and an index: a deque allocates even when empty).
@@ -159,7 +159,7 @@ class AllocateAction : public Action {
         std::string why;  // one text for the queue's waiting jobs, composed once
         for (size_t k = next[q]; k < jobs.size(); ++k) {
           Job* j = jobs[k];
-          if (j->ReadyCount() < j->min_member()) {
+          if (!j->GangReady()) {
             if (why.empty()) {
               why = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
                                  queue.deserved.ToString(), ")");
@@ -175,7 +175,7 @@ class AllocateAction : public Action {
       // Nothing it depends on changed since it last failed: it would fail
       // again, with the same reason (GangPlacer::Recall).
       if (const std::string* kept = placer.Recall(*job)) {
-        if (job->ReadyCount() >= job->min_member()) continue;
+        if (job->GangReady()) continue;
         s.KeepPendingReason(*job, *kept);
         if (!st.reservation() && s.JobStarving(*job)) {
           if (auto r = ReservationFor(s, *job); r) Reserve(s, std::move(r));
@@ -187,7 +187,7 @@ class AllocateAction : public Action {
         if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);
         continue;
       }
-      if (job->ReadyCount() >= job->min_member()) continue;  // running; extras wait quietly
+      if (job->GangReady()) continue;  // running; extras wait quietly
       s.SetPendingReason(*job, out.reason);
       if (!st.reservation() && s.JobStarving(*job)) {
         if (auto r = ReservationFor(s, *job); r) Reserve(s, std::move(r));

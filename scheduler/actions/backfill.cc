@@ -30,7 +30,7 @@ class BackfillAction : public Action {
       Job& j = st.job(id);
       if (j.id() == st.reservation()->job) continue;
       if ((j.phase() == JobPhase::kInqueue || j.phase() == JobPhase::kRunning) &&
-          j.Count(TaskState::kPending) > 0 && j.ReadyCount() < j.min_member() && !j.nominated() &&
+          j.Count(TaskState::kPending) > 0 && !j.GangReady() && !j.nominated() &&
           j.Count(TaskState::kReleasing) == 0) {
         waiting.push_back(&j);
       }

@@ -77,7 +77,7 @@ class ElasticAction : public Action {
     int64_t block_priority = 0;
     for (JobId id : s.jobs()) {
       const Job& w = st.job(id);
-      if (w.phase() != JobPhase::kInqueue || w.ReadyCount() >= w.min_member() || w.nominated()) continue;
+      if (w.phase() != JobPhase::kInqueue || w.GangReady() || w.nominated()) continue;
       if (PerTaskGpus(w) > largest_free) continue;  // could not use what is idle
       if (!blocked || s.JobPriority(w) > block_priority) block_priority = s.JobPriority(w);
       blocked = true;

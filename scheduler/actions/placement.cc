@@ -295,7 +295,7 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   // as a stable sort takes a buffer from the heap even then.
   auto before = [&](uint32_t a, uint32_t b) { return s_.TaskOrder(TaskRef{&job, a}, TaskRef{&job, b}); };
   if (!std::is_sorted(tasks.begin(), tasks.end(), before)) std::stable_sort(tasks.begin(), tasks.end(), before);
-  const int need = std::max(0, std::min<int>(job.min_member() - job.ReadyCount(),
+  const int need = std::max(0, std::min<int>(job.GangShortfall(),
                                              static_cast<int>(tasks.size())));
   if (limit >= 0 && static_cast<int>(tasks.size()) > std::max(need, limit)) tasks.resize(std::max(need, limit));
   int64_t gpus_needed = 0;

@@ -20,7 +20,7 @@ std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>
   for (JobId id : s.jobs()) {
     Job& j = s.mutable_state().job(id);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
-    if (j.ReadyCount() >= j.min_member()) continue;
+    if (j.GangReady()) continue;
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;
     if (keep && !keep(j)) continue;
     out.push_back(&j);

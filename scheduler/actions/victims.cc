@@ -691,7 +691,7 @@ bool VictimPicker::TryFor(Job& p) {
   std::stable_sort(pending.begin(), pending.end(), [&](uint32_t a, uint32_t b) {
     return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b});
   });
-  const int need = std::min<int>(p.min_member() - p.ReadyCount(), static_cast<int>(pending.size()));
+  const int need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
   if (need <= 0) return false;
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
