@@ -14,8 +14,26 @@
 // Mutex constructor's __tsan_mutex_create, MutexLock, HasBeenNotified's
 // acquire load) are compiled into our instrumented code and need nothing.
 //
+// Only the outermost of these calls on a thread is annotated. Debian's abseil
+// calls its own exported functions through the PLT, so they come back here:
+// every ...WithTimeout calls its ...WithDeadline, and Notification's members
+// lock and unlock its inner Mutex. Annotated twice, a CondVar wait unlocked
+// the mutex twice ("unlock of an unlocked mutex" in gRPC's timer thread) and
+// a Notification waited on with a timeout stayed locked once ("double lock"
+// at its destructor).
+//
+// Also absl::Status: its heap rep's reference count is dropped in
+// libabsl_status.so (Status::UnrefNonInlined, an acq_rel fetch_sub TSan
+// cannot see), so the thread that deletes a shared rep, as the journal's
+// writer does with the status of a write it reported, raced every earlier
+// reader of its message. Each drop is annotated as the release and acquire an
+// instrumented abseil's fetch_sub would be. (tests/tsan.supp's
+// called_from_lib for libabsl_status does not cover it: UnrefNonInlined ends
+// in a tail jump to operator delete, whose caller is then our code.)
+//
 // tests/tsan/tsan_selftest.cc checks both ways that this works: a counter
-// guarded by an absl::Mutex is clean, the same counter unguarded is a race.
+// guarded by an absl::Mutex is clean, the same counter unguarded is a race;
+// its modes cover the nested calls and a Status shared between threads.
 #include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
@@ -25,6 +43,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -54,6 +73,22 @@ Fn RealFn(const char* rest, bool is_const = false) {
   return reinterpret_cast<Fn>(Real(rest, is_const));
 }
 
+// Counts this thread's calls in progress into the functions below: only the
+// outermost is annotated (see the top).
+thread_local int tls_depth = 0;
+
+class Outermost {
+ public:
+  Outermost() : outermost_(tls_depth++ == 0) {}
+  ~Outermost() { --tls_depth; }
+  Outermost(const Outermost&) = delete;
+  Outermost& operator=(const Outermost&) = delete;
+  explicit operator bool() const { return outermost_; }
+
+ private:
+  const bool outermost_;
+};
+
 // A held absl::Mutex's word (its one member): kMuWriter (0x8) when a writer
 // holds it, else readers do. Await and CondVar::Wait accept either mode.
 unsigned HeldMode(const absl::Mutex* mu) {
@@ -65,6 +100,8 @@ unsigned HeldMode(const absl::Mutex* mu) {
 // returns (Await, CondVar::Wait).
 template <typename F>
 auto ReleasedDuring(absl::Mutex* mu, F call) {
+  const Outermost outermost;
+  if (!outermost) return call();
   const unsigned mode = HeldMode(mu);
   __tsan_mutex_pre_unlock(mu, mode);
   __tsan_mutex_post_unlock(mu, mode);
@@ -77,6 +114,8 @@ auto ReleasedDuring(absl::Mutex* mu, F call) {
 // Around a call that returns holding the mutex (Lock, LockWhen...).
 template <typename F>
 auto Acquire(absl::Mutex* mu, unsigned mode, F call) {
+  const Outermost outermost;
+  if (!outermost) return call();
   __tsan_mutex_pre_lock(mu, mode);
   auto result = call();
   __tsan_mutex_post_lock(mu, mode, 0);
@@ -86,6 +125,8 @@ auto Acquire(absl::Mutex* mu, unsigned mode, F call) {
 // Around a call that returns holding the mutex only when it returns true.
 template <typename F>
 bool TryAcquire(absl::Mutex* mu, unsigned mode, F call) {
+  const Outermost outermost;
+  if (!outermost) return call();
   __tsan_mutex_pre_lock(mu, mode | __tsan_mutex_try_lock);
   const bool locked = call();
   __tsan_mutex_post_lock(mu, mode | __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed), 0);
@@ -93,6 +134,8 @@ bool TryAcquire(absl::Mutex* mu, unsigned mode, F call) {
 }
 
 void Release(absl::Mutex* mu, unsigned mode, void (*real)(absl::Mutex*)) {
+  const Outermost outermost;
+  if (!outermost) return real(mu);
   __tsan_mutex_pre_unlock(mu, mode);
   real(mu);
   __tsan_mutex_post_unlock(mu, mode);
@@ -112,6 +155,15 @@ namespace absl {
 ABSL_NAMESPACE_BEGIN
 
 using Cond = const Condition&;
+
+// As an instrumented abseil's destructor does (ABSL_TSAN_MUTEX_DESTROY): TSan
+// then reports a Mutex destroyed while held, and forgets it, so that a later
+// Mutex at the same address starts with no history.
+Mutex::~Mutex() {
+  static auto real = RealFn<void (*)(Mutex*)>("5MutexD2Ev");
+  real(this);
+  __tsan_mutex_destroy(this, __tsan_mutex_not_static);
+}
 
 void Mutex::Lock() {
   static auto real = RealFn<void (*)(Mutex*)>("5Mutex4LockEv");
@@ -201,27 +253,43 @@ bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
 
 void Notification::Notify() {
   static auto real = RealFn<void (*)(Notification*)>("12Notification6NotifyEv");
-  __tsan_release(const_cast<void*>(NotifiedWord(this)));
+  const Outermost outermost;
+  if (outermost) __tsan_release(const_cast<void*>(NotifiedWord(this)));
   real(this);
 }
 void Notification::WaitForNotification() const {
   static auto real = RealFn<void (*)(const Notification*)>("12Notification19WaitForNotificationEv", true);
+  const Outermost outermost;
   real(this);
-  __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
+  if (outermost) __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
 }
 bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
   static auto real = RealFn<bool (*)(const Notification*, Duration)>(
       "12Notification30WaitForNotificationWithTimeoutENS0_8DurationE", true);
+  const Outermost outermost;
   const bool notified = real(this, timeout);
-  if (notified) __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
+  if (notified && outermost) __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
   return notified;
 }
 bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   static auto real = RealFn<bool (*)(const Notification*, Time)>(
       "12Notification31WaitForNotificationWithDeadlineENS0_4TimeE", true);
+  const Outermost outermost;
   const bool notified = real(this, deadline);
-  if (notified) __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
+  if (notified && outermost) __tsan_acquire(const_cast<void*>(NotifiedWord(this)));
   return notified;
+}
+
+// Dropping a reference to a shared rep (the last one deletes it): each drop
+// publishes what this thread did with the rep and takes what the earlier
+// droppers did, as the uninstrumented fetch_sub(acq_rel) inside does, so that
+// the deleting thread comes after every reader of the message.
+void Status::UnrefNonInlined(uintptr_t rep) {
+  static auto real = RealFn<void (*)(uintptr_t)>("6Status15UnrefNonInlinedEm");
+  void* rep_address = RepToPointer(rep);
+  __tsan_release(rep_address);
+  __tsan_acquire(rep_address);
+  real(rep);
 }
 
 ABSL_NAMESPACE_END
