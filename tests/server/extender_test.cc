@@ -535,8 +535,10 @@ class MemoryStore : public ExtenderStore {
 class ExtenderRestartTest : public ExtenderTest {
  protected:
   // The extender goes before the loop it is a sink of (loop_ is this
-  // class's, extender_ the base's).
+  // class's, extender_ the base's), and both before the engine lock they
+  // share (declared first, destroyed last).
   void TearDown() override { extender_.reset(); }
+  absl::Mutex engine_mu_;  // the daemon's engine lock, shared with the admin API
   std::unique_ptr<CycleLoop> loop_;
   void MakeStored() {
     scheduler::EngineOptions opts;
@@ -819,7 +821,6 @@ TEST_F(ExtenderTest, NodeObjectsAreCheckedAgainstTheApiServer) {
 // --- Keep cancels whole (issue 26, part 4) -----------------------------------
 
 TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndStaysCancelledAcrossARestart) {
-  absl::Mutex mu;  // the daemon's engine lock, shared with the admin API
   auto make = [&](bool restore) {
     const std::vector<StoredRecord> kept = store_.records();
     scheduler::EngineOptions opts;
@@ -831,7 +832,7 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
                                          registry_, clock_, opts);
     ExtenderOptions o;
     o.store = &store_;
-    loop_ = std::make_unique<CycleLoop>(*engine_, mu);
+    loop_ = std::make_unique<CycleLoop>(*engine_, engine_mu_);
     extender_ = std::make_unique<Extender>(*engine_, clock_, o, binder_, loop_.get());
     if (restore) {
       ASSERT_TRUE(extender_->Restore(kept).ok());
@@ -847,7 +848,7 @@ TEST_F(ExtenderRestartTest, ACancelledBoundGangHoldsItsGpusUntilTheDeadlineAndSt
   {
     // What the admin API's CancelJob does for a pod gang (AdminService,
     // with the extender's gangs among the jobs something else runs).
-    absl::MutexLock lock(&mu);
+    absl::MutexLock lock(&engine_mu_);
     ASSERT_TRUE(engine_->CancelJob(a).ok());
     extender_->JobCancelledLocked(a);
   }
