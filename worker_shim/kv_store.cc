@@ -15,9 +15,21 @@ namespace {
 
 }  // namespace
 
+int64_t KvStore::rpcs() const {
+  absl::MutexLock lock(&mu_);
+  return rpcs_;
+}
+
+absl::Duration KvStore::rpc_time() const {
+  absl::MutexLock lock(&mu_);
+  return rpc_time_;
+}
+
 void KvStore::Count(absl::Time start) {
+  const absl::Duration took = absl::Now() - start;
+  absl::MutexLock lock(&mu_);
   ++rpcs_;
-  rpc_time_ += absl::Now() - start;
+  rpc_time_ += took;
 }
 
 void KvStore::set(const std::string& key, const std::vector<char>& data) {
@@ -26,14 +38,18 @@ void KvStore::set(const std::string& key, const std::vector<char>& data) {
   auto s = client_.KvSet(generation_, key, value);
   Count(start);
   if (!s.ok()) Throw(s);
+  absl::MutexLock lock(&mu_);
   if (auto it = fetched_.find(key); it != fetched_.end()) {
     it->second = std::move(value);
   }
 }
 
 std::vector<char> KvStore::get(const std::string& key) {
-  if (auto it = fetched_.find(key); it != fetched_.end()) {
-    return std::vector<char>(it->second.begin(), it->second.end());
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = fetched_.find(key); it != fetched_.end()) {
+      return std::vector<char>(it->second.begin(), it->second.end());
+    }
   }
   const absl::Time start = absl::Now();
   auto value = client_.KvWaitGet(generation_, key, default_timeout_);
@@ -53,6 +69,7 @@ void KvStore::wait(const std::vector<std::string>& keys,
   auto values = client_.KvWaitGet(generation_, keys, absl::FromChrono(timeout));
   Count(start);
   if (!values.ok()) Throw(values.status());
+  absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
     fetched_[keys[i]] = std::move((*values)[i]);
   }

@@ -12,6 +12,10 @@
 // gloo::IoException with the coordinator's message (a superseded generation,
 // a timeout, an oversized value), which the backends turn back into
 // absl::Status at their boundary.
+//
+// Thread-safe, as Gloo's own stores are (the contract test sets from one
+// thread while another waits): the kept values and the counters are guarded;
+// no lock is held over a round trip.
 #ifndef RINGMASTER_WORKER_SHIM_KV_STORE_H_
 #define RINGMASTER_WORKER_SHIM_KV_STORE_H_
 
@@ -23,6 +27,8 @@
 
 #include <gloo/rendezvous/store.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker_shim/coordinator_client.h"
 
@@ -46,8 +52,8 @@ class KvStore final : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
   // Coordinator round trips made so far and the time spent in them.
-  int64_t rpcs() const { return rpcs_; }
-  absl::Duration rpc_time() const { return rpc_time_; }
+  int64_t rpcs() const;
+  absl::Duration rpc_time() const;
 
  private:
   // Counts one round trip that began at `start`.
@@ -56,9 +62,10 @@ class KvStore final : public gloo::rendezvous::Store {
   CoordinatorClient& client_;
   const int64_t generation_;
   const absl::Duration default_timeout_;
-  std::map<std::string, std::string> fetched_;  // values wait() returned
-  int64_t rpcs_ = 0;
-  absl::Duration rpc_time_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> fetched_ ABSL_GUARDED_BY(mu_);  // values wait() returned
+  int64_t rpcs_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration rpc_time_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::shim
