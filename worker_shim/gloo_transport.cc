@@ -34,25 +34,40 @@ void ClosePairsAtOnce(gloo::transport::Context& t) {
 
 LoopPoker::LoopPoker(std::shared_ptr<gloo::transport::tcp::Device> device)
     : device_(std::move(device)) {
-  fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (fd_ < 0) {
+  const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) {
     throw gloo::IoException(absl::StrCat("eventfd: ", strerror(errno)));
   }
-  device_->registerDescriptor(fd_, EPOLLIN, this);
+  {
+    absl::MutexLock lock(&mu_);
+    fd_ = fd;
+  }
+  device_->registerDescriptor(fd, EPOLLIN, this);
 }
 
 LoopPoker::~LoopPoker() {
-  device_->unregisterDescriptor(fd_, this);
+  int fd = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    fd = fd_;
+  }
+  device_->unregisterDescriptor(fd, this);
+  absl::MutexLock lock(&mu_);
   ::close(fd_);
+  fd_ = -1;
 }
 
 void LoopPoker::Poke() {
+  absl::MutexLock lock(&mu_);
+  if (fd_ < 0) return;
   const uint64_t one = 1;
   (void)!::write(fd_, &one, sizeof(one));
 }
 
 void LoopPoker::handleEvents(int events) {
   (void)events;
+  absl::MutexLock lock(&mu_);
+  if (fd_ < 0) return;
   uint64_t count = 0;
   (void)!::read(fd_, &count, sizeof(count));
 }

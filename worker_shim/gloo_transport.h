@@ -68,6 +68,12 @@ class ContextReaper {
 // Wakes the TCP device's event loop on demand: an eventfd registered with
 // the loop, drained by it. Gloo's loop sleeps in epoll_wait for up to 10 ms,
 // and closing a descriptor from another thread waits for its next turn.
+//
+// The descriptor is guarded: the destructor closes it while the loop thread
+// may be draining it. Gloo's unregisterDescriptor waits for the loop's next
+// tick on a condition variable with no predicate, notified without its mutex
+// (a wake-up of that wait proves nothing, and ThreadSanitizer sees no order
+// either: it reported the close against the loop's read).
 class LoopPoker final : public gloo::transport::tcp::Handler {
  public:
   // Throws gloo::IoException when the eventfd cannot be made.
@@ -81,7 +87,8 @@ class LoopPoker final : public gloo::transport::tcp::Handler {
 
  private:
   std::shared_ptr<gloo::transport::tcp::Device> device_;
-  int fd_ = -1;
+  absl::Mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;  // -1 once closed
 };
 
 // A transport context whose collectives can be failed from another thread
