@@ -142,8 +142,15 @@ absl::Status GlooBackend::Usable() {
 }
 
 absl::Status GlooBackend::Fail(const std::exception& e, const char* what) {
+  // The message before the drop: `e` may be the exception a pair of the
+  // communicator stored (Gloo rethrows that one, not a copy), whose last
+  // reference the reaper's thread drops once it has the communicator. The
+  // catch keeps it alive until then, but by a reference count inside
+  // libstdc++ that ThreadSanitizer cannot see; read first, the message is
+  // ordered before the destruction by the hand-off to the reaper.
+  absl::Status failed = absl::UnavailableError(absl::StrCat("gloo ", what, ": ", e.what()));
   Install(nullptr, 0, /*urgent_drop=*/true);
-  return absl::UnavailableError(absl::StrCat("gloo ", what, ": ", e.what()));
+  return failed;
 }
 
 absl::Status GlooBackend::Reform(const ReformPlan& plan,
