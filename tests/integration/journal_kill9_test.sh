@@ -10,19 +10,30 @@ work=$(mktemp -d)
 pid=""
 client=""
 cleanup() {
-  [[ -n $client ]] && { kill -KILL "$client" 2>/dev/null || true; wait "$client" 2>/dev/null || true; }
+  [[ -n $client ]] && {
+    pkill -KILL -P "$client" 2>/dev/null || true  # the three loops
+    kill -KILL "$client" 2>/dev/null || true
+    wait "$client" 2>/dev/null || true
+  }
   [[ -n $pid ]] && { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
   rm -rf "$work"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir "$work/state"
+# ctest's timeout kills this script alone, with SIGKILL (no cleanup): then
+# this watchdog ends the serve it left (the submission loops end by
+# themselves, see stream).
+( while kill -0 $$ 2>/dev/null; do sleep 1; done
+  [[ -f $work/serve.pid ]] && kill -KILL "$(cat "$work/serve.pid")" 2>/dev/null
+  rm -rf "$work" ) >/dev/null 2>&1 &
 
 start() {  # starts serve on the state dir; sets pid and RINGMASTER_SERVER
   : >"$work/out"
   "$BIN" serve --no-bind --http 127.0.0.1:0 --grpc 127.0.0.1:0 --nodes 4 --gpus-per-node 8 --period-ms 20 \
     --state "$work/state" >"$work/out" 2>>"$work/err" &
   pid=$!
+  echo "$pid" >"$work/serve.pid"
   local port=""
   for _ in $(seq 100); do
     port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
@@ -36,9 +47,12 @@ start() {  # starts serve on the state dir; sets pid and RINGMASTER_SERVER
 start
 # Three clients: one job per call each, appending the name only after exit 0.
 # Some jobs run (1 GPU each, 32 GPUs), the rest wait: both kinds are
-# journaled.
+# journaled. A loop ends with this script, even a killed one (the loops
+# outlived a timed-out run and went on submitting for as long as the machine
+# was up).
 stream() {
   for i in $(seq 1 100000); do
+    kill -0 $$ 2>/dev/null || return 0
     if "$BIN" submit --name "job-$1-$i" --gpus 1 --timeout 5 >/dev/null 2>&1; then echo "job-$1-$i" >>"$work/acked"; fi
   done
 }
