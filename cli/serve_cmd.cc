@@ -41,6 +41,8 @@ struct ServeFlags {
   std::string scheduler_name = "ringmaster";
   int max_learned_nodes = 5000;
   double foreign_pods_s = 5;
+  bool volcano_queues = false;
+  double volcano_queues_s = 10;
   std::string grpc = "127.0.0.1:7070";
   std::string state;
   bool fresh_state = false;
@@ -135,6 +137,11 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   if (!f.api_server.empty() && !f.no_bind) {
     o.extender.foreign_pods_refresh_ms = static_cast<int64_t>(f.foreign_pods_s * 1000);
   }
+  if (f.volcano_queues && (f.api_server.empty() || f.no_bind)) {
+    return absl::InvalidArgumentError("--volcano-queues reads Volcano's Queue objects from the API server: give --api-server");
+  }
+  o.volcano_queues = f.volcano_queues;
+  o.volcano_queues_refresh_ms = static_cast<int64_t>(f.volcano_queues_s * 1000);
   if (!f.metrics.empty()) {
     auto health = server::ParseHostPort(f.metrics);
     if (!health.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics: ", health.status().message()));
@@ -240,6 +247,12 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "with --api-server: read the pods bound to nodes this often (seconds) and count what the pods "
                   "ringmaster did not place hold as used (5; 0: never)")
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_flag("--volcano-queues", f->volcano_queues,
+                "with --api-server: Volcano's Queue objects (scheduling.volcano.sh/v1beta1) are queues too, beside "
+                "the policy's; a queue both define is an error naming both (docs/LAUNCHERS.md)");
+  cmd->add_option("--volcano-queues-interval", f->volcano_queues_s,
+                  "with --volcano-queues: re-read the Queue objects this often (seconds; 10)")
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--grpc", f->grpc,
                   "admin API address HOST:PORT (127.0.0.1:7070; port 0: any free port; empty: no admin API)");
   cmd->add_option("--state", f->state, "journal directory: accepted jobs survive a crash or restart")

@@ -26,8 +26,10 @@ const std::map<std::string, PluginMap>& Plugins() {
       {"gang", {"gang", ""}},
       {"drf", {"drf", ""}},
       {"predicates", {"predicates", ""}},
-      {"proportion", {"proportion", "queues come from the policy's `queues:` section, not Volcano Queue objects: "
-                                    "write each Queue's weight, capability and guarantee there"}},
+      {"proportion", {"proportion", "queues are not in a volcano-scheduler.conf: keep the Volcano Queue objects with `serve "
+                                    "--api-server URL --volcano-queues` (read beside the policy's `queues:`, re-read "
+                                    "on change), or write each Queue's weight, capability and guarantee under "
+                                    "`queues:`"}},
       {"binpack", {"binpack", ""}},
       {"network-topology-aware", {"network-topology", ""}},
       {"nodeorder", {"", "ringmaster scores nodes with binpack (most-requested) or most-free (least-requested) and "
@@ -42,7 +44,10 @@ const std::map<std::string, PluginMap>& Plugins() {
                          "file's topology)"}},
       {"task-topology", {"", "no counterpart: network-topology keeps a gang's tasks close by the network"}},
       {"deviceshare", {"", "GPU shares are the gpu-share plugin and fractional GPUs in the job's request"}},
-      {"capacity", {"", "use proportion with each queue's guarantee and capability in `queues:`"}},
+      {"capacity", {"proportion", "becomes proportion: each queue's capability and guarantee hold as in Volcano, "
+                                  "hierarchy included; its `deserved` is not read (proportion water-fills deserved "
+                                  "shares from the queues' weights: give weights in the ratio of the deserved "
+                                  "values)"}},
       {"cdp", {"", "no counterpart: the preempt and reclaim actions' cooldown keeps a job from being evicted "
                    "again right after it started or resized"}},
       {"rescheduling", {"", "no counterpart: ringmaster does not deschedule running jobs to defragment"}},
@@ -174,6 +179,8 @@ absl::StatusOr<VolcanoImport> ImportVolcanoConf(std::string_view text, std::stri
         for (const auto& kv : pl) {
           const std::string key = kv.first.Scalar();
           if (key == "name") continue;
+          // Hierarchical queues (`parent:`) are always on in ringmaster.
+          if (name == "capacity" && key == "enableHierarchy") continue;
           if (key.rfind("enable", 0) == 0) {
             out.notes.push_back(absl::StrCat("plugin ", name, ": ", key, ": ", kv.second.Scalar(),
                                              " left out (a ringmaster plugin takes part in every extension point "

@@ -218,10 +218,16 @@ absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::strin
   std::future<absl::Status> durable;
   {
     absl::MutexLock lock(&engine_mu_);
-    if (absl::Status s = engine_.SetPolicy(*policy, registry_); !s.ok()) {
+    auto composed = ComposeQueues(*policy, external_);
+    if (!composed.ok()) {
+      errors->push_back(std::string(composed.status().message()));
+      return absl::InvalidArgumentError(errors->back());
+    }
+    if (absl::Status s = engine_.SetPolicy(*composed, registry_); !s.ok()) {
       errors->push_back(absl::StrCat(file, ": ", s.message()));
       return absl::InvalidArgumentError(errors->back());
     }
+    base_policy_ = *std::move(policy);
     if (journal_) durable = journal_->SetPolicy(yaml);
   }
   events_.Publish(clock_.Now(), "policy", "", absl::StrCat("policy from ", file, " in force"));
@@ -232,6 +238,29 @@ absl::Status AdminService::ApplyPolicy(const std::string& yaml, const std::strin
         absl::StrCat("policy from ", file, " in force but not journaled (a restart brings back the previous one): ",
                      s.message()));
   }
+  return absl::OkStatus();
+}
+
+void AdminService::SetPolicySourcesLocked(scheduler::Policy base, ExternalQueues external) {
+  base_policy_ = std::move(base);
+  external_ = std::move(external);
+}
+
+absl::Status AdminService::SetExternalQueues(ExternalQueues external) {
+  std::string detail;
+  {
+    absl::MutexLock lock(&engine_mu_);
+    if (external == external_) return absl::OkStatus();
+    if (!base_policy_) return absl::FailedPreconditionError("external queues before the policy (SetPolicySourcesLocked)");
+    RM_ASSIGN_OR_RETURN(scheduler::Policy composed, ComposeQueues(*base_policy_, external));
+    if (absl::Status s = engine_.SetPolicy(composed, registry_); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(external.kind, " objects not applied, the queues in force stay: ", s.message()));
+    }
+    detail = absl::StrCat(external.specs.size(), " queues from ", external.kind, " objects in force");
+    external_ = std::move(external);
+  }
+  events_.Publish(clock_.Now(), "queues", "", detail);
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -28,6 +29,7 @@
 #include "api/admin.grpc.pb.h"
 #include "scheduler/engine.h"
 #include "server/admin/event_log.h"
+#include "server/admin/queue_sources.h"
 #include "server/journal/journal.h"
 
 namespace ringmaster::server {
@@ -64,8 +66,19 @@ class AdminService final : public admin::Admin::Service {
   // each (line:column: field: message). Internal: the policy is in force but
   // the journal refused it (logged; a restart brings back the previous one).
   // Takes the engine lock.
+  // The policy's queues are composed with the external ones in force
+  // (queue_sources.h): a conflict rejects the policy like an error in it.
   absl::Status ApplyPolicy(const std::string& yaml, const std::string& file, std::vector<std::string>* errors)
       ABSL_LOCKS_EXCLUDED(engine_mu_);
+  // What the engine's policy was made of at start: `base` (the file's, the
+  // journal's or the built-in) and the external queues composed with it.
+  void SetPolicySourcesLocked(scheduler::Policy base, ExternalQueues external) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
+  // New external queues (serve --volcano-queues re-read them): composed with
+  // the policy in force and applied. Unchanged ones change nothing (OK). On
+  // an error (a conflict with the policy, a queue that still has jobs gone,
+  // a tree that does not hold) the queues in force stay and the error names
+  // the sources. Takes the engine lock.
+  absl::Status SetExternalQueues(ExternalQueues external) ABSL_LOCKS_EXCLUDED(engine_mu_);
   size_t jobs_accepted() const;
   // An executor changed the job through the engine (a task released or
   // failed, the job finished): journals its placement (and its phase, durably
@@ -114,6 +127,9 @@ class AdminService final : public admin::Admin::Service {
   std::map<scheduler::JobId, int64_t> accepted_ ABSL_GUARDED_BY(engine_mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(engine_mu_) = 1;
   std::set<scheduler::JobId> cancelling_ ABSL_GUARDED_BY(engine_mu_);
+  // The policy as given (without the external queues), and those queues.
+  std::optional<scheduler::Policy> base_policy_ ABSL_GUARDED_BY(engine_mu_);
+  ExternalQueues external_ ABSL_GUARDED_BY(engine_mu_);
 };
 
 }  // namespace ringmaster::server

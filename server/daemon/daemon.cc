@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "scheduler/policy.h"
+#include "server/extender/volcano_queues.h"
 #include "server/admin/admin_service.h"
 #include "server/admin/event_log.h"
 #include "server/extender/extender_http.h"
@@ -110,7 +111,39 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, con
   RM_RETURN_IF_ERROR(d->StartExecutor());
   Daemon* self = d.get();
   d->background_ = std::thread([self] { self->Background(); });
+  if (d->options_.volcano_queues) d->volcano_thread_ = std::thread([self] { self->VolcanoQueuesLoop(); });
   return d;
+}
+
+absl::StatusOr<ExternalQueues> Daemon::ReadVolcanoQueues() {
+  if (options_.binder == nullptr) return absl::InvalidArgumentError("needs the API server (--api-server URL)");
+  RM_ASSIGN_OR_RETURN(const nlohmann::json list, options_.binder->ListVolcanoQueues());
+  RM_ASSIGN_OR_RETURN(VolcanoQueues read, ReadVolcanoQueueList(list));
+  for (const std::string& note : read.notes) common::Log(common::LogLevel::warn, "volcano queue", {{"note", note}});
+  return ExternalQueues{.kind = "Volcano Queue", .specs = std::move(read.specs)};
+}
+
+// Re-reads the Queue objects; applies a change, or logs why it was not (once
+// per distinct error: the next change, or the jobs leaving a removed queue,
+// may make it apply).
+void Daemon::VolcanoQueuesLoop() {
+  std::string last_error;
+  const absl::Duration every = absl::Milliseconds(std::max<int64_t>(options_.volcano_queues_refresh_ms, 100));
+  while (!stop_background_.WaitForNotificationWithTimeout(every)) {
+    absl::Status s = [&]() -> absl::Status {
+      RM_ASSIGN_OR_RETURN(ExternalQueues q, ReadVolcanoQueues());
+      return admin_->SetExternalQueues(std::move(q));
+    }();
+    const std::string error = s.ok() ? "" : std::string(s.message());
+    if (error != last_error) {
+      if (s.ok()) {
+        common::Log(common::LogLevel::info, "volcano queues", {{"state", "in force again"}});
+      } else {
+        common::Log(common::LogLevel::err, "volcano queues not applied, the queues in force stay", {{"why", error}});
+      }
+      last_error = error;
+    }
+  }
 }
 
 // 1. The journal in --state DIR, read back.
@@ -126,7 +159,18 @@ absl::Status Daemon::OpenJournal(Recovered* recovered) {
 
 // 2. The engine with the policy in force, and the loop that runs its cycles.
 absl::Status Daemon::MakeEngine(const Recovered& recovered) {
-  RM_ASSIGN_OR_RETURN(scheduler::Policy policy, StartPolicy(options_.policy_file, recovered, *registry_));
+  RM_ASSIGN_OR_RETURN(scheduler::Policy base, StartPolicy(options_.policy_file, recovered, *registry_));
+  if (options_.volcano_queues) {
+    auto volcano = ReadVolcanoQueues();
+    if (!volcano.ok()) return absl::Status(volcano.status().code(), absl::StrCat("--volcano-queues: ", volcano.status().message()));
+    start_queues_ = *std::move(volcano);
+  }
+  auto composed = ComposeQueues(base, start_queues_);
+  if (!composed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--volcano-queues: ", composed.status().message()));
+  }
+  const scheduler::Policy& policy = *composed;
+  base_policy_ = std::move(base);
   scheduler::EngineOptions eo;
   eo.auto_confirm_binds = false;
   eo.check_invariants = false;
@@ -166,6 +210,10 @@ void Daemon::MakeSurfaces() {
   };
   admin_ = std::make_unique<AdminService>(*engine_, engine_mu_, clock_, *registry_, journal_.get(), *events_,
                                           std::move(admin_options));
+  {
+    absl::MutexLock lock(&engine_mu_);
+    admin_->SetPolicySourcesLocked(*std::move(base_policy_), std::move(start_queues_));
+  }
   coordinator_ = std::make_unique<Coordinator>(options_.coordinator);
   bridge_ = std::make_unique<MembershipBridge>(*coordinator_);
   if (journal_) {
@@ -350,6 +398,7 @@ absl::Status Daemon::Shutdown() {
     stop_background_.Notify();
     background_.join();
   }
+  if (volcano_thread_.joinable()) volcano_thread_.join();
   {
     absl::MutexLock lock(&engine_mu_);
     if (executor_) {

@@ -26,7 +26,8 @@
 //     state (server/journal/journal.h), unless fresh_state.
 //  2. Builds the engine with the policy in force: the --policy file, else
 //     the last one set through UpdatePolicy (journaled), else the built-in
-//     default; and the cycle loop on it.
+//     default, with Volcano's Queue objects added to its queues when asked
+//     (volcano_queues); and the cycle loop on it.
 //  3. Makes the surfaces on the engine: the admin service, the coordinator
 //     and its bridge, the extender; adds the sinks to the loop.
 //  4. Re-adopts the journal's jobs (running ones where they ran), then the
@@ -36,7 +37,8 @@
 //     port or on its own plaintext address (coordinator_address).
 //  6. With --local-executor, the executor, which re-adopts the processes of
 //     the jobs re-adopted in step 4.
-//  7. Starts the background thread.
+//  7. Starts the background thread (and, with volcano_queues, the thread
+//     that re-reads Volcano's Queue objects).
 // Run: a cycle every period (wall clock) until SIGTERM or SIGINT; SIGHUP
 // re-reads the --policy file (an invalid one is rejected, the old stays).
 // A second thread ticks the coordinator (heartbeat timeouts) and polls the
@@ -51,6 +53,7 @@
 #include <signal.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -59,6 +62,7 @@
 #include "absl/synchronization/notification.h"
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
+#include "server/admin/queue_sources.h"
 #include "server/coordinator/coordinator.h"
 #include "server/extender/extender.h"
 #include "server/executor/local_executor.h"
@@ -120,6 +124,12 @@ struct DaemonOptions {
   // (scheduler::EngineOptions::cancel_grace_ms). Jobs no executor runs are
   // released at once.
   int64_t cancel_grace_ms = 10'000;
+  // Queues from Volcano's Queue objects too (serve --volcano-queues; needs
+  // the binder, i.e. --api-server): listed at start (serve refuses to start
+  // when they cannot be read or conflict with the policy's), then every
+  // volcano_queues_refresh_ms, a change applied (server/admin/queue_sources.h).
+  bool volcano_queues = false;
+  int64_t volcano_queues_refresh_ms = 10'000;
 };
 
 class Daemon : private CycleSink {
@@ -169,6 +179,10 @@ class Daemon : private CycleSink {
   // the local executor's processes, the admin API's journal and watchers.
   void OnCycle(const scheduler::Decisions& d) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   void Background();  // the coordinator/executor thread
+  // serve --volcano-queues: the Queue objects read and checked (the notes
+  // logged), and the re-read thread.
+  absl::StatusOr<ExternalQueues> ReadVolcanoQueues();
+  void VolcanoQueuesLoop();
 
   DaemonOptions options_;
   const scheduler::PluginRegistry* registry_ = nullptr;
@@ -197,6 +211,11 @@ class Daemon : private CycleSink {
   std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
   std::thread background_;
   absl::Notification stop_background_;
+  // The policy as given and the external queues composed with it at start
+  // (handed to the admin service, which owns them from then on).
+  std::optional<scheduler::Policy> base_policy_;
+  ExternalQueues start_queues_;
+  std::thread volcano_thread_;
   int64_t started_processes_ = 0;  // by the executor, set at Shutdown
   int grpc_port_ = 0;
   std::string grpc_host_;

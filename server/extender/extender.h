@@ -218,6 +218,12 @@ class Binder {
   virtual absl::StatusOr<std::vector<BoundPod>> ListBoundPods() {
     return absl::UnimplementedError("no API server to list Pods from");
   }
+  // The API server's Volcano Queue objects (a scheduling.volcano.sh/v1beta1
+  // QueueList, server/extender/volcano_queues.h reads it). Unimplemented when
+  // the binder cannot ask (the default).
+  virtual absl::StatusOr<nlohmann::json> ListVolcanoQueues() {
+    return absl::UnimplementedError("no API server to list Volcano Queues from");
+  }
 };
 
 class Extender : public CycleSink {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "server/extender/volcano_queues.h"
 #include "server/http/http_server.h"
 #include "common/status_macros.h"
 
@@ -108,14 +109,13 @@ class ApiServerBinder : public Binder {
   // GET of the Node list, metadata only (PartialObjectMetadataList; a
   // server that ignores the Accept header sends a NodeList, read the same).
   absl::StatusOr<std::map<std::string, std::string>> ListNodes() override {
-    auto res = Send(http::verb::get, "/api/v1/nodes", nullptr,
-                    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
-    if (!res.ok()) return res.status();
-    if (res->result_int() != 200) {
-      return absl::FailedPreconditionError(absl::StrCat("listing Nodes: API server answered ", res->result_int(), ": ",
-                                                        res->body().substr(0, 300)));
+    RM_ASSIGN_OR_RETURN(auto res, Send(http::verb::get, "/api/v1/nodes", nullptr,
+                                       "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"));
+    if (res.result_int() != 200) {
+      return absl::FailedPreconditionError(absl::StrCat("listing Nodes: API server answered ", res.result_int(), ": ",
+                                                        res.body().substr(0, 300)));
     }
-    const nlohmann::json list = nlohmann::json::parse(res->body(), nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json list = nlohmann::json::parse(res.body(), nullptr, /*allow_exceptions=*/false);
     const nlohmann::json* items = list.is_object() ? FindKey(list, "items") : nullptr;
     if (items == nullptr || !items->is_array()) {
       return absl::FailedPreconditionError("listing Nodes: the answer is not a list with items");
@@ -157,6 +157,21 @@ class ApiServerBinder : public Binder {
       out.push_back({pod->Key(), pod->uid, *node, pod->request, pod->gpus});
     }
     return out;
+  }
+
+  absl::StatusOr<nlohmann::json> ListVolcanoQueues() override {
+    RM_ASSIGN_OR_RETURN(auto res, Send(http::verb::get, kVolcanoQueuesPath, nullptr));
+    if (res.result_int() == 404) {
+      return absl::NotFoundError(absl::StrCat("listing Volcano Queues: the API server has no ", kVolcanoQueuesPath,
+                                              " (is Volcano's Queue CRD installed?)"));
+    }
+    if (res.result_int() != 200) {
+      return absl::FailedPreconditionError(absl::StrCat("listing Volcano Queues: API server answered ",
+                                                        res.result_int(), ": ", res.body().substr(0, 300)));
+    }
+    nlohmann::json list = nlohmann::json::parse(res.body(), nullptr, /*allow_exceptions=*/false);
+    if (list.is_discarded()) return absl::FailedPreconditionError("listing Volcano Queues: the answer is not JSON");
+    return list;
   }
 
  private:

@@ -9,7 +9,7 @@ DIR=$(cd "$(dirname "$0")/volcano" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 n=0
-for conf in "$DIR"/helm-*.conf "$DIR"/docs-*.conf; do
+for conf in "$DIR"/helm-*.conf "$DIR"/docs-*.conf "$DIR"/website-*.conf; do
   name=$(basename "$conf" .conf)
   "$BIN" policy import volcano "$conf" >"$work/$name.yaml" 2>"$work/$name.notes" \
     || { cat "$work/$name.notes"; echo "FAIL: $name: import exited $?"; exit 1; }
@@ -22,5 +22,5 @@ for conf in "$DIR"/helm-*.conf "$DIR"/docs-*.conf; do
   sort "$DIR/$name.expect" | diff -u - "$work/$name.got" || { echo "FAIL: $name: notes differ from $name.expect"; exit 1; }
   n=$((n + 1))
 done
-[[ $n -ge 5 ]] || { echo "FAIL: only $n public files found in $DIR"; exit 1; }
+[[ $n -ge 6 ]] || { echo "FAIL: only $n public files found in $DIR"; exit 1; }
 echo "PASS: $n files"
