@@ -220,13 +220,12 @@ bool Convert(const dom::element& e, int parent_level, json& out) {
 
 bool IsNull(const std::optional<dom::element>& e) { return !e || e->type() == dom::element_type::NULL_VALUE; }
 
-// The last node list read on this thread, and the body it was read from
-// (the nodes' texts point into it): a request whose node list is byte for
-// byte that one reuses its nodes without reading them again.
+// The last node list read on this thread, and the body it was read from:
+// a request whose node list is byte for byte that one reuses its nodes (the
+// memo's last list, below) without reading them again.
 struct NodeListCache {
   std::shared_ptr<const std::string> buffer;
   Span list;  // the Nodes value's JSON text in `buffer`
-  std::vector<NodeObject> nodes;
 };
 thread_local NodeListCache node_list_cache;
 thread_local int64_t node_list_cache_hits = 0;
@@ -311,12 +310,18 @@ const MemoEntry* MemoFind(std::string_view text) {
 }
 
 // How ParseFull makes the list's nodes when a request is read with the
-// memo's nodes put back: each item of the list stands at `at[i]` of the text,
-// and is the stand-in `{}` of reused[i] or, where that is null, an item to
-// read. `list` gets the Nodes value's span in the text.
+// memo's nodes put back: each item of the text's list stands at `at`, and is
+// either a stand-in `{}` for `count` remembered nodes in a row (nodes[first],
+// ...) or, with count 0, an item to read. `list` gets the Nodes value's span
+// in the text.
 struct Reuse {
-  std::vector<size_t> at;
-  std::vector<const NodeObject*> reused;
+  struct Item {
+    size_t at = 0;
+    size_t first = 0;
+    size_t count = 0;
+  };
+  std::vector<Item> items;
+  std::vector<const NodeObject*> nodes;
   Span list;
 };
 
@@ -384,12 +389,13 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
         // then the request as sent is this text with valid Node objects put
         // in the stand-ins' places (valid values where valid values stood),
         // and reads as this one does but for those nodes.
-        if (reuse->at.size() != spans.size()) return std::nullopt;
+        if (reuse->items.size() != spans.size()) return std::nullopt;
         for (size_t i = 0; i < spans.size(); ++i) {
-          if (spans[i].offset != reuse->at[i]) return std::nullopt;
-          if (reuse->reused[i] != nullptr && spans[i].length != 2) return std::nullopt;
+          if (spans[i].offset != reuse->items[i].at) return std::nullopt;
+          if (reuse->items[i].count > 0 && spans[i].length != 2) return std::nullopt;
         }
         reuse->list = list_span;
+        a.nodes->reserve(reuse->nodes.size() + spans.size());
       }
       // The nodes' texts point into the body: the caller's own (`owned`),
       // else one copy of it. Items read with reused ones are copied each.
@@ -405,8 +411,9 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
       size_t i = 0;
       for (dom::element n : arr) {
         if (n.type() != dom::element_type::OBJECT) return std::nullopt;
-        if (reuse != nullptr && reuse->reused[i] != nullptr) {
-          a.nodes->push_back(*reuse->reused[i]);
+        if (reuse != nullptr && reuse->items[i].count > 0) {
+          const Reuse::Item& r = reuse->items[i];
+          for (size_t k = r.first; k < r.first + r.count; ++k) a.nodes->push_back(*reuse->nodes[k]);
           ++i;
           continue;
         }
@@ -437,7 +444,7 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
         }
       }
       if (remember && !a.nodes->empty()) {
-        node_list_cache = {block->buffer, list_span, *a.nodes};
+        node_list_cache = {block->buffer, list_span};
         MemoRestart(*a.nodes);
       }
     }
@@ -548,7 +555,9 @@ std::optional<ExtenderArgs> FromNodeListCache(std::string_view body) {
   rest.append(body.substr(0, list_at)).append(kStandIn).append(body.substr(list_at + list.size()));
   std::optional<ExtenderArgs> a = ParseFull(rest, rest.capacity() - rest.size(), nullptr, /*remember=*/false);
   if (!a || !a->nodes || !a->nodes->empty()) return std::nullopt;
-  a->nodes = cache.nodes;
+  const NodeMemo& memo = node_memo;
+  a->nodes->reserve(memo.last.size());
+  for (uint32_t e : memo.last) a->nodes->push_back(memo.entries[e].node);
   ++node_list_cache_hits;
   return a;
 }
@@ -558,11 +567,14 @@ std::optional<ExtenderArgs> FromNodeListCache(std::string_view body) {
 // NodeList key escaped, its one key that folds to "items", each item's
 // span), and each item whose bytes are those of a remembered node — the one
 // after the last match in the last list, the next few, else any by its text
-// — is replaced by a stand-in `{}`. That text is then read in full, which
-// reads the new and changed items and proves the rest valid; and when each
-// stand-in is found to be an item of the list where it was put, the request
-// as sent is that text with valid Node objects (read before, at the same
-// depth) where the stand-ins stood, so it reads the same but for those nodes.
+// — is left out: one stand-in `{}` takes the place of each run of such items
+// (their texts and the blanks and commas between them all checked, so a run
+// is a valid sequence of array elements, which one element may stand for).
+// That text is then read in full, which reads the new and changed items and
+// proves the rest valid; and when each stand-in is found to be an item of the
+// list where it was put, the request as sent is that text with valid Node
+// objects (read before, at the same depth) where the stand-ins stood, so it
+// reads the same but for those nodes.
 // The walk only places stand-ins: it may be wrong about damaged input (that
 // reading then fails, or finds a stand-in elsewhere), never about a result.
 std::optional<ExtenderArgs> FromNodeMemo(std::string_view body, const std::shared_ptr<const std::string>& owned) {
@@ -576,7 +588,11 @@ std::optional<ExtenderArgs> FromNodeMemo(std::string_view body, const std::share
     size_t end = 0;
     const MemoEntry* entry = nullptr;  // null: read it
   };
-  std::vector<Item> items;
+  // Kept between requests, as the parser keeps its buffers.
+  thread_local std::vector<Item> items;
+  thread_local Reuse reuse;
+  thread_local std::string text;
+  items.clear();
   items.reserve(memo.last.size() + 16);
   size_t reused_bytes = 0;
   size_t new_bytes = 0;
@@ -660,22 +676,30 @@ std::optional<ExtenderArgs> FromNodeMemo(std::string_view body, const std::share
 
   // The request with stand-ins, and where each item stands in it.
   constexpr std::string_view kStandIn = "{}";
-  Reuse reuse;
-  reuse.at.reserve(items.size());
-  reuse.reused.reserve(items.size());
-  std::string text;
+  reuse.items.clear();
+  reuse.nodes.clear();
+  reuse.nodes.reserve(items.size());
+  text.clear();
   text.reserve(body.size() - reused_bytes + kStandIn.size() * items.size() + simdjson::SIMDJSON_PADDING);
   size_t from = 0;
-  for (const Item& item : items) {
-    text.append(body.substr(from, item.begin - from));
-    reuse.at.push_back(text.size());
-    reuse.reused.push_back(item.entry != nullptr ? &item.entry->node : nullptr);
-    if (item.entry != nullptr) {
-      text.append(kStandIn);
-      from = item.end;
-    } else {
-      from = item.begin;
+  size_t run_bytes = 0;  // what the stand-ins stand for, past their own 2 bytes
+  for (size_t i = 0; i < items.size();) {
+    text.append(body.substr(from, items[i].begin - from));
+    if (items[i].entry == nullptr) {
+      reuse.items.push_back({text.size(), 0, 0});
+      from = items[i].begin;
+      ++i;
+      continue;
     }
+    reuse.items.push_back({text.size(), reuse.nodes.size(), 0});
+    const size_t run_begin = items[i].begin;
+    for (; i < items.size() && items[i].entry != nullptr; ++i) {
+      reuse.nodes.push_back(&items[i].entry->node);
+      ++reuse.items.back().count;
+      from = items[i].end;
+    }
+    text.append(kStandIn);
+    run_bytes += from - run_begin - kStandIn.size();
   }
   text.append(body.substr(from));
   std::optional<ExtenderArgs> a = ParseFull(text, text.capacity() - text.size(), nullptr, /*remember=*/false, &reuse);
@@ -684,14 +708,11 @@ std::optional<ExtenderArgs> FromNodeMemo(std::string_view body, const std::share
   // The list as sent: where it stood in the text read, each stand-in back to
   // its node's length (every item lies inside the list).
   Span list = reuse.list;
-  for (const Item& item : items) {
-    if (item.entry != nullptr) list.length += (item.end - item.begin) - kStandIn.size();
-  }
+  list.length += run_bytes;
   if (owned != nullptr && owned->data() == body.data() && owned->size() == body.size()) {
-    node_list_cache = {owned, list, *a->nodes};
+    node_list_cache = {owned, list};
   } else {
-    node_list_cache = {std::make_shared<const std::string>(body.substr(list.offset, list.length)), {0, list.length},
-                       *a->nodes};
+    node_list_cache = {std::make_shared<const std::string>(body.substr(list.offset, list.length)), {0, list.length}};
   }
 
   // Remember this list: the nodes read now join the memo.

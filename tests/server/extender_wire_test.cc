@@ -298,9 +298,10 @@ std::string MemoNode(int i, int gpus = 8, const std::string& model = "H100", con
   if (!version.empty()) n["metadata"]["resourceVersion"] = version;
   return n.dump();
 }
-std::string MemoBody(const std::vector<std::string>& items, const std::string& pod = "w-0") {
+std::string MemoBody(const std::vector<std::string>& items, const std::string& pod = "w-0",
+                     const std::string& comma = ", ") {
   std::string b = R"({"Pod": {"metadata": {"name": ")" + pod + R"(", "namespace": "ml"}}, "Nodes": {"metadata": {}, "items": [)";
-  for (size_t i = 0; i < items.size(); ++i) b += (i ? ", " : "") + items[i];
+  for (size_t i = 0; i < items.size(); ++i) b += (i ? comma : "") + items[i];
   return b + R"(]}, "NodeNames": null})";
 }
 std::vector<std::string> MemoList(int n) {
@@ -447,6 +448,15 @@ TEST(ExtenderNodeMemo, BadItemsGiveTheReferencesErrors) {
       MemoBody(all) + " x",
       MemoBody(all) + "}",
       MemoBody(all, "w\"") ,                                  // damage in the Pod
+      // Between known nodes (which one stand-in takes the place of, with
+      // what lies between them): any JSON blank, and what is not one.
+      MemoBody(all, "w-0", " \t\r\n,\n\t "),
+      MemoBody(all, "w-0", ",\v"),
+      MemoBody(all, "w-0", ",\f"),
+      MemoBody(all, "w-0", ",,"),
+      MemoBody(all, "w-0", " "),
+      MemoBody(all, "w-0", ", /**/"),
+      MemoBody(all, "w-0", std::string(",\0", 2)),
   };
   // The list's items key twice, escaped, or in the Pod; a second Nodes.
   std::string list = MemoBody(all);
