@@ -235,26 +235,35 @@ absl::StatusOr<std::string> StringAt(const json& obj, std::string_view key, std:
   return v->get<std::string>();
 }
 
+namespace {
+// A node's Text with a text of its own (which `text` points into: the
+// object is made in place and never moves).
+struct OwnedText {
+  NodeObject::Text read;
+  std::string text;
+};
+std::shared_ptr<const NodeObject::Text> MakeOwned(std::string name, std::string uid, std::string text) {
+  auto owned = std::make_shared<OwnedText>();
+  owned->text = std::move(text);
+  owned->read = {std::move(name), std::move(uid), owned->text};
+  return std::shared_ptr<const NodeObject::Text>(owned, &owned->read);
+}
+}  // namespace
+
 NodeObject::NodeObject(nlohmann::json object) {
   const nlohmann::json* meta = FindKey(object, "metadata");
   const nlohmann::json* name = meta ? FindKey(*meta, "name") : nullptr;
   const nlohmann::json* uid = meta ? FindKey(*meta, "uid") : nullptr;
-  if (name && name->is_string()) name_ = name->get<std::string>();
-  if (uid && uid->is_string()) uid_ = uid->get<std::string>();
-  auto text = std::make_shared<std::string>(object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  length_ = text->size();
-  buffer_ = std::move(text);
+  read_ = MakeOwned(name && name->is_string() ? name->get<std::string>() : std::string(),
+                    uid && uid->is_string() ? uid->get<std::string>() : std::string(),
+                    object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   json_ = std::move(object);
 }
 
-NodeObject::NodeObject(std::string name, std::string uid, std::shared_ptr<const std::string> buffer, size_t offset,
-                       size_t length)
-    : name_(std::move(name)), uid_(std::move(uid)), buffer_(std::move(buffer)), offset_(offset), length_(length) {}
+NodeObject NodeObject::FromShared(std::shared_ptr<const Text> read) { return NodeObject(std::move(read)); }
 
-NodeObject NodeObject::FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
-                                size_t offset, size_t length) {
-  // Not through the default constructor: that one writes "{}" as text.
-  return NodeObject(std::move(name), std::move(uid), std::move(buffer), offset, length);
+NodeObject NodeObject::Owning(std::string name, std::string uid, std::string_view text) {
+  return NodeObject(MakeOwned(std::move(name), std::move(uid), std::string(text)));
 }
 
 const nlohmann::json& NodeObject::json() const {

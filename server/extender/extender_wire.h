@@ -37,37 +37,45 @@ inline constexpr int64_t kMaxExtenderPriority = 10;
 // with the request; the object is kept as compact JSON text and parsed only
 // when it is needed (a node to learn, the passing node echoed back), so a
 // node the extender knows costs a name lookup, not a parse.
+//
+// The name, UID and text are shared by the object's copies (and by the fast
+// parser's memo of the nodes it read before, extender_wire_fast.h): a copy is
+// one reference count, and what is shared never changes once made, so copies
+// on different threads read it without a lock.
 class NodeObject {
  public:
+  // What the fast parser read of a node: metadata.name and metadata.uid as
+  // the reference reads them ("" when absent or not strings), and the
+  // object's JSON text as sent. Whoever holds a Text keeps its text alive.
+  struct Text {
+    std::string name;
+    std::string uid;
+    std::string_view text;
+  };
+
   NodeObject() : NodeObject(nlohmann::json::object()) {}
   // From a parsed object (the reference parser, tests).
   NodeObject(nlohmann::json object);  // NOLINT: implicit, a Node object is one
-  // From the fast parser: metadata.name and metadata.uid as the reference
-  // reads them ("" when absent or not strings), and the object's JSON text
-  // as sent, `length` bytes at `offset` of `buffer` (one copy of the request
-  // body that every node of the request shares).
-  static NodeObject FromText(std::string name, std::string uid, std::shared_ptr<const std::string> buffer,
-                             size_t offset, size_t length);
+  // From the fast parser: `read` holds the name, UID and text (and keeps the
+  // buffer the text points into, e.g. by the aliasing constructor).
+  static NodeObject FromShared(std::shared_ptr<const Text> read);
+  // From the fast parser, with a copy of the text of its own.
+  static NodeObject Owning(std::string name, std::string uid, std::string_view text);
 
-  const std::string& name() const { return name_; }
-  const std::string& uid() const { return uid_; }
+  const std::string& name() const { return read_->name; }
+  const std::string& uid() const { return read_->uid; }
   // The object as JSON text: as sent (fast parser), or compact with invalid
   // UTF-8 replaced (from a parsed object).
-  std::string_view text() const { return std::string_view(*buffer_).substr(offset_, length_); }
+  std::string_view text() const { return read_->text; }
   // The object; parsed from the text on first use (not thread-safe: one
-  // request's nodes are read by one thread).
+  // copy is read by one thread; each copy parses for itself).
   const nlohmann::json& json() const;
   bool operator==(const NodeObject& o) const { return json() == o.json(); }
 
  private:
-  NodeObject(std::string name, std::string uid, std::shared_ptr<const std::string> buffer, size_t offset,
-             size_t length);
+  explicit NodeObject(std::shared_ptr<const Text> read) : read_(std::move(read)) {}
 
-  std::string name_;
-  std::string uid_;
-  std::shared_ptr<const std::string> buffer_;
-  size_t offset_ = 0;
-  size_t length_ = 0;
+  std::shared_ptr<const Text> read_;
   mutable std::optional<nlohmann::json> json_;
 };
 // Node objects from parsed ones (tests).

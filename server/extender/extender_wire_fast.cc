@@ -1,14 +1,19 @@
 // The simdjson fast path of ParseExtenderArgs (see extender_wire_fast.h).
 #include "server/extender/extender_wire_fast.h"
 
+#include <algorithm>
 #include <cctype>
-#include <memory>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <simdjson.h>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace ringmaster::server::internal {
 namespace {
@@ -215,19 +220,121 @@ bool Convert(const dom::element& e, int parent_level, json& out) {
 
 bool IsNull(const std::optional<dom::element>& e) { return !e || e->type() == dom::element_type::NULL_VALUE; }
 
-// The last node list read on this thread, and the body it was read from
-// (the nodes' texts point into it): a request whose node list is byte for
-// byte that one reuses its nodes without reading them again.
+// The last node list read on this thread, and the body it was read from:
+// a request whose node list is byte for byte that one reuses its nodes (the
+// memo's last list, below) without reading them again.
 struct NodeListCache {
   std::shared_ptr<const std::string> buffer;
   Span list;  // the Nodes value's JSON text in `buffer`
-  std::vector<NodeObject> nodes;
 };
 thread_local NodeListCache node_list_cache;
 thread_local int64_t node_list_cache_hits = 0;
 
+// The Node objects this thread read lately, by their exact text: a request
+// whose list differs from the last one (a Node updated, another subset of
+// the cluster) reads in full only the items not among them.
+//
+// Bounded: past twice the longest list read (plus a little), the nodes not
+// in the current request's list are dropped. A full read of a list starts it
+// again from that list alone (its nodes point into that one body), so it
+// holds at most one request body and copies of the items read since.
+//
+// Per thread like the parser: nothing here is shared between HTTP threads,
+// and the nodes it hands out share only what never changes (NodeObject).
+struct MemoEntry {
+  NodeObject node;
+  uint64_t seen = 0;  // the last list (generation) that held it
+  size_t index = 0;   // its place in that list
+};
+struct NodeMemo {
+  std::vector<MemoEntry> entries;
+  // entries by text: built on the first item that is not where the last
+  // list had it (a list in the last one's order needs no hashing at all).
+  absl::flat_hash_map<std::string_view, uint32_t> by_text;
+  bool indexed = false;
+  std::vector<uint32_t> last;  // the last list read, as entries
+  uint64_t generation = 0;     // lists read
+  size_t longest = 0;
+  NodeMemoStats stats;
+};
+thread_local NodeMemo node_memo;
+
+size_t MemoCapacity(const NodeMemo& memo) { return 2 * memo.longest + 64; }
+
+// A list read in full: the memo is that list.
+void MemoRestart(const std::vector<NodeObject>& nodes) {
+  NodeMemo& memo = node_memo;
+  memo.entries.clear();
+  memo.by_text.clear();
+  memo.indexed = false;
+  memo.last.clear();
+  ++memo.generation;
+  memo.longest = std::max(memo.longest, nodes.size());
+  memo.entries.reserve(nodes.size());
+  memo.last.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    memo.last.push_back(static_cast<uint32_t>(memo.entries.size()));
+    memo.entries.push_back({nodes[i], memo.generation, i});
+  }
+}
+
+// Keeps the entries the current list holds, when the memo outgrew its bound.
+void MemoSweep() {
+  NodeMemo& memo = node_memo;
+  if (memo.entries.size() <= MemoCapacity(memo)) return;
+  std::vector<uint32_t> moved(memo.entries.size(), 0);
+  size_t kept = 0;
+  for (size_t i = 0; i < memo.entries.size(); ++i) {
+    if (memo.entries[i].seen != memo.generation) continue;
+    moved[i] = static_cast<uint32_t>(kept);
+    if (kept != i) memo.entries[kept] = std::move(memo.entries[i]);
+    ++kept;
+  }
+  memo.entries.resize(kept);
+  for (uint32_t& e : memo.last) e = moved[e];
+  memo.by_text.clear();
+  memo.indexed = false;
+}
+
+const MemoEntry* MemoFind(std::string_view text) {
+  NodeMemo& memo = node_memo;
+  if (!memo.indexed) {
+    memo.by_text.reserve(memo.entries.size());
+    for (size_t i = 0; i < memo.entries.size(); ++i) {
+      memo.by_text.try_emplace(memo.entries[i].node.text(), static_cast<uint32_t>(i));
+    }
+    memo.indexed = true;
+  }
+  auto it = memo.by_text.find(text);
+  return it == memo.by_text.end() ? nullptr : &memo.entries[it->second];
+}
+
+// How ParseFull makes the list's nodes when a request is read with the
+// memo's nodes put back: each item of the text's list stands at `at`, and is
+// either a stand-in `{}` for `count` remembered nodes in a row (nodes[first],
+// ...) or, with count 0, an item to read. `list` gets the Nodes value's span
+// in the text.
+struct Reuse {
+  struct Item {
+    size_t at = 0;
+    size_t first = 0;
+    size_t count = 0;
+  };
+  std::vector<Item> items;
+  std::vector<const NodeObject*> nodes;
+  Span list;
+};
+
+// A request's nodes, all read from one body: their Texts in one block that
+// also keeps the body (one allocation for the list, not one per node).
+struct NodeBlock {
+  std::shared_ptr<const std::string> buffer;
+  std::vector<NodeObject::Text> texts;
+};
+
 std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_past_end,
-                                      const std::shared_ptr<const std::string>& owned, bool remember) {
+                                      const std::shared_ptr<const std::string>& owned, bool remember,
+                                      Reuse* reuse = nullptr) {
   // One parser per thread: it keeps its buffers between requests. Its depth
   // limit is the reference's, so a document nested deeper fails here
   // (DEPTH_ERROR) and the reference says where; node objects need no walk.
@@ -259,6 +366,7 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
     return std::nullopt;
   }
   // Nodes: a NodeList object whose items are Node objects.
+  if (reuse != nullptr && IsNull(nodes)) return std::nullopt;
   if (!IsNull(nodes)) {
     if (nodes->type() != dom::element_type::OBJECT) return std::nullopt;
     const dom::object list(*nodes);
@@ -268,6 +376,7 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
       if (!EqualFold(kv.key, "items") && !DepthOk(kv.value, 2)) return std::nullopt;
     }
     a.nodes.emplace();
+    if (reuse != nullptr && IsNull(items)) return std::nullopt;
     if (!IsNull(items)) {
       if (items->type() != dom::element_type::ARRAY) return std::nullopt;
       const dom::array arr(*items);
@@ -275,15 +384,39 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
       Span list_span;
       std::vector<Span> spans;
       if (!NodeListSpans(parser, body, nodes_key, items_key, arr.size(), list_span, spans)) return std::nullopt;
+      if (reuse != nullptr) {
+        // Every item where it was put, each stand-in an item of its own:
+        // then the request as sent is this text with valid Node objects put
+        // in the stand-ins' places (valid values where valid values stood),
+        // and reads as this one does but for those nodes.
+        if (reuse->items.size() != spans.size()) return std::nullopt;
+        for (size_t i = 0; i < spans.size(); ++i) {
+          if (spans[i].offset != reuse->items[i].at) return std::nullopt;
+          if (reuse->items[i].count > 0 && spans[i].length != 2) return std::nullopt;
+        }
+        reuse->list = list_span;
+        a.nodes->reserve(reuse->nodes.size() + spans.size());
+      }
       // The nodes' texts point into the body: the caller's own (`owned`),
-      // else one copy of it.
-      std::shared_ptr<const std::string> buffer = owned;
-      if (buffer == nullptr || buffer->data() != body.data() || buffer->size() != body.size()) {
-        buffer = std::make_shared<const std::string>(body);
+      // else one copy of it. Items read with reused ones are copied each.
+      std::shared_ptr<NodeBlock> block;
+      if (reuse == nullptr) {
+        block = std::make_shared<NodeBlock>();
+        block->buffer = owned;
+        if (owned == nullptr || owned->data() != body.data() || owned->size() != body.size()) {
+          block->buffer = std::make_shared<const std::string>(body);
+        }
+        block->texts.reserve(arr.size());
       }
       size_t i = 0;
       for (dom::element n : arr) {
         if (n.type() != dom::element_type::OBJECT) return std::nullopt;
+        if (reuse != nullptr && reuse->items[i].count > 0) {
+          const Reuse::Item& r = reuse->items[i];
+          for (size_t k = r.first; k < r.first + r.count; ++k) a.nodes->push_back(*reuse->nodes[k]);
+          ++i;
+          continue;
+        }
         // Only metadata.name and .uid are read now (as FindKey would); the
         // object stays text until it is needed (NodeObject).
         std::string name, uid;
@@ -296,10 +429,24 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
           if (!Lookup(dom::object(*meta), "uid", v)) return std::nullopt;
           if (v && v->type() == dom::element_type::STRING) uid = std::string_view(*v);
         }
-        a.nodes->push_back(NodeObject::FromText(std::move(name), std::move(uid), buffer, spans[i].offset, spans[i].length));
+        if (block != nullptr) {
+          block->texts.push_back({std::move(name), std::move(uid),
+                                  std::string_view(*block->buffer).substr(spans[i].offset, spans[i].length)});
+        } else {
+          a.nodes->push_back(NodeObject::Owning(std::move(name), std::move(uid),
+                                                body.substr(spans[i].offset, spans[i].length)));
+        }
         ++i;
       }
-      if (remember && !a.nodes->empty()) node_list_cache = {buffer, list_span, *a.nodes};
+      if (block != nullptr) {
+        for (const NodeObject::Text& t : block->texts) {
+          a.nodes->push_back(NodeObject::FromShared(std::shared_ptr<const NodeObject::Text>(block, &t)));
+        }
+      }
+      if (remember && !a.nodes->empty()) {
+        node_list_cache = {block->buffer, list_span};
+        MemoRestart(*a.nodes);
+      }
     }
   }
   // NodeNames: strings.
@@ -408,8 +555,192 @@ std::optional<ExtenderArgs> FromNodeListCache(std::string_view body) {
   rest.append(body.substr(0, list_at)).append(kStandIn).append(body.substr(list_at + list.size()));
   std::optional<ExtenderArgs> a = ParseFull(rest, rest.capacity() - rest.size(), nullptr, /*remember=*/false);
   if (!a || !a->nodes || !a->nodes->empty()) return std::nullopt;
-  a->nodes = cache.nodes;
+  const NodeMemo& memo = node_memo;
+  a->nodes->reserve(memo.last.size());
+  for (uint32_t e : memo.last) a->nodes->push_back(memo.entries[e].node);
   ++node_list_cache_hits;
+  return a;
+}
+
+// The request with the nodes this thread read before (NodeMemo): the list's
+// skeleton is walked (the one top-level key that folds to "Nodes", no top or
+// NodeList key escaped, its one key that folds to "items", each item's
+// span), and each item whose bytes are those of a remembered node — the one
+// after the last match in the last list, the next few, else any by its text
+// — is left out: one stand-in `{}` takes the place of each run of such items
+// (their texts and the blanks and commas between them all checked, so a run
+// is a valid sequence of array elements, which one element may stand for).
+// That text is then read in full, which reads the new and changed items and
+// proves the rest valid; and when each stand-in is found to be an item of the
+// list where it was put, the request as sent is that text with valid Node
+// objects (read before, at the same depth) where the stand-ins stood, so it
+// reads the same but for those nodes.
+// The walk only places stand-ins: it may be wrong about damaged input (that
+// reading then fails, or finds a stand-in elsewhere), never about a result.
+std::optional<ExtenderArgs> FromNodeMemo(std::string_view body, const std::shared_ptr<const std::string>& owned) {
+  NodeMemo& memo = node_memo;
+  if (memo.entries.empty()) return std::nullopt;
+  // A list mostly new is read faster in one go.
+  constexpr size_t kTryAhead = 4;   // the next remembered nodes tried at an item
+  constexpr size_t kMinItems = 16;  // read before giving up on a list mostly new
+  struct Item {
+    size_t begin = 0;
+    size_t end = 0;
+    const MemoEntry* entry = nullptr;  // null: read it
+  };
+  // Kept between requests, as the parser keeps its buffers.
+  thread_local std::vector<Item> items;
+  thread_local Reuse reuse;
+  thread_local std::string text;
+  items.clear();
+  items.reserve(memo.last.size() + 16);
+  size_t reused_bytes = 0;
+  size_t new_bytes = 0;
+  size_t next = 0;  // where in the last list the next item is expected
+
+  // An object's members, `on_member(key, value position)` returning the
+  // position past the value (npos: give up). Past the object, or npos.
+  const auto members = [&](size_t pos, const auto& on_member) -> size_t {
+    if (pos >= body.size() || body[pos] != '{') return std::string_view::npos;
+    pos = SkipSpace(body, pos + 1);
+    if (pos < body.size() && body[pos] == '}') return pos + 1;
+    while (true) {
+      if (pos >= body.size() || body[pos] != '"') return std::string_view::npos;
+      bool escaped = false;
+      const size_t key_end = SkipString(body, pos, escaped);
+      if (key_end == std::string_view::npos || escaped) return std::string_view::npos;
+      const std::string_view key = body.substr(pos + 1, key_end - pos - 2);
+      pos = SkipSpace(body, key_end);
+      if (pos >= body.size() || body[pos] != ':') return std::string_view::npos;
+      pos = on_member(key, SkipSpace(body, pos + 1));
+      if (pos == std::string_view::npos) return pos;
+      pos = SkipSpace(body, pos);
+      if (pos >= body.size()) return std::string_view::npos;
+      if (body[pos] == '}') return pos + 1;
+      if (body[pos] != ',') return std::string_view::npos;
+      pos = SkipSpace(body, pos + 1);
+    }
+  };
+  const auto item_at = [&](size_t pos) -> size_t {
+    if (pos >= body.size() || body[pos] != '{') return std::string_view::npos;
+    const std::string_view rest = body.substr(pos);
+    for (size_t k = next; k < memo.last.size() && k < next + kTryAhead; ++k) {
+      const MemoEntry& e = memo.entries[memo.last[k]];
+      const std::string_view text = e.node.text();
+      if (rest.size() >= text.size() && std::memcmp(rest.data(), text.data(), text.size()) == 0) {
+        items.push_back({pos, pos + text.size(), &e});
+        reused_bytes += text.size();
+        next = k + 1;
+        return pos + text.size();
+      }
+    }
+    const size_t end = SkipValue(body, pos);
+    if (end == std::string_view::npos) return end;
+    const MemoEntry* e = MemoFind(body.substr(pos, end - pos));
+    items.push_back({pos, end, e});
+    if (e != nullptr) {
+      reused_bytes += end - pos;
+      if (e->seen == memo.generation) next = e->index + 1;
+    } else {
+      new_bytes += end - pos;
+      if (items.size() >= kMinItems && new_bytes > reused_bytes) return std::string_view::npos;
+    }
+    return end;
+  };
+  const auto item_list = [&](size_t pos) -> size_t {
+    if (pos >= body.size() || body[pos] != '[') return std::string_view::npos;
+    pos = SkipSpace(body, pos + 1);
+    if (pos < body.size() && body[pos] == ']') return pos + 1;
+    while (true) {
+      pos = SkipSpace(body, item_at(pos));
+      if (pos >= body.size()) return std::string_view::npos;
+      if (body[pos] == ']') return pos + 1;
+      if (body[pos] != ',') return std::string_view::npos;
+      pos = SkipSpace(body, pos + 1);
+    }
+  };
+  bool seen_nodes = false;
+  const size_t end = members(SkipSpace(body, 0), [&](std::string_view key, size_t pos) -> size_t {
+    if (!EqualFold(key, "Nodes")) return SkipValue(body, pos);
+    if (seen_nodes) return std::string_view::npos;
+    seen_nodes = true;
+    bool seen_items = false;
+    return members(pos, [&](std::string_view list_key, size_t at) -> size_t {
+      if (!EqualFold(list_key, "items")) return SkipValue(body, at);
+      if (seen_items) return std::string_view::npos;
+      seen_items = true;
+      return item_list(at);
+    });
+  });
+  if (end == std::string_view::npos || reused_bytes == 0) return std::nullopt;
+
+  // The request with stand-ins, and where each item stands in it.
+  constexpr std::string_view kStandIn = "{}";
+  reuse.items.clear();
+  reuse.nodes.clear();
+  reuse.nodes.reserve(items.size());
+  text.clear();
+  text.reserve(body.size() - reused_bytes + kStandIn.size() * items.size() + simdjson::SIMDJSON_PADDING);
+  size_t from = 0;
+  size_t run_bytes = 0;  // what the stand-ins stand for, past their own 2 bytes
+  for (size_t i = 0; i < items.size();) {
+    text.append(body.substr(from, items[i].begin - from));
+    if (items[i].entry == nullptr) {
+      reuse.items.push_back({text.size(), 0, 0});
+      from = items[i].begin;
+      ++i;
+      continue;
+    }
+    reuse.items.push_back({text.size(), reuse.nodes.size(), 0});
+    const size_t run_begin = items[i].begin;
+    for (; i < items.size() && items[i].entry != nullptr; ++i) {
+      reuse.nodes.push_back(&items[i].entry->node);
+      ++reuse.items.back().count;
+      from = items[i].end;
+    }
+    text.append(kStandIn);
+    run_bytes += from - run_begin - kStandIn.size();
+  }
+  text.append(body.substr(from));
+  std::optional<ExtenderArgs> a = ParseFull(text, text.capacity() - text.size(), nullptr, /*remember=*/false, &reuse);
+  if (!a || !a->nodes || a->nodes->size() != items.size()) return std::nullopt;
+
+  // The list as sent: where it stood in the text read, each stand-in back to
+  // its node's length (every item lies inside the list).
+  Span list = reuse.list;
+  list.length += run_bytes;
+  if (owned != nullptr && owned->data() == body.data() && owned->size() == body.size()) {
+    node_list_cache = {owned, list};
+  } else {
+    node_list_cache = {std::make_shared<const std::string>(body.substr(list.offset, list.length)), {0, list.length}};
+  }
+
+  // Remember this list: the nodes read now join the memo.
+  ++memo.generation;
+  memo.longest = std::max(memo.longest, items.size());
+  memo.last.clear();
+  // Entries by place first: adding the new ones may move them all.
+  for (const Item& item : items) {
+    memo.last.push_back(item.entry != nullptr ? static_cast<uint32_t>(item.entry - memo.entries.data())
+                                              : std::numeric_limits<uint32_t>::max());
+  }
+  int64_t reused = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    uint32_t& at = memo.last[i];
+    if (at != std::numeric_limits<uint32_t>::max()) {
+      ++reused;
+    } else {
+      at = static_cast<uint32_t>(memo.entries.size());
+      memo.entries.push_back({(*a->nodes)[i], 0, 0});
+      if (memo.indexed) memo.by_text.try_emplace(memo.entries.back().node.text(), at);
+    }
+    memo.entries[at].seen = memo.generation;
+    memo.entries[at].index = i;
+  }
+  MemoSweep();
+  ++memo.stats.requests;
+  memo.stats.reused += reused;
+  memo.stats.read += static_cast<int64_t>(items.size()) - reused;
   return a;
 }
 
@@ -418,11 +749,21 @@ std::optional<ExtenderArgs> FromNodeListCache(std::string_view body) {
 std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end,
                                                   const std::shared_ptr<const std::string>& owned) {
   if (std::optional<ExtenderArgs> a = FromNodeListCache(body)) return a;
+  if (std::optional<ExtenderArgs> a = FromNodeMemo(body, owned)) return a;
   return ParseFull(body, readable_past_end, owned, /*remember=*/true);
 }
 
 int64_t NodeListCacheHits() { return node_list_cache_hits; }
-void ForgetNodeList() { node_list_cache = {}; }
+void ForgetNodeList() {
+  node_list_cache = {};
+  node_memo = {};
+}
+NodeMemoStats NodeMemoCounts() {
+  NodeMemoStats s = node_memo.stats;
+  s.size = node_memo.entries.size();
+  s.capacity = MemoCapacity(node_memo);
+  return s;
+}
 
 bool SameArgs(const ExtenderArgs& a, const ExtenderArgs& b) {
   return a.pod == b.pod && a.nodes == b.nodes && a.node_names == b.node_names;

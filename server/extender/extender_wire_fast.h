@@ -32,13 +32,26 @@ namespace ringmaster::server::internal {
 // The node list read last on the calling thread is remembered: a request
 // whose Nodes value is byte for byte that list (kube-scheduler sends the same
 // candidates for pod after pod) reuses its nodes, and only the rest of the
-// request is parsed.
+// request is parsed. So are the Node objects read lately on the thread (a
+// memo, by exact text, bounded to about twice the longest list): a request
+// whose list changed (a Node updated, another subset offered) reads in full
+// only its items that are not among them.
 std::optional<ExtenderArgs> ParseExtenderArgsFast(std::string_view body, size_t readable_past_end = 0,
                                                   const std::shared_ptr<const std::string>& owned = nullptr);
 // Requests answered from the remembered node list on this thread (tests),
-// and forgetting it.
+// and forgetting it and the memo.
 int64_t NodeListCacheHits();
 void ForgetNodeList();
+// The memo of this thread (tests): requests read with it, the nodes they
+// took from it and read in full, the nodes it holds and may hold.
+struct NodeMemoStats {
+  int64_t requests = 0;
+  int64_t reused = 0;
+  int64_t read = 0;
+  size_t size = 0;
+  size_t capacity = 0;
+};
+NodeMemoStats NodeMemoCounts();
 absl::StatusOr<ExtenderArgs> ParseExtenderArgsDom(std::string_view body);
 
 // Both paths' results compare equal (tests).

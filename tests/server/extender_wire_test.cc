@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "server/extender/extender_wire_fast.h"
 #include "server/extender/kube_objects.h"
@@ -283,6 +286,279 @@ TEST(ExtenderWire, AnOwnedBodyIsNotCopiedAndOutlivesTheRequest) {
   EXPECT_GE((*a->nodes)[0].text().data(), data);
   EXPECT_LT((*a->nodes)[0].text().data(), data + std::string_view(kFilterFullNodes).size());
   EXPECT_TRUE(internal::SameArgs(*a, *internal::ParseExtenderArgsDom(kFilterFullNodes)));
+}
+
+// --- The memo of nodes read before (a list that changed) --------------------
+
+// A Node object as kube-scheduler writes it (compact), `gpus` GPUs of `model`.
+std::string MemoNode(int i, int gpus = 8, const std::string& model = "H100", const std::string& version = "") {
+  json n{{"metadata", {{"name", "n" + std::to_string(i)}, {"uid", "u-" + std::to_string(i)},
+                       {"labels", {{"nvidia.com/gpu.product", model}, {"topology.ringmaster.io/rack", "r" + std::to_string(i / 8)}}}}},
+         {"status", {{"allocatable", {{"cpu", "96"}, {"memory", "1Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}}}}}};
+  if (!version.empty()) n["metadata"]["resourceVersion"] = version;
+  return n.dump();
+}
+std::string MemoBody(const std::vector<std::string>& items, const std::string& pod = "w-0",
+                     const std::string& comma = ", ") {
+  std::string b = R"({"Pod": {"metadata": {"name": ")" + pod + R"(", "namespace": "ml"}}, "Nodes": {"metadata": {}, "items": [)";
+  for (size_t i = 0; i < items.size(); ++i) b += (i ? comma : "") + items[i];
+  return b + R"(]}, "NodeNames": null})";
+}
+std::vector<std::string> MemoList(int n) {
+  std::vector<std::string> items;
+  for (int i = 0; i < n; ++i) items.push_back(MemoNode(i));
+  return items;
+}
+std::vector<std::string> Names(const ExtenderArgs& a) { return a.CandidateNames(); }
+
+// One node updated since the last request: only that node is read in full,
+// and it is its new allocatable and labels that the extender learns
+// (ReadNode of the object, as Extender::LearnNodes reads it); the others are
+// the nodes read before, not copies.
+TEST(ExtenderNodeMemo, AChangedNodeIsReadAgainAndTheOthersAreReused) {
+  internal::ForgetNodeList();
+  std::vector<std::string> items = MemoList(40);
+  auto first = ParseExtenderArgs(MemoBody(items));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const internal::NodeMemoStats before = internal::NodeMemoCounts();
+  EXPECT_EQ(before.requests, 0);
+  EXPECT_EQ(before.size, 40u);
+
+  items[5] = MemoNode(5, 4, "A100", "17");
+  const std::string changed = MemoBody(items, "w-1");
+  auto second = ParseExtenderArgs(changed);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const internal::NodeMemoStats after = internal::NodeMemoCounts();
+  EXPECT_EQ(after.requests, 1);
+  EXPECT_EQ(after.reused, 39);
+  EXPECT_EQ(after.read, 1);
+  EXPECT_TRUE(internal::SameArgs(*second, *internal::ParseExtenderArgsDom(changed)));
+  EXPECT_EQ(second->pod["metadata"]["name"], "w-1");
+  const NodeObject& n5 = (*second->nodes)[5];
+  EXPECT_EQ(n5.name(), "n5");
+  EXPECT_EQ(n5.uid(), "u-5");
+  EXPECT_EQ(n5.text(), items[5]);
+  auto spec = ReadNode(n5.json(), DefaultTopologyLabels());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->gpus.size(), 4u);
+  EXPECT_EQ(spec->gpus[0].model, "A100");
+  // An unchanged node is the one read before: the same text, not a copy.
+  EXPECT_EQ((*second->nodes)[6].text().data(), (*first->nodes)[6].text().data());
+  EXPECT_EQ((*second->nodes)[6].text(), items[6]);
+
+  // Back to the first list (not the last one read): every node is one read before.
+  items[5] = MemoNode(5);
+  auto third = ParseExtenderArgs(MemoBody(items, "w-2"));
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(internal::NodeMemoCounts().requests, 2);
+  EXPECT_EQ(internal::NodeMemoCounts().read, 1);
+  EXPECT_EQ((*third->nodes)[5].text().data(), (*first->nodes)[5].text().data());
+  auto old = ReadNode((*third->nodes)[5].json(), DefaultTopologyLabels());
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->gpus.size(), 8u);
+  // And that list again, byte for byte: the remembered list, as before.
+  const int64_t hits = internal::NodeListCacheHits();
+  ASSERT_TRUE(ParseExtenderArgs(MemoBody(items, "w-3")).ok());
+  EXPECT_EQ(internal::NodeListCacheHits(), hits + 1);
+}
+
+// Another subset or order of the cluster: the nodes come out as sent, each
+// read in full only when it was not read before.
+TEST(ExtenderNodeMemo, NodesRemovedAddedOrReorderedComeOutAsSent) {
+  const std::vector<std::string> all = MemoList(40);
+  std::vector<std::pair<std::string, std::vector<std::string>>> cases;
+  {
+    std::vector<std::string> v = all;
+    v.erase(v.begin() + 10);
+    v.erase(v.begin() + 3);
+    cases.push_back({"two removed", v});
+  }
+  {
+    std::vector<std::string> v = all;
+    v.insert(v.begin() + 20, MemoNode(100));
+    v.push_back(MemoNode(101));
+    cases.push_back({"two added", v});
+  }
+  cases.push_back({"reversed", std::vector<std::string>(all.rbegin(), all.rend())});
+  {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < all.size(); i += 3) v.push_back(all[i]);
+    cases.push_back({"every third", v});
+  }
+  {
+    std::vector<std::string> v = all;
+    v.insert(v.begin() + 2, all[1]);
+    v.push_back(all[0]);
+    cases.push_back({"repeated", v});
+  }
+  {
+    std::vector<std::string> v = all;
+    std::swap(v[0], v[39]);
+    v[20] = MemoNode(20, 2);
+    v.erase(v.begin() + 30, v.begin() + 35);
+    cases.push_back({"mixed", v});
+  }
+  for (const auto& [what, items] : cases) {
+    SCOPED_TRACE(what);
+    internal::ForgetNodeList();
+    ASSERT_TRUE(ParseExtenderArgs(MemoBody(all)).ok());
+    const std::string body = MemoBody(items, "w-" + what);
+    auto got = ParseExtenderArgs(body);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const auto ref = internal::ParseExtenderArgsDom(body);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_TRUE(internal::SameArgs(*got, *ref));
+    EXPECT_EQ(Names(*got), Names(*ref));
+    ASSERT_EQ(got->nodes->size(), items.size());
+    for (size_t i = 0; i < items.size(); ++i) EXPECT_EQ((*got->nodes)[i].text(), items[i]) << i;
+    // Only the nodes not in the first list were read in full.
+    int64_t unseen = 0;
+    for (const std::string& item : items) unseen += std::find(all.begin(), all.end(), item) == all.end();
+    const internal::NodeMemoStats memo = internal::NodeMemoCounts();
+    EXPECT_EQ(memo.requests, 1);
+    EXPECT_EQ(memo.read, unseen);
+    EXPECT_EQ(memo.reused, static_cast<int64_t>(items.size()) - unseen);
+  }
+}
+
+// Bad input with nodes read before in it: the reference's error, exactly
+// (the memo only ever answers what the reference reads the same way).
+TEST(ExtenderNodeMemo, BadItemsGiveTheReferencesErrors) {
+  const std::vector<std::string> all = MemoList(40);
+  const std::string known = all[7];
+  const auto with = [&](size_t at, const std::string& item) {
+    std::vector<std::string> v = all;
+    v[at] = item;
+    return MemoBody(v);
+  };
+  std::vector<std::string> bodies = {
+      with(7, known.substr(0, known.size() - 1)),             // an item cut short
+      with(7, "5"),                                           // not an object
+      with(7, "null"),
+      with(7, known + "}"),                                   // one brace too many
+      with(7, known + " x"),                                  // garbage after a known node
+      with(7, known.substr(0, known.size() - 2) + ",}}"),     // a trailing comma
+      with(7, R"({"metadata": {"name": "n7", "x": "\xff"}})"),  // invalid UTF-8
+      with(7, R"({"metadata": {"name": "n7", "x": "\x01"}})"),  // a control character
+      with(7, R"({"metadata": {"name": 7}})"),                // valid: the name is not a string
+      with(7, R"({"metadata": {"Name": "a", "NAME": "b"}})"),  // two spellings: the reference decides
+      with(7, R"({"metadata": {"name": "n7"}, "x": 1e400})"),
+      with(7, known + ", " + known),                          // valid: the node twice
+      MemoBody(all).substr(0, MemoBody(all).size() - 1),      // the request cut short
+      MemoBody(all) + " x",
+      MemoBody(all) + "}",
+      MemoBody(all, "w\"") ,                                  // damage in the Pod
+      // Between known nodes (which one stand-in takes the place of, with
+      // what lies between them): any JSON blank, and what is not one.
+      MemoBody(all, "w-0", " \t\r\n,\n\t "),
+      MemoBody(all, "w-0", ",\v"),
+      MemoBody(all, "w-0", ",\f"),
+      MemoBody(all, "w-0", ",,"),
+      MemoBody(all, "w-0", " "),
+      MemoBody(all, "w-0", ", /**/"),
+      MemoBody(all, "w-0", std::string(",\0", 2)),
+  };
+  // The list's items key twice, escaped, or in the Pod; a second Nodes.
+  std::string list = MemoBody(all);
+  list = list.substr(list.find(R"({"metadata": {}, "items")"));
+  list = list.substr(0, list.rfind(R"(, "NodeNames")"));
+  bodies.push_back(R"({"Pod": {}, "Nodes": {"items": [], "Items": [)" + known + "]}}");
+  bodies.push_back(R"({"Pod": {}, "Nodes": {"it\u0065ms": [)" + known + "]}}");
+  bodies.push_back(R"({"Pod": {"x": )" + list + R"(}, "Nodes": {"items": [)" + known + "]}}");
+  bodies.push_back(R"({"Pod": {}, "Nodes": )" + list + R"(, "nodes": null})");
+  bodies.push_back(R"({"Pod": {}, "Nodes": {"items": [)" + known + R"(]}, "Extra": 1})");
+  bodies.push_back(R"({"Pod": {}, "Nodes": {"items": [)" + known + "], \"metadata\": " + std::string(127, '[') +
+                   std::string(127, ']') + "}}");
+  // Known nodes inside a string (escaped quotes make no item there).
+  bodies.push_back(R"({"Pod": {"s": ")" + json(known).dump().substr(1) + R"(}, "Nodes": {"items": [)" + known + "]}}");
+  // A new node nested at the limit and one past it, among known ones.
+  for (int depth : {123, 124, 125, 126}) {
+    bodies.push_back(with(7, R"({"metadata": {"name": "n7"}, "x": )" + std::string(depth, '[') + std::string(depth, ']') + "}"));
+  }
+  for (const std::string& body : bodies) {
+    internal::ForgetNodeList();
+    ASSERT_TRUE(ParseExtenderArgs(MemoBody(all)).ok());
+    ExpectSameAsReference(body);
+  }
+
+  // Random damage to a list that changed, every body read with the memo warm.
+  std::vector<std::string> changed = all;
+  changed[3] = MemoNode(3, 2);
+  const std::string base = MemoBody(changed);
+  std::mt19937 rng(11);
+  const std::string alphabet = "{}[]\",:0-9eE.\\ nultrfsaPodNmeitms";
+  internal::ForgetNodeList();
+  ASSERT_TRUE(ParseExtenderArgs(MemoBody(all)).ok());
+  const int64_t before = internal::NodeMemoCounts().requests;
+  for (int i = 0; i < 300; ++i) {
+    std::string b = base;
+    for (int e = 0, edits = 1 + static_cast<int>(rng() % 2); e < edits; ++e) {
+      const size_t at = rng() % b.size();
+      switch (rng() % 3) {
+        case 0: b.erase(at, 1 + rng() % 4); break;
+        case 1: b.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        default: b[at] = alphabet[rng() % alphabet.size()]; break;
+      }
+    }
+    ExpectSameAsReference(b);
+  }
+  // Some damage leaves a valid request, read with the memo.
+  EXPECT_GT(internal::NodeMemoCounts().requests, before);
+}
+
+// Every HTTP thread has a memo of its own: two threads reading different
+// lists at once get their own nodes (and TSan finds nothing shared).
+TEST(ExtenderNodeMemo, EachThreadHasItsOwnMemo) {
+  internal::ForgetNodeList();
+  const std::vector<std::string> all = MemoList(40);
+  ASSERT_TRUE(ParseExtenderArgs(MemoBody(all)).ok());
+  std::atomic<int> wrong{0};
+  const auto run = [&](int gpus) {
+    // A fresh thread: its first list is read in full.
+    if (internal::NodeMemoCounts().size != 0) ++wrong;
+    std::vector<std::string> items = all;
+    for (int r = 0; r < 200; ++r) {
+      items[r % 40] = MemoNode(r % 40, gpus, "H100", std::to_string(r));
+      auto a = ParseExtenderArgs(MemoBody(items));
+      if (!a.ok() || a->nodes->size() != 40 || (*a->nodes)[r % 40].text() != items[r % 40]) {
+        ++wrong;
+        continue;
+      }
+      auto spec = ReadNode((*a->nodes)[r % 40].json(), DefaultTopologyLabels());
+      if (!spec.ok() || spec->gpus.size() != static_cast<size_t>(gpus)) ++wrong;
+    }
+    if (internal::NodeMemoCounts().requests != 199) ++wrong;
+  };
+  std::thread a(run, 2);
+  std::thread b(run, 4);
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0);
+  // This thread's memo is untouched by theirs.
+  EXPECT_EQ(internal::NodeMemoCounts().size, 40u);
+  EXPECT_EQ(internal::NodeMemoCounts().requests, 0);
+}
+
+// A node changed in every request (a new resourceVersion each time): the
+// memo keeps to its bound, and still answers every request.
+TEST(ExtenderNodeMemo, TheMemoStaysBounded) {
+  internal::ForgetNodeList();
+  std::vector<std::string> items = MemoList(40);
+  ASSERT_TRUE(ParseExtenderArgs(MemoBody(items)).ok());
+  size_t largest = 0;
+  for (int r = 0; r < 1000; ++r) {
+    items[r % 3] = MemoNode(r % 3, 8, "H100", std::to_string(1000 + r));
+    auto a = ParseExtenderArgs(MemoBody(items));
+    ASSERT_TRUE(a.ok());
+    ASSERT_EQ((*a->nodes)[r % 3].text(), items[r % 3]);
+    largest = std::max(largest, internal::NodeMemoCounts().size);
+  }
+  const internal::NodeMemoStats memo = internal::NodeMemoCounts();
+  EXPECT_EQ(memo.requests, 1000);
+  EXPECT_EQ(memo.read, 1000);
+  EXPECT_EQ(memo.capacity, 2 * 40 + 64u);
+  EXPECT_LE(largest, memo.capacity);
+  EXPECT_GE(largest, 100u);  // it did fill up before it was swept
 }
 
 TEST(ExtenderWire, FilterResultIsWrittenInPascalCaseWithNulls) {
