@@ -284,12 +284,15 @@ absl::StatusOr<scheduler::JobSpec> FlagJob(const SubmitFlags& f) {
     role.request.set_memory(*m);
   }
   s.roles.push_back(role);
-  s.min_member = f.min_member;
+  scheduler::GangSize elastic;
   if (!f.elastic.empty()) {
-    if (std::sscanf(f.elastic.c_str(), "%d:%d", &s.elastic_min, &s.elastic_max) != 2) {
-      return absl::InvalidArgumentError("--elastic: MIN:MAX, e.g. 2:8");
-    }
+    auto range = scheduler::GangSize::ParseRange(f.elastic);
+    if (!range.ok()) return absl::InvalidArgumentError(absl::StrCat("--elastic: ", range.status().message()));
+    elastic = *range;
   }
+  auto size = scheduler::GangSize::FromMinMember(f.min_member, elastic.min, elastic.max);
+  if (!size.ok()) return absl::InvalidArgumentError(absl::StrCat("job '", s.name, "': ", size.status().message()));
+  s.size = *size;
   s.walltime_ms = static_cast<int64_t>(f.walltime_s * 1000);
   s.command = f.command;
   RM_RETURN_IF_ERROR(s.Validate());

@@ -23,7 +23,7 @@ topology::Cluster SmallCluster() {
 
 std::vector<scheduler::JobSpec> SampleJobs(const std::vector<std::string>& queues) {
   struct Shape {
-    int replicas, gpus, elastic_min, elastic_max, priority;
+    int replicas, gpus, size_min, size_max, priority;  // size: GangSize (0, 0: rigid)
     topology::Quantity milli;  // per GPU: < 1000 shares one
   };
   static constexpr Shape kShapes[] = {{2, 8, 0, 0, 0, 1000}, {4, 2, 2, 6, 0, 1000}, {1, 1, 0, 0, 5, 1000},
@@ -35,8 +35,7 @@ std::vector<scheduler::JobSpec> SampleJobs(const std::vector<std::string>& queue
     j.name = "job-" + std::to_string(i);
     j.queue = queues.empty() ? "default" : queues[i % queues.size()];
     j.priority = s.priority;
-    j.elastic_min = s.elastic_min;
-    j.elastic_max = s.elastic_max;
+    j.size = {s.size_min, s.size_max};
     scheduler::RoleSpec role;
     role.name = "worker";
     role.replicas = s.replicas;

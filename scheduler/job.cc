@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::scheduler {
@@ -53,6 +54,57 @@ int JobSpec::total_replicas() const {
   return static_cast<int>(std::min<int64_t>(n, INT_MAX));
 }
 
+absl::Status GangSize::Validate(int desired, const Fields& f) const {
+  auto err = [](std::string_view field, std::string_view msg) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": ", std::string(msg)));
+  };
+  if (max > kMaxTasksPerJob) {
+    return err(f.range_max, absl::StrCat("max ", max, " is more than the ", kMaxTasksPerJob, " tasks a job may have"));
+  }
+  if (max == 0) {  // rigid
+    if (min < 0) return err(f.min, "must be >= 0");
+    if (min > desired) return err(f.min, absl::StrCat(min, " is more than the job's ", desired, " tasks"));
+    return absl::OkStatus();
+  }
+  // Elastic (a negative max too: it is an empty range). The bound at fault
+  // names the error.
+  const std::string range = absl::StrCat("[", min, ", ", max, "]");
+  if (min < 1) return err(f.range_min, absl::StrCat("range ", range, " is empty"));
+  if (max < min) return err(min > desired ? f.range_min : f.range_max, absl::StrCat("range ", range, " is empty"));
+  if (desired < min) return err(f.range_min, absl::StrCat(desired, " tasks is outside the range ", range));
+  if (desired > max) return err(f.range_max, absl::StrCat(desired, " tasks is outside the range ", range));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GangSize> GangSize::FromMinMember(int min_member, int elastic_min, int elastic_max) {
+  if (elastic_min == 0 && elastic_max == 0) return GangSize{min_member, 0};
+  if (elastic_max == 0) {  // a range [min, 0] cannot be elastic: say so rather than make it rigid
+    return absl::InvalidArgumentError(absl::StrCat("elastic: range [", elastic_min, ", 0] is empty"));
+  }
+  if (min_member != 0 && min_member != elastic_min && elastic_min >= 1) {  // (an empty range: Validate says so)
+    return absl::InvalidArgumentError(absl::StrCat("min_member: ", min_member, " must equal the elastic minimum ",
+                                                   elastic_min, " (or be left out)"));
+  }
+  return GangSize{elastic_min, elastic_max};
+}
+
+GangSize GangSize::FromBounds(int min, int max, int desired) {
+  if (min == desired && max == desired) return GangSize{};
+  return GangSize{min, max};
+}
+
+absl::StatusOr<GangSize> GangSize::ParseRange(std::string_view text) {
+  const size_t colon = text.find(':');
+  int bounds[2] = {0, 0};
+  bool ok = colon != std::string_view::npos;
+  for (int i = 0; ok && i < 2; ++i) {
+    const std::string_view part = i == 0 ? text.substr(0, colon) : text.substr(colon + 1);
+    ok = !part.empty() && absl::SimpleAtoi(absl::string_view(part.data(), part.size()), &bounds[i]) && part.find_first_of(" \t+") == std::string_view::npos;
+  }
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("'", std::string(text), "' is not MIN:MAX (two whole numbers, e.g. 2:8)"));
+  return GangSize{bounds[0], bounds[1]};
+}
+
 absl::Status JobSpec::Validate() const {
   auto err = [&](std::string_view field, std::string_view msg) {
     return absl::InvalidArgumentError(absl::StrCat("job '", name, "': ", std::string(field), ": ", std::string(msg)));
@@ -77,25 +129,8 @@ absl::Status JobSpec::Validate() const {
   if (total > kMaxTasksPerJob) {
     return err("roles", absl::StrCat(total, " tasks is more than the ", kMaxTasksPerJob, " a job may have"));
   }
-  if (elastic_max > kMaxTasksPerJob) {
-    return err("elastic", absl::StrCat("max ", elastic_max, " is more than the ", kMaxTasksPerJob,
-                                       " tasks a job may have"));
-  }
-  if (min_member < 0) return err("min_member", "must be >= 0");
-  if (min_member > total) {
-    return err("min_member", absl::StrCat(min_member, " is more than the job's ", total, " tasks"));
-  }
-  if (elastic_min != 0 || elastic_max != 0) {
-    if (elastic_min < 1 || elastic_max < elastic_min) {
-      return err("elastic", absl::StrCat("range [", elastic_min, ", ", elastic_max, "] is empty"));
-    }
-    if (total < elastic_min || total > elastic_max) {
-      return err("elastic", absl::StrCat(total, " tasks is outside the range [", elastic_min, ", ",
-                                         elastic_max, "]"));
-    }
-    if (min_member != 0 && min_member != elastic_min) {
-      return err("min_member", "must equal the elastic minimum (or be left out)");
-    }
+  if (absl::Status s = size.Validate(total); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name, "': ", s.message()));
   }
   if (topology_mode != TopologyMode::kNone && highest_tier < 0) {
     return err("topology.highest_tier", "must be >= 0");
@@ -113,8 +148,7 @@ Job::Job(JobId id, JobSpec spec, QueueId queue, Timestamp created)
       checkpoint_interval_ms_(spec.checkpoint_interval_ms),
       spec_(std::move(spec)) {
   const int total = spec_.total_replicas();
-  min_member_ = spec_.elastic_min > 0 ? spec_.elastic_min
-                                      : (spec_.min_member > 0 ? spec_.min_member : total);
+  min_member_ = spec_.size.Min(total);
   for (const RoleSpec& r : spec_.roles) {
     Resources req = r.request;
     req.set_gpu_milli(r.gpu.total_milli());
@@ -178,7 +212,7 @@ int64_t Job::AttainedMilliMs(Timestamp now) const {
 }
 
 int Job::max_member() const {
-  return elastic() ? spec_.elastic_max : static_cast<int>(tasks_.size());
+  return elastic() ? spec_.size.max : static_cast<int>(tasks_.size());
 }
 
 int Job::ReadyCount() const {

@@ -1,8 +1,8 @@
 // The job model: a Job is a gang of Tasks grouped by role, scheduled whole.
 //
-// A job asks for `replicas` tasks per role; at least `min_member` of them
-// (the gang minimum) must run at once or none may. An elastic job may run with
-// any task count in [elastic_min, elastic_max]. Phases:
+// A job asks for `replicas` tasks per role; its GangSize says how many of
+// them must run at once or none may (the gang minimum) and, for an elastic
+// job, how far it may grow. Phases:
 //   Pending -> Inqueue -> Running -> Completed | Failed | Aborted
 // and a Running job that falls below its minimum goes back to Pending.
 #ifndef RINGMASTER_SCHEDULER_JOB_H_
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "scheduler/clock.h"
 #include "topology/resources.h"
 #include "topology/strong_id.h"
@@ -92,14 +93,64 @@ enum class TopologyMode { kNone, kHard, kSoft };
 // the engine allocate billions of tasks.
 inline constexpr int kMaxTasksPerJob = 100'000;
 
+// How many tasks a job runs, beside the count it asks for (its desired
+// count: a JobSpec's roles' replicas, total_replicas(); a TraceJob's
+// `tasks`, which stay the one source of it): `min` at once or none (the gang
+// minimum), `max` at most. A job with a max is elastic: it starts with its
+// desired count and grows and shrinks inside [min, max] (the elastic
+// action); one without is rigid. 0 leaves either to the desired count, so {}
+// is a rigid gang of every task.
+//
+// Elastic means "a max is given", not "max > min": an elastic range of one
+// count ({4, 4}) is elastic (allocate leaves its missing members to the
+// elastic action) as it always was.
+struct GangSize {
+  int min = 0;  // 0: the desired count
+  int max = 0;  // 0: the desired count, and the job is rigid
+
+  bool elastic() const { return max > 0; }
+  // The gang minimum and the most tasks for a job that asks for `desired`.
+  int Min(int desired) const { return min > 0 ? min : desired; }
+  int Max(int desired) const { return elastic() ? max : desired; }
+
+  // What errors call the bounds: a rigid gang's minimum and an elastic
+  // range's bounds (a JobSpec's `min_member` and `elastic` range; a trace's
+  // `min_tasks` and `max_tasks` columns).
+  struct Fields {
+    std::string_view min = "min_member";
+    std::string_view range_min = "elastic";
+    std::string_view range_max = "elastic";
+  };
+  // Checks the size of a job that asks for `desired` tasks: a rigid minimum
+  // in [0, desired]; an elastic range non-empty, from 1, at most
+  // kMaxTasksPerJob and holding `desired`. The message is "field: what".
+  absl::Status Validate(int desired, const Fields& fields) const;
+  absl::Status Validate(int desired) const { return Validate(desired, Fields{}); }
+
+  // The size as the API and the jobs file spell it (admin.proto's
+  // min_member, elastic_min, elastic_max; the CLI's --min-member and
+  // --elastic): the elastic range, when given (either bound non-zero), sets
+  // the minimum and min_member may only repeat it; else min_member is the
+  // minimum (0: every task). The error ("min_member: ..." or "elastic: ...")
+  // names the field.
+  static absl::StatusOr<GangSize> FromMinMember(int min_member, int elastic_min, int elastic_max);
+  // A trace row's bounds (min_tasks, max_tasks) around its `desired` tasks:
+  // both the desired count is a rigid gang of every task; anything else is
+  // the elastic range [min, max], which Validate then checks.
+  static GangSize FromBounds(int min, int max, int desired);
+  // "MIN:MAX" (the CLI's --elastic) as an elastic range; the error quotes the
+  // text. The range is not checked here (Validate does).
+  static absl::StatusOr<GangSize> ParseRange(std::string_view text);
+
+  bool operator==(const GangSize&) const = default;
+};
+
 struct JobSpec {
   std::string name;
   std::string queue = "default";
   int32_t priority = 0;
   std::vector<RoleSpec> roles;
-  int min_member = 0;   // 0 means every replica
-  int elastic_min = 0;  // both 0: not elastic
-  int elastic_max = 0;
+  GangSize size;  // {}: every replica, rigid
   TopologyMode topology_mode = TopologyMode::kNone;
   int highest_tier = 0;  // with kHard: the gang stays inside one domain at tier <= this
   // GPU models the job may run on (any of them; every GPU of a chosen node
@@ -156,9 +207,10 @@ class Job {
   JobPhase phase() const { return phase_; }
   void set_phase(JobPhase p) { phase_ = p; }
 
-  // The gang minimum (tasks that must run together).
+  // The gang minimum (tasks that must run together): spec().size.Min of the
+  // replicas it was made with.
   int min_member() const { return min_member_; }
-  bool elastic() const { return spec_.elastic_max > 0; }
+  bool elastic() const { return spec_.size.elastic(); }
 
   const std::vector<Task>& tasks() const { return tasks_; }
   const Task& task(uint32_t i) const { return tasks_[i]; }

@@ -109,13 +109,19 @@ absl::StatusOr<JobSpec> ParseJob(const Ctx& c, const YAML::Node& n, const std::s
   if (n["priority"]) {
     RM_RETURN_IF_ERROR(Get(c, n["priority"], field + ".priority", &j.priority, "an integer"));
   }
+  int min_member = 0, elastic_min = 0, elastic_max = 0;
   if (n["min_member"]) {
-    RM_RETURN_IF_ERROR(Get(c, n["min_member"], field + ".min_member", &j.min_member, "an integer"));
+    RM_RETURN_IF_ERROR(Get(c, n["min_member"], field + ".min_member", &min_member, "an integer"));
   }
   if (const YAML::Node e = n["elastic"]; e) {
     if (!e.IsMap() || !e["min"] || !e["max"]) return c.Err(e, field + ".elastic", "must be {min: N, max: M}");
-    RM_RETURN_IF_ERROR(Get(c, e["min"], field + ".elastic.min", &j.elastic_min, "an integer"));
-    RM_RETURN_IF_ERROR(Get(c, e["max"], field + ".elastic.max", &j.elastic_max, "an integer"));
+    RM_RETURN_IF_ERROR(Get(c, e["min"], field + ".elastic.min", &elastic_min, "an integer"));
+    RM_RETURN_IF_ERROR(Get(c, e["max"], field + ".elastic.max", &elastic_max, "an integer"));
+  }
+  if (auto size = GangSize::FromMinMember(min_member, elastic_min, elastic_max); size.ok()) {
+    j.size = *size;
+  } else {
+    return c.Err(n, field, absl::StrCat("job '", j.name, "': ", size.status().message()));
   }
   if (const YAML::Node t = n["topology"]; t) {
     if (!t.IsMap()) return c.Err(t, field + ".topology", "must be {mode: hard|soft, highest_tier: N}");

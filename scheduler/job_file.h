@@ -4,8 +4,9 @@
 //   - name: llm-pretrain
 //     queue: research          # default: default
 //     priority: 10
-//     min_member: 8            # default: every replica
-//     elastic: {min: 4, max: 16}
+//     min_member: 8            # the gang minimum; default: every replica
+//     # or, for an elastic job: elastic: {min: 4, max: 16} (the range gives
+//     # the minimum; a min_member beside it must repeat it)
 //     topology: {mode: hard, highest_tier: 1}   # hard | soft
 //     gpu_model: H100          # or a list of accepted models: [H100, A100]
 //     walltime: 3600           # seconds, optional

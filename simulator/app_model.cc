@@ -375,11 +375,8 @@ absl::Status AttachAppModels(std::vector<TraceJob>& trace, const AppModels& mode
     const int gpus = j.gpus();
     j.tasks = gpus;
     j.gpus_per_task = 1;
-    j.min_tasks = j.max_tasks = gpus;
-    if (elastic) {
-      j.min_tasks = 1;
-      j.max_tasks = std::max(gpus, j.app->MaxReplicas(j.batch_size));
-    }
+    j.size = elastic ? scheduler::GangSize::FromBounds(1, std::max(gpus, j.app->MaxReplicas(j.batch_size)), gpus)
+                     : scheduler::GangSize{};
     if (j.reform_pause_s < 0) j.reform_pause_s = kAppReformPauseS;
   }
   return absl::OkStatus();

@@ -66,8 +66,7 @@ absl::Status ReadShape(const TraceTable& t, const TableRow& r, const NativeColum
   }
   j.tasks = static_cast<int>(tasks);
   j.gpus_per_task = static_cast<int>(gpus);
-  j.min_tasks = static_cast<int>(min);
-  j.max_tasks = static_cast<int>(max);
+  j.size = scheduler::GangSize::FromBounds(static_cast<int>(min), static_cast<int>(max), j.tasks);
   j.priority = static_cast<int32_t>(prio);
   j.highest_tier = static_cast<int>(tier);
   return absl::OkStatus();

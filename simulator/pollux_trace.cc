@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<TraceJob>> PolluxTraceReader::Parse(std::string_view 
     if (replicas < 1 || replicas > kMaxReplicas) {
       return t.Error(r.line, "num_replicas", absl::StrCat("must be in [1, ", kMaxReplicas, "]"));
     }
-    j.tasks = j.min_tasks = j.max_tasks = static_cast<int>(replicas);
+    j.tasks = static_cast<int>(replicas);  // a rigid gang (size {})
     j.gpus_per_task = 1;
     RM_ASSIGN_OR_RETURN(auto batch, t.Int(r, cols[4], "batch_size", 0, true));
     if (batch < 1 || batch > (int64_t{1} << 30)) return t.Error(r.line, "batch_size", "must be in [1, 2^30]");

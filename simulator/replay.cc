@@ -571,8 +571,8 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
 }
 
 void Driver::SetGrowable(size_t j, int size) {
-  const int max = trace_[j].max_tasks;
-  if (!trace_[j].elastic()) return;
+  if (!trace_[j].size.elastic()) return;
+  const int max = trace_[j].size.max;
   growable_ += (size > 0 && size < max) - (runs_[j].size > 0 && runs_[j].size < max);
 }
 
@@ -702,11 +702,7 @@ scheduler::JobSpec JobSpecOf(const TraceJob& t) {
   role.gpu.count = t.gpus_per_task;
   role.gpu.milli = t.gpus_per_task == 0 ? topology::kMilliPerGpu : t.gpu_milli;
   s.roles.push_back(role);
-  s.min_member = t.min_tasks;
-  if (t.elastic()) {
-    s.elastic_min = t.min_tasks;
-    s.elastic_max = t.max_tasks;
-  }
+  s.size = t.size;
   s.topology_mode = t.topology_mode;
   s.highest_tier = t.highest_tier;
   s.gpu_models = t.gpu_models;
@@ -727,8 +723,10 @@ std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& job
     t.endless = tj.duration_ms < 0;
     t.duration_s = t.endless ? 0 : static_cast<double>(tj.duration_ms) / 1000.0;
     t.tasks = spec.total_replicas();
-    t.min_tasks = spec.elastic_max > 0 ? spec.elastic_min : t.tasks;
-    t.max_tasks = spec.elastic_max > 0 ? spec.elastic_max : t.tasks;
+    // The replay's own view of the size (what may grow): the spec's elastic
+    // range; a one-count range ({n, n}) or a rigid gang does not grow.
+    t.size = spec.size.elastic() ? scheduler::GangSize::FromBounds(spec.size.min, spec.size.max, t.tasks)
+                                 : scheduler::GangSize{};
     t.gpus_per_task = spec.roles.empty() ? 0 : spec.roles.front().gpu.count;
     t.walltime_s = static_cast<double>(spec.walltime_ms) / 1000.0;
     t.checkpoint_interval_s = static_cast<double>(spec.checkpoint_interval_ms) / 1000.0;

@@ -57,8 +57,10 @@ absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
   if (j.duration_s < 0) return bad("duration_s", "must be >= 0");
   if (j.tasks < 1) return bad("tasks", "must be >= 1");
   if (j.gpus_per_task < 0 || j.gpus_per_task > 64) return bad("gpus_per_task", "must be in [0, 64]");
-  if (j.min_tasks < 1 || j.min_tasks > j.tasks) return bad("min_tasks", "must be in [1, tasks]");
-  if (j.max_tasks < j.tasks) return bad("max_tasks", "must be >= tasks");
+  if (absl::Status s = j.size.Validate(j.tasks, {.min = "min_tasks", .range_min = "min_tasks", .range_max = "max_tasks"});
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(filename), ":", j.line, ": ", s.message()));
+  }
   if (j.cpu_milli_per_task < 0) return bad("cpu_milli_per_task", "must be >= 0");
   if (j.memory_mib_per_task < 0) return bad("memory_mib_per_task", "must be >= 0");
   if (j.gpu_milli < 0 || j.gpu_milli > topology::kMilliPerGpu) return bad("gpu_milli", "must be in [0, 1000]");
@@ -195,7 +197,8 @@ void SplitGang(int gpus, int max_per_task, TraceJob& job) {
     tasks = (gpus + max_per_task - 1) / max_per_task;
     while (gpus % tasks != 0) ++tasks;
   }
-  job.tasks = job.min_tasks = job.max_tasks = tasks;
+  job.tasks = tasks;
+  job.size = {};
   job.gpus_per_task = gpus / tasks;
 }
 

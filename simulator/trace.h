@@ -38,8 +38,10 @@ struct TraceJob {
   int32_t priority = 0;
   int tasks = 1;
   int gpus_per_task = 1;
-  int min_tasks = 1;  // gang minimum; = tasks unless elastic
-  int max_tasks = 1;  // above min_tasks: elastic
+  // The gang minimum and, for an elastic job, its range around `tasks` (the
+  // native trace's min_tasks and max_tasks: GangSize::FromBounds). {}: a
+  // rigid gang of every task.
+  scheduler::GangSize size;
   topology::Quantity cpu_milli_per_task = 0;
   int64_t memory_mib_per_task = 0;
   topology::Quantity gpu_milli = topology::kMilliPerGpu;  // share of each GPU
@@ -68,7 +70,6 @@ struct TraceJob {
   std::shared_ptr<const AppModel> app;
 
   int gpus() const { return tasks * gpus_per_task; }
-  bool elastic() const { return max_tasks > min_tasks; }
 };
 
 enum class TraceFormat { kAuto, kNative, kPhilly, kGavel, kTiresias, kAlibaba2023, kDlrm2025, kPollux };
@@ -115,7 +116,7 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
 
 // A gang of `gpus` GPUs as tasks of at most `max_per_task` GPUs each: the
 // fewest tasks that divide `gpus` evenly (16 -> 2 x 8, 12 -> 2 x 6,
-// 20 -> 4 x 5, 7 -> 1 x 7). Sets tasks, min_tasks, max_tasks and
+// 20 -> 4 x 5, 7 -> 1 x 7). Sets tasks, size (a rigid gang) and
 // gpus_per_task. gpus 0 gives one task without GPUs.
 void SplitGang(int gpus, int max_per_task, TraceJob& job);
 

@@ -42,9 +42,9 @@ absl::StatusOr<JobSpec> JobSpecFromProto(const admin::JobSpec& p) {
     role.gpu.milli = r.gpu_milli() == 0 ? topology::kMilliPerGpu : r.gpu_milli();
     s.roles.push_back(std::move(role));
   }
-  s.min_member = p.min_member();
-  s.elastic_min = p.elastic_min();
-  s.elastic_max = p.elastic_max();
+  auto size = scheduler::GangSize::FromMinMember(p.min_member(), p.elastic_min(), p.elastic_max());
+  if (!size.ok()) return absl::InvalidArgumentError(absl::StrCat("job '", s.name, "': ", size.status().message()));
+  s.size = *size;
   switch (p.topology_mode()) {
     case admin::JobSpec::TOPOLOGY_NONE: s.topology_mode = scheduler::TopologyMode::kNone; break;
     case admin::JobSpec::TOPOLOGY_HARD: s.topology_mode = scheduler::TopologyMode::kHard; break;
@@ -83,9 +83,14 @@ admin::JobSpec JobSpecToProto(const JobSpec& s) {
     role->set_gpu_count(r.gpu.count);
     role->set_gpu_milli(r.gpu.milli);
   }
-  p.set_min_member(s.min_member);
-  p.set_elastic_min(s.elastic_min);
-  p.set_elastic_max(s.elastic_max);
+  // min_member is the gang minimum either way (0: every replica), so a
+  // reader that knows no elastic range still reads it right; the range, when
+  // there is one, repeats it (GangSize::FromMinMember takes both).
+  p.set_min_member(s.size.min);
+  if (s.size.max != 0) {  // elastic (or, unvalidated, an empty range that must stay one)
+    p.set_elastic_min(s.size.min);
+    p.set_elastic_max(s.size.max);
+  }
   p.set_topology_mode(s.topology_mode == scheduler::TopologyMode::kHard   ? admin::JobSpec::TOPOLOGY_HARD
                       : s.topology_mode == scheduler::TopologyMode::kSoft ? admin::JobSpec::TOPOLOGY_SOFT
                                                                           : admin::JobSpec::TOPOLOGY_NONE);

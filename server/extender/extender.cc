@@ -268,7 +268,9 @@ scheduler::JobSpec Extender::GangSpec(Gang& gang, const std::string& job_name,
   spec.priority = first.priority;
   spec.node_selector = first.node_selector;
   spec.tolerations = first.tolerations;
-  spec.min_member = gang.min_member;
+  // The PodGroup's minMember (Submit waits until it is known, > 0): a rigid
+  // gang of at least that many of the pods.
+  spec.size = scheduler::GangSize{.min = gang.min_member};
   // One role per request shape, in order of first arrival; tasks are numbered
   // role by role (scheduler::Job), members within a role by arrival.
   std::vector<Shape> shapes;

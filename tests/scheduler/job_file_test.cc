@@ -1,4 +1,6 @@
 #include "scheduler/job_file.h"
+
+#include "absl/strings/str_cat.h"
 #include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +78,67 @@ TEST(JobFile, TaskCountsAreBounded) {
   EXPECT_NE(elastic.status().message().find("max 1000000 is more than the 100000"), std::string::npos)
       << elastic.status();
   EXPECT_TRUE(ParseJobFile("jobs:\n- name: a\n  roles:\n  - {replicas: 100000}\n", "j.yaml").ok());
+}
+
+// The one spelling of a job's size (issue 26 §6): its two input spellings,
+// the CLI's range, the rule for the minimum and the errors.
+TEST(GangSize, MinAndMaxDefaultToTheDesiredCount) {
+  EXPECT_EQ(GangSize{}.Min(4), 4);
+  EXPECT_EQ(GangSize{}.Max(4), 4);
+  EXPECT_FALSE(GangSize{}.elastic());
+  EXPECT_EQ((GangSize{2, 0}).Min(4), 2);
+  EXPECT_EQ((GangSize{2, 0}).Max(4), 4);
+  EXPECT_EQ((GangSize{2, 8}).Max(4), 8);
+  EXPECT_TRUE((GangSize{4, 4}).elastic());  // a one-count range is still elastic, as before
+}
+
+TEST(GangSize, FromMinMemberTakesTheRangeOrTheMinimum) {
+  EXPECT_EQ(*GangSize::FromMinMember(0, 0, 0), GangSize{});
+  EXPECT_EQ(*GangSize::FromMinMember(3, 0, 0), (GangSize{3, 0}));
+  EXPECT_EQ(*GangSize::FromMinMember(0, 2, 8), (GangSize{2, 8}));
+  EXPECT_EQ(*GangSize::FromMinMember(2, 2, 8), (GangSize{2, 8}));
+  EXPECT_ERROR(GangSize::FromMinMember(3, 2, 8), absl::StatusCode::kInvalidArgument,
+               "min_member: 3 must equal the elastic minimum 2 (or be left out)");
+  EXPECT_ERROR(GangSize::FromMinMember(0, 3, 0), absl::StatusCode::kInvalidArgument, "elastic: range [3, 0] is empty");
+}
+
+TEST(GangSize, ParseRangeQuotesTheText) {
+  EXPECT_EQ(*GangSize::ParseRange("2:8"), (GangSize{2, 8}));
+  for (const char* bad : {"", "2", "2:", ":8", "2-8", "a:b", "2:8x", " 2:8", "2:+8", "2:99999999999"}) {
+    EXPECT_ERROR(GangSize::ParseRange(bad), absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("'", bad, "' is not MIN:MAX"));
+  }
+}
+
+TEST(GangSize, ValidateNamesTheBoundAtFault) {
+  EXPECT_TRUE(GangSize{}.Validate(4).ok());
+  EXPECT_TRUE((GangSize{2, 8}).Validate(4).ok());
+  EXPECT_ERROR((GangSize{5, 0}).Validate(4), absl::StatusCode::kInvalidArgument,
+               "min_member: 5 is more than the job's 4 tasks");
+  EXPECT_ERROR((GangSize{-1, 0}).Validate(4), absl::StatusCode::kInvalidArgument, "min_member: must be >= 0");
+  EXPECT_ERROR((GangSize{0, 8}).Validate(4), absl::StatusCode::kInvalidArgument, "elastic: range [0, 8] is empty");
+  EXPECT_ERROR((GangSize{5, 8}).Validate(4), absl::StatusCode::kInvalidArgument,
+               "elastic: 4 tasks is outside the range [5, 8]");
+  EXPECT_ERROR((GangSize{1, 200000}).Validate(4), absl::StatusCode::kInvalidArgument,
+               "elastic: max 200000 is more than the 100000 tasks a job may have");
+  const GangSize::Fields trace{.min = "min_tasks", .range_min = "min_tasks", .range_max = "max_tasks"};
+  EXPECT_ERROR((GangSize{3, 2}).Validate(2, trace), absl::StatusCode::kInvalidArgument,
+               "min_tasks: range [3, 2] is empty");
+  EXPECT_ERROR((GangSize{2, 2}).Validate(4, trace), absl::StatusCode::kInvalidArgument,
+               "max_tasks: 4 tasks is outside the range [2, 2]");
+  EXPECT_EQ(GangSize::FromBounds(4, 4, 4), GangSize{});
+  EXPECT_EQ(GangSize::FromBounds(2, 2, 4), (GangSize{2, 2}));  // not rigid: Validate refuses it
+}
+
+TEST(JobFile, MinMemberMustRepeatTheElasticMinimum) {
+  auto ok = ParseJobFile("jobs:\n- name: a\n  min_member: 2\n  elastic: {min: 2, max: 8}\n  roles: [{replicas: 4}]\n",
+                         "j.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].size, (GangSize{2, 8}));
+  auto bad = ParseJobFile("jobs:\n- name: a\n  min_member: 3\n  elastic: {min: 2, max: 8}\n  roles: [{replicas: 4}]\n",
+                          "j.yaml");
+  ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument,
+               "j.yaml:2:3: jobs[0]: job 'a': min_member: 3 must equal the elastic minimum 2");
 }
 
 }  // namespace

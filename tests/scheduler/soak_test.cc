@@ -163,7 +163,7 @@ scheduler::JobSpec RandomJob(Rng& pick, const std::string& name) {
   if (pick.OneIn(8)) jb.Tolerate("dedicated", "infer");
   if (pick.OneIn(3)) jb.Walltime(pick(1, 120) * 1000);
   scheduler::JobSpec spec = jb.Build();
-  if (!elastic && spec.min_member == 0 && pick.OneIn(10)) {
+  if (!elastic && spec.size.min == 0 && pick.OneIn(10)) {
     scheduler::RoleSpec ps;  // a second role: a CPU-only parameter server
     ps.name = "ps";
     ps.replicas = pick(1, 2);

@@ -79,6 +79,35 @@ class AdminApiTest : public ::testing::Test {
   std::unique_ptr<admin::Admin::Stub> stub_;
 };
 
+// The wire format of a job's size stays admin.proto's three fields
+// (min_member, elastic_min, elastic_max): journals and older clients read
+// and write them; GangSize is their one reading.
+TEST(AdminConvert, GangSizeKeepsTheWireFormat) {
+  admin::JobSpec rigid = JobSpecToProto(JobBuilder("r").Gang(4).MinMember(3).Build());
+  EXPECT_EQ(rigid.min_member(), 3);
+  EXPECT_EQ(rigid.elastic_min(), 0);
+  EXPECT_EQ(rigid.elastic_max(), 0);
+  admin::JobSpec elastic = JobSpecToProto(JobBuilder("e").Gang(4).Elastic(2, 8).Build());
+  EXPECT_EQ(elastic.min_member(), 2);  // the gang minimum, for readers that know no range
+  EXPECT_EQ(elastic.elastic_min(), 2);
+  EXPECT_EQ(elastic.elastic_max(), 8);
+  for (int min_member : {0, 2}) {  // an older writer left min_member out or repeated the minimum
+    elastic.set_min_member(min_member);
+    auto back = JobSpecFromProto(elastic);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->size, (scheduler::GangSize{2, 8}));
+  }
+  auto every = JobSpecFromProto(JobSpecToProto(JobBuilder("a").Gang(4).Build()));
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(every->size, scheduler::GangSize{});
+  elastic.set_min_member(3);
+  EXPECT_ERROR(JobSpecFromProto(elastic), absl::StatusCode::kInvalidArgument,
+               "job 'e': min_member: 3 must equal the elastic minimum 2");
+  elastic.set_min_member(0);
+  elastic.set_elastic_max(0);
+  EXPECT_ERROR(JobSpecFromProto(elastic), absl::StatusCode::kInvalidArgument, "job 'e': elastic: range [2, 0] is empty");
+}
+
 TEST_F(AdminApiTest, SubmittedGangRunsAndShowsWhereAndWhyOthersWait) {
   Start();
   ASSERT_TRUE(Submit(JobBuilder("big").Gang(2).GpusPerTask(8).Walltime(600'000).Build()).ok());

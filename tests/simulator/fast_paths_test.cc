@@ -30,13 +30,12 @@ std::vector<TraceJob> Contended(uint64_t seed, int n) {
     j.duration_s = static_cast<double>(60 + rng() % 5000);
     const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 4}, {3, 2}};
     const auto& s = shapes[rng() % 8];
-    j.tasks = j.min_tasks = j.max_tasks = s[0];
+    j.tasks = s[0];  // a rigid gang (size {})
     j.gpus_per_task = s[1];
     if (rng() % 4 == 0) {  // elastic: 1-GPU tasks
       j.gpus_per_task = 1;
       j.tasks = 2 + static_cast<int>(rng() % 4);
-      j.min_tasks = 1;
-      j.max_tasks = j.tasks * 2;
+      j.size = {1, j.tasks * 2};
     }
     j.queue = rng() % 3 == 0 ? "product" : "research";
     j.priority = rng() % 5 == 0 ? 5 : 0;

@@ -47,7 +47,7 @@ std::vector<TraceJob> RandomTrace(uint64_t seed, int n) {
     j.duration_s = static_cast<double>(30 + rng() % 3000);
     const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {2, 4}};
     const auto& s = shapes[rng() % 6];
-    j.tasks = j.min_tasks = j.max_tasks = s[0];
+    j.tasks = s[0];  // a rigid gang (size {})
     j.gpus_per_task = s[1];
     j.queue = rng() % 3 == 0 ? "b" : "a";
     jobs.push_back(j);

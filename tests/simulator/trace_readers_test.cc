@@ -26,12 +26,11 @@ TEST(NativeTrace, OptionalColumnsTakeTheirDefaults) {
   EXPECT_EQ(j.priority, 0);
   EXPECT_EQ(j.tasks, 1);
   EXPECT_EQ(j.gpus_per_task, 1);
-  EXPECT_EQ(j.min_tasks, 1);
-  EXPECT_EQ(j.max_tasks, 1);
+  EXPECT_EQ(j.size, scheduler::GangSize{});  // a rigid gang of its 1 task
   EXPECT_EQ(j.gpu_milli, 1000);
   EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kNone);
   EXPECT_LT(j.comm_fraction, 0);  // the replay's default
-  EXPECT_FALSE(j.elastic());
+  EXPECT_FALSE(j.size.elastic());
 }
 
 TEST(NativeTrace, ReadsEveryColumnInAnyOrder) {
@@ -50,9 +49,8 @@ TEST(NativeTrace, ReadsEveryColumnInAnyOrder) {
   EXPECT_EQ(j.priority, 5);
   EXPECT_EQ(j.tasks, 4);
   EXPECT_EQ(j.gpus_per_task, 8);
-  EXPECT_EQ(j.min_tasks, 2);
-  EXPECT_EQ(j.max_tasks, 8);
-  EXPECT_TRUE(j.elastic());
+  EXPECT_EQ(j.size, (scheduler::GangSize{2, 8}));
+  EXPECT_TRUE(j.size.elastic());
   EXPECT_EQ(j.cpu_milli_per_task, 4000);
   EXPECT_EQ(j.memory_mib_per_task, 8192);
   EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kHard);

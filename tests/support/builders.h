@@ -39,13 +39,13 @@ class JobBuilder {
  public:
   explicit JobBuilder(std::string name) { spec_.name = std::move(name); spec_.roles.push_back({}); }
   JobBuilder& Gang(int n) { spec_.roles[0].replicas = n; return *this; }
-  JobBuilder& MinMember(int n) { spec_.min_member = n; return *this; }
+  JobBuilder& MinMember(int n) { spec_.size.min = n; return *this; }  // of a rigid gang: call without Elastic
   JobBuilder& GpusPerTask(int n) { spec_.roles[0].gpu = {n, topology::kMilliPerGpu}; return *this; }
   JobBuilder& GpuShare(topology::Quantity milli) { spec_.roles[0].gpu = {1, milli}; return *this; }
   JobBuilder& CpuPerTask(topology::Quantity milli) { spec_.roles[0].request.set_cpu_milli(milli); return *this; }
   JobBuilder& Queue(std::string q) { spec_.queue = std::move(q); return *this; }
   JobBuilder& Priority(int p) { spec_.priority = p; return *this; }
-  JobBuilder& Elastic(int min, int max) { spec_.elastic_min = min; spec_.elastic_max = max; return *this; }
+  JobBuilder& Elastic(int min, int max) { spec_.size = {min, max}; return *this; }
   JobBuilder& Hard(int tier) { spec_.topology_mode = scheduler::TopologyMode::kHard; spec_.highest_tier = tier; return *this; }
   JobBuilder& Soft() { spec_.topology_mode = scheduler::TopologyMode::kSoft; return *this; }
   JobBuilder& Model(std::string m) { spec_.gpu_models = {std::move(m)}; return *this; }

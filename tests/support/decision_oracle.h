@@ -79,7 +79,7 @@ struct DecisionOracleOptions {
   // queue took in the meantime can push it over (docs/TESTING.md;
   // OracleFindings.DISABLED_HeldGangPromotedWithinItsQueueCapability).
   bool queue_capability_strict = true;
-  // false: check 5 lets an elastic gang hold more than elastic_max members.
+  // false: check 5 lets an elastic gang hold more than its elastic max members.
   // The elastic action grows a job (adds tasks) while its shrunk members
   // are still leaving; once they are gone the job has more tasks than its
   // maximum, and a restart runs them all (docs/TESTING.md).
@@ -139,10 +139,12 @@ class DecisionOracle {
     JobInfo j;
     j.spec = spec;
     const int total = spec.total_replicas();
-    // The gang rule of job.h: elastic jobs run with [elastic_min,
-    // elastic_max] tasks; otherwise min_member (0: every replica).
-    j.min = spec.elastic_min > 0 ? spec.elastic_min : (spec.min_member > 0 ? spec.min_member : total);
-    j.max = spec.elastic_max > 0 ? spec.elastic_max : total;
+    // The gang rule of job.h (GangSize): elastic jobs run with [min, max]
+    // tasks; rigid ones at least min (0: every replica) of their replicas.
+    // Recounted here rather than read from GangSize::Min/Max so that a
+    // change there shows up as a disagreement.
+    j.min = spec.size.min > 0 ? spec.size.min : total;
+    j.max = spec.size.max > 0 ? spec.size.max : total;
     auto q = queue_by_name_.find(spec.queue);
     j.queue = q == queue_by_name_.end() ? -1 : static_cast<int>(q->second);
     jobs_[id] = std::move(j);
@@ -305,7 +307,7 @@ class DecisionOracle {
     }
     for (const auto& [id, g] : gangs) {
       const JobInfo& j = jobs_.at(id);
-      const bool above_max = g.members > j.max && (options_.elastic_max_strict || j.spec.elastic_max == 0);
+      const bool above_max = g.members > j.max && (options_.elastic_max_strict || !j.spec.size.elastic());
       if (g.members > 0 && (g.members < j.min || above_max)) {
         return absl::InternalError(absl::StrCat("gang ", j.spec.name, " holds ", g.members,
                                                 " members outside its range [", j.min, ", ", j.max, "]"));
