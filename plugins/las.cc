@@ -27,6 +27,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (!(level_cooldown >= 0 && level_cooldown <= 1e9)) {
     return args.Error("levelCooldown", "must be seconds in [0, 1e9] (0: no limit)");
   }
+  RM_ASSIGN_OR_RETURN(auto shrink_in_cooldown, args.Bool("shrinkInCooldown", false));
   RM_ASSIGN_OR_RETURN(auto exponent, args.Double("gpuExponent", by_time ? 0 : 1));
   if (!(exponent >= 0 && exponent <= 1)) {
     return args.Error("gpuExponent", "must be in [0, 1] (1: GPU-time, 0: time run)");
@@ -59,6 +60,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.by_time = by_time || exponent == 0;
   o.gpu_exponent = exponent;
   o.level_cooldown_ms = std::llround(level_cooldown * 1e3);
+  o.shrink_in_cooldown = shrink_in_cooldown;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -75,8 +77,22 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
       std::vector<scheduler::TaskRef> out;
       out.reserve(cands.size());
+      const scheduler::Job* held_back = nullptr;  // the job whose first candidate was held back
       for (const scheduler::TaskRef& t : cands) {
-        if (t.job->priority() < p.job->priority() || !InLevelCooldown(*t.job, now)) out.push_back(t);
+        if (t.job->priority() < p.job->priority() || !InLevelCooldown(*t.job, now)) {
+          out.push_back(t);
+          continue;
+        }
+        // shrinkInCooldown: in its cooldown an elastic job may still be shrunk (a
+        // re-formation, no work lost), never stopped whole: it offers every
+        // member but its first, so no whole-job unit can be made of them
+        // (the victim picker shrinks down to the gang minimum at most).
+        if (!o_.shrink_in_cooldown || !t.job->elastic() || t.job->ReadyCount() <= t.job->min_member()) continue;
+        if (held_back != t.job) {
+          held_back = t.job;
+          continue;
+        }
+        out.push_back(t);
       }
       return out;
     });

@@ -40,6 +40,9 @@
 //     has run this long since it last started or was resized, so a long job
 //     is not stopped again and again; preemption for a higher priority is
 //     not limited by it (the preempt action's own `cooldown` still applies).
+//   - `shrinkInCooldown` (default false): with levelCooldown, an elastic job
+//     in its cooldown may still be shrunk for level preemption (down to its
+//     gang minimum: a re-formation, no work lost), though not stopped whole.
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -68,6 +71,10 @@ struct LasOptions {
   // own priority (a lower level's) only once it has run this long since it
   // last started or was resized. 0: no such limit.
   scheduler::Timestamp level_cooldown_ms = 0;
+  // shrinkInCooldown: an elastic job in its level cooldown may still be
+  // shrunk (down to its minimum) for a waiting job of its priority, never
+  // stopped whole.
+  bool shrink_in_cooldown = false;
 };
 
 class LasPlugin : public scheduler::Plugin {

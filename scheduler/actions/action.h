@@ -48,6 +48,11 @@ struct ElasticArgs {
   Timestamp grow_idle_ms = 60'000;  // growIdle (s): GPUs idle this long before anyone grows
   Timestamp cooldown_ms = 60'000;   // cooldown (s): since a job last started or resized
   int max_grow = 0;                 // maxGrowPerCycle: tasks added per cycle (0: no limit)
+  // returnLoans: members grown above a job's desired size go back to a
+  // waiting gang of at least its priority (victims.h, EvictMode::kLoan),
+  // within loanGracePeriod (s).
+  bool return_loans = true;
+  Timestamp loan_grace_ms = 30'000;
 };
 absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args);
 struct EvictionArgs;

@@ -1,7 +1,14 @@
 // elastic: grows running elastic jobs toward their maximum when GPUs have
-// been idle for a while and nobody more deserving could use them. (Shrinks
-// happen in preempt, reclaim and on node failures.)
+// been idle for a while and nobody more deserving could use them, and takes
+// that growth back when a job waits for it. (Other shrinks happen in
+// preempt, reclaim and on node failures.)
 //
+// 0. Loans back (returnLoans): what a job grew into above its desired size
+//    was lent while GPUs were idle; a waiting gang of at least its priority
+//    takes it back (VictimPicker, EvictMode::kLoan: only members above the
+//    desired size, cheapest first, whatever the job's cooldown; up to the
+//    waiting gang's desired size when the loans cover it, else its
+//    minimum), the members leaving within loanGracePeriod.
 // 1. Track since when the cluster has had a free whole GPU; do nothing until
 //    that has lasted `growIdle`.
 // 2. The highest priority among waiting gangs that could use a free GPU
@@ -19,6 +26,7 @@
 #include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/actions/placement.h"
+#include "scheduler/actions/victims.h"
 #include "scheduler/statement.h"
 
 namespace ringmaster::scheduler {
@@ -62,6 +70,15 @@ class ElasticAction : public Action {
   void Execute(Session& s) override {
     State& st = s.mutable_state();
     next_change_ = kNoChange;
+    // 0. Loans back.
+    if (args_.return_loans) {
+      EvictionArgs loan;
+      loan.grace_ms = args_.loan_grace_ms;
+      loan.cooldown_ms = 0;
+      loan.max_evictions = 0;
+      VictimPicker picker(s, EvictMode::kLoan, loan);
+      for (Job* p : WaitingGangs(s)) picker.TryFor(*p);
+    }
     if (st.free_index().TotalFree() == 0) {
       idle_since_ = -1;
       return;
@@ -130,11 +147,15 @@ absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args) {
   RM_ASSIGN_OR_RETURN(auto idle, secs("growIdle", out.grow_idle_ms));
   RM_ASSIGN_OR_RETURN(auto cooldown, secs("cooldown", out.cooldown_ms));
   RM_ASSIGN_OR_RETURN(auto cap, args.Int("maxGrowPerCycle", out.max_grow));
+  RM_ASSIGN_OR_RETURN(auto loans, args.Bool("returnLoans", out.return_loans));
+  RM_ASSIGN_OR_RETURN(auto loan_grace, secs("loanGracePeriod", out.loan_grace_ms));
   if (cap < 0 || cap > 1'000'000) return args.Error("maxGrowPerCycle", "must be an integer in [0, 1000000] (0: no limit)");
   RM_RETURN_IF_ERROR(args.Finish());
   out.grow_idle_ms = idle;
   out.cooldown_ms = cooldown;
   out.max_grow = static_cast<int>(cap);
+  out.return_loans = loans;
+  out.loan_grace_ms = loan_grace;
   return out;
 }
 

@@ -79,6 +79,11 @@ bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int6
   if (v.id() == p.id() || v.phase() != JobPhase::kRunning) return false;
   if (v.Count(TaskState::kAllocated) > 0) return false;  // placed this cycle: not yet started
   if (p.YieldedTo(v.id())) return false;  // rule 4: never take back from whom it yielded to
+  // Loans: what an elastic job grew into above its desired size goes back to
+  // any waiting gang of at least its priority (the jobs' own priorities: a
+  // plugin's ranking, such as las's levels, does not keep a loan), its
+  // cooldown notwithstanding.
+  if (mode_ == EvictMode::kLoan) return v.elastic() && v.ReadyCount() > LoanFloor(v) && v.priority() <= p.priority();
   const bool by_rule = mode_ == EvictMode::kPreempt ? v.queue() == p.queue() && v_priority < p_priority
                                                     : v.queue() != p.queue();
   if (!by_rule) return false;
@@ -127,8 +132,9 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
                               const std::vector<int>& allowed) const {
   Job& v = s_.mutable_state().job(cv.id());
   const uint32_t id = v.id().value();
-  // Shrink units: the highest-indexed surplus members first.
-  const int spare = v.ReadyCount() - v.min_member();
+  // Shrink units: the highest-indexed surplus members first (loans: only
+  // those above the desired size, and never the whole job).
+  const int spare = v.ReadyCount() - (mode_ == EvictMode::kLoan ? LoanFloor(v) : v.min_member());
   int made = 0;
   for (auto k = allowed.rbegin(); k != allowed.rend() && made < spare; ++k) {
     const Member& m = held[*k];
@@ -144,7 +150,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
     offer.units.push_back(u);
     ++made;
   }
-  if (allowed.size() >= held.size()) {
+  if (mode_ != EvictMode::kLoan && allowed.size() >= held.size()) {
     Unit u;
     u.job = &v;
     u.job_id = id;
@@ -229,8 +235,12 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   uint32_t first = 0;
   while (first < p.tasks().size() && p.task(first).state != TaskState::kPending) ++first;
   const TaskRef who{&p, first};
-  const std::vector<TaskRef> allowed =
-      mode_ == EvictMode::kPreempt ? s_.Preemptable(who, candidates) : s_.Reclaimable(who, candidates);
+  // Loans are not the plugins' to keep: they were lent by the elastic
+  // action while nobody waited (BuildUnits offers only members above the
+  // desired size).
+  const std::vector<TaskRef> allowed = mode_ == EvictMode::kPreempt  ? s_.Preemptable(who, candidates)
+                                       : mode_ == EvictMode::kReclaim ? s_.Reclaimable(who, candidates)
+                                                                      : candidates;
   // The plugins' answer as candidate indices. They keep the candidates'
   // order, so one forward walk finds them; otherwise a lookup table does.
   std::vector<int> picked;
@@ -518,6 +528,10 @@ std::string VictimPicker::Reason(const Job& p, const Unit& u, const Cost& cost) 
     return absl::StrCat(what, " for ", p.name(), " (preempt: priority ", PriorityOf(p), " > ", std::get<1>(cost),
                         ")");
   }
+  if (mode_ == EvictMode::kLoan) {
+    return absl::StrCat(what, " for ", p.name(), " (elastic: GPUs it grew into while they were idle, above its ",
+                        LoanFloor(*u.job), " desired workers, go back to a waiting job)");
+  }
   return absl::StrCat(what, " for ", p.name(), " (reclaim: queue '", s_.queue(u.job->queue()).name(),
                       "' above its deserved share, '", s_.queue(p.queue()).name(), "' below)");
 }
@@ -607,7 +621,9 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   auto reason_for = [&](int unit) -> const std::string& {
     const Unit& u = units[unit];
     const Cost& cost = offer.costs[unit];
-    const int64_t key = mode_ == EvictMode::kPreempt ? std::get<1>(cost) : u.job->queue().value();
+    const int64_t key = mode_ == EvictMode::kPreempt ? std::get<1>(cost)
+                        : mode_ == EvictMode::kLoan  ? u.job->id().value()
+                                                     : u.job->queue().value();
     for (const auto& [shrink, k, why] : reasons) {
       if (shrink == u.shrink && k == key) return why;
     }
@@ -682,8 +698,6 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
 }
 
 bool VictimPicker::TryFor(Job& p) {
-  const State& st = s_.state();
-  const topology::Cluster& c = st.cluster();
   std::vector<uint32_t> pending;
   for (const Task& t : p.tasks()) {
     if (t.state == TaskState::kPending) pending.push_back(t.index);
@@ -691,8 +705,20 @@ bool VictimPicker::TryFor(Job& p) {
   std::stable_sort(pending.begin(), pending.end(), [&](uint32_t a, uint32_t b) {
     return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b});
   });
-  const int need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
-  if (need <= 0) return false;
+  const int min_need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
+  if (min_need <= 0) return false;
+  // Loans go back up to the whole desired size when they cover it, else
+  // the minimum (the rest of P's tasks are placed best-effort either way).
+  if (mode_ == EvictMode::kLoan && static_cast<int>(pending.size()) > min_need &&
+      TryForCount(p, pending, static_cast<int>(pending.size()))) {
+    return true;
+  }
+  return TryForCount(p, pending, min_need);
+}
+
+bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int need) {
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
   Need per_task;

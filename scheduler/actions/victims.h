@@ -36,6 +36,7 @@
 #ifndef RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
 #define RINGMASTER_SCHEDULER_ACTIONS_VICTIMS_H_
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -60,7 +61,13 @@ struct EvictionArgs {
 };
 absl::StatusOr<EvictionArgs> ReadEvictionArgs(const PluginArgs& args);
 
-enum class EvictMode { kPreempt, kReclaim };
+// kLoan (the elastic action): the members a running elastic job holds above
+// its desired size (what it grew into while GPUs were idle) go back to a
+// waiting gang of at least its priority, in any queue, whatever the job's
+// cooldown; only those members (never below the desired size, never the
+// whole job), up to the waiting gang's whole desired size when they cover
+// it, else its minimum.
+enum class EvictMode { kPreempt, kReclaim, kLoan };
 
 class VictimPicker {
  public:
@@ -69,6 +76,9 @@ class VictimPicker {
   // Tries to start `preemptor`'s gang minimum by evicting victims. True when
   // it committed (P bound now, or held for its releasing victims).
   bool TryFor(Job& preemptor);
+  // The size below which a loan is not taken back: the desired size (the
+  // roles' replicas), or the minimum when that is larger.
+  static int LoanFloor(const Job& j) { return std::max(j.min_member(), j.spec().total_replicas()); }
   // Preempt: false when no running job of its queue ranks below it (TryFor
   // would find no victim). Reclaim: true.
   bool MayHaveVictims(const Job& preemptor) {
@@ -82,6 +92,8 @@ class VictimPicker {
   Timestamp cooldown_end() const { return cooldown_end_; }
 
  private:
+  // TryFor with the first `need` of P's pending tasks (in task order) to fit.
+  bool TryForCount(Job& p, const std::vector<uint32_t>& pending, int need);
   // Cost key: smaller is cheaper.
   using Cost = std::tuple<int, int64_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
   // One task of a unit, with what stopping it frees (read once, when the

@@ -445,6 +445,71 @@ configurations:
   EXPECT_GE(cycles, 10) << "idle 10 s (one cycle per second) before growing";
 }
 
+// What an elastic job grew into while GPUs were idle is a loan: a job of
+// its priority that arrives later takes it back (down to the desired size,
+// never below), within the loan grace; with returnLoans off it waits.
+std::string LoanPolicy(bool return_loans) {
+  return std::string(R"(actions: "enqueue, allocate, elastic, backfill"
+configurations:
+- name: elastic
+  arguments: {growIdle: 0, cooldown: 0, loanGracePeriod: 0, returnLoans: )") +
+         (return_loans ? "true" : "false") + "}\n";
+}
+
+TEST(Elastic, GrowthAboveTheDesiredSizeGoesBackToAJobOfItsPriorityThatWaits) {
+  for (const bool loans : {true, false}) {
+    SCOPED_TRACE(loans ? "returnLoans: true" : "returnLoans: false");
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(LoanPolicy(loans)));
+    h.Submit(JobBuilder("el").Gang(4).Elastic(2, 8).GpusPerTask(1).Build());
+    for (int c = 0; c < 3; ++c) h.Cycle();  // started, grew, the new members run
+    ASSERT_EQ(h.job("el").ReadyCount(), 8) << "grew from its desired 4 into the idle GPUs";
+    ASSERT_EQ(h.job("el").Count(TaskState::kRunning), 8);
+    h.Submit(JobBuilder("late").Gang(4).GpusPerTask(1).Build());
+    auto d = h.Cycle();
+    if (!loans) {
+      EXPECT_FALSE(h.Running("late"));
+      EXPECT_EQ(h.job("el").ReadyCount(), 8);
+      EXPECT_TRUE(d.evictions.empty());
+      continue;
+    }
+    EXPECT_EQ(Count(d, Eviction::Kind::kShrink), 4) << "the 4 members above the desired size; late: "
+                                                    << scheduler::PhaseName(h.job("late").phase()) << " "
+                                                    << h.job("late").pending_reason();
+    EXPECT_EQ(Count(d, Eviction::Kind::kEvict), 0);
+    ASSERT_FALSE(d.evictions.empty());
+    EXPECT_NE(d.evictions[0].reason.find("above its 4 desired workers"), std::string::npos) << d.evictions[0].reason;
+    EXPECT_EQ(d.evictions[0].preemptor, "late");
+    h.Cycle();
+    EXPECT_TRUE(h.Running("late")) << h.job("late").pending_reason();
+    EXPECT_EQ(h.job("el").ReadyCount(), 4) << "back to its desired size, not below";
+  }
+}
+
+TEST(Elastic, ALoanIsNotTakenBelowTheDesiredSizeNorWhenItCannotStartTheWaiter) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(LoanPolicy(true)));
+  h.Submit(JobBuilder("el").Gang(4).Elastic(2, 8).GpusPerTask(1).Build());
+  for (int c = 0; c < 3; ++c) h.Cycle();
+  ASSERT_EQ(h.job("el").Count(TaskState::kRunning), 8);
+  // 6 GPUs: the loans are 4; el's desired 4 are not lent.
+  h.Submit(JobBuilder("big").Gang(6).GpusPerTask(1).Build());
+  for (int c = 0; c < 3; ++c) {
+    auto d = h.Cycle();
+    EXPECT_TRUE(d.evictions.empty()) << "nothing stopped for a job the loans cannot start";
+  }
+  EXPECT_EQ(h.job("el").ReadyCount(), 8);
+  EXPECT_FALSE(h.Running("big"));
+}
+
+TEST(Elastic, ALowerPriorityJobDoesNotTakeALoanBack) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(LoanPolicy(true)));
+  h.Submit(JobBuilder("el").Gang(4).Elastic(2, 8).GpusPerTask(1).Priority(5).Build());
+  for (int c = 0; c < 3; ++c) h.Cycle();
+  ASSERT_EQ(h.job("el").Count(TaskState::kRunning), 8);
+  h.Submit(JobBuilder("low").Gang(2).GpusPerTask(1).Priority(1).Build());
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(h.Cycle().evictions.empty());
+  EXPECT_FALSE(h.Running("low"));
+}
+
 // Rule 3 of docs/PREEMPTION.md on its own: a job that yielded to another
 // never takes from it, even where priority alone would let it. Run on a bare
 // State so the mark can be set directly; the control run without the mark
