@@ -55,6 +55,16 @@ bool InItsDomain(const State& st, const Job& j) {
   return true;
 }
 
+// A running elastic job holds members above its desired size: without one
+// there is nothing to give back (and no waiting gang need be tried).
+bool AnyLoan(const State& st) {
+  for (JobId id : st.active_jobs()) {
+    const Job& j = st.job(id);
+    if (j.elastic() && j.phase() == JobPhase::kRunning && j.ReadyCount() > VictimPicker::LoanFloor(j)) return true;
+  }
+  return false;
+}
+
 class ElasticAction : public Action {
  public:
   explicit ElasticAction(ElasticArgs args) : args_(args) {}
@@ -71,7 +81,7 @@ class ElasticAction : public Action {
     State& st = s.mutable_state();
     next_change_ = kNoChange;
     // 0. Loans back.
-    if (args_.return_loans) {
+    if (args_.return_loans && AnyLoan(st)) {
       EvictionArgs loan;
       loan.grace_ms = args_.loan_grace_ms;
       loan.cooldown_ms = 0;

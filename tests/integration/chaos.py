@@ -160,21 +160,9 @@ class Chaos:
         while not self.stop.is_set():
             held = {}  # (node, gpu) -> {task}
             live = 0
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{pid}/environ", "rb") as f:
-                        env = f.read().split(b"\0")
-                    with open(f"/proc/{pid}/stat") as f:
-                        state = f.read().rsplit(")", 1)[1].split()[0]
-                except OSError:
-                    continue
-                if state in ("Z", "X"):
-                    continue
-                kv = dict(e.split(b"=", 1) for e in env if b"=" in e)
+            for _, _, kv in self.run_processes():
                 task = kv.get(b"RINGMASTER_TASK")
-                if task is None or kv.get(b"RINGMASTER_CHAOS_RUN") != self.work.encode():
+                if task is None:
                     continue
                 live += 1
                 node = kv.get(b"RINGMASTER_NODE", b"?").decode()
@@ -188,24 +176,34 @@ class Chaos:
             self.max_live = max(self.max_live, live)
             self.stop.wait(0.2)
 
-    def training_processes(self):
-        """(task, pid) of the live training processes (not their supervisors)."""
-        found = []
+    def run_processes(self):
+        """(pid, argv, environment) of this run's live processes (serve's
+        environment marks them; zombies left out)."""
+        mark = self.work.encode()
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().split(b"\0")
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+                if env.get(b"RINGMASTER_CHAOS_RUN") != mark:
+                    continue
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().split(b"\0")
             except OSError:
                 continue
-            if env.get(b"RINGMASTER_CHAOS_RUN") != self.work.encode():
-                continue
+            if state not in ("Z", "X"):
+                yield int(pid), cmd, env
+
+    def training_processes(self):
+        """(task, pid) of the live training processes (not their supervisors)."""
+        found = []
+        for pid, cmd, env in self.run_processes():
             exe = os.path.basename(cmd[0].decode(errors="replace")) if cmd and cmd[0] else ""
             if exe == "elastic_trainer" or any(c.endswith(b"train_mlp.py") for c in cmd):
-                found.append((env.get(b"RINGMASTER_TASK", b"?").decode(), int(pid)))
+                found.append((env.get(b"RINGMASTER_TASK", b"?").decode(), pid))
         return sorted(found)
 
     # --- faults ---------------------------------------------------------------
