@@ -1,11 +1,20 @@
 #include "topology/cluster.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace ringmaster::topology {
+namespace {
+// One counter for the process: every change of any cluster's names takes a
+// value no other cluster has had.
+uint64_t NextNameEpoch() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
 
 absl::StatusOr<Cluster> Cluster::Build(std::vector<TierSpec> tiers, std::vector<NodeSpec> nodes) {
   Cluster c;
@@ -66,6 +75,7 @@ absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
   spec.allocatable.set_gpu_milli(static_cast<Quantity>(spec.gpus.size()) * kMilliPerGpu);
   NodeId id(static_cast<uint32_t>(nodes_.size()));
   node_by_name_[spec.name] = id;
+  name_epoch_ = NextNameEpoch();
   nodes_.push_back(std::move(spec));
   present_.push_back(true);
   node_domains_.emplace_back(tiers_.size());
@@ -140,6 +150,7 @@ absl::Status Cluster::RemoveNode(NodeId id) {
     dom.total_gpus -= gpus;
   }
   node_by_name_.erase(nodes_[id.value()].name);
+  name_epoch_ = NextNameEpoch();
   return absl::OkStatus();
 }
 

@@ -99,6 +99,12 @@ class Cluster {
   // are no longer present.
   bool present(NodeId id) const { return present_[id.value()]; }
   NodeId FindNode(std::string_view name) const;
+  // Changes whenever a node is added or removed, and is never the same for
+  // two clusters that differ in which names map to which ids (unique in the
+  // process; a copy keeps its original's until either changes): an id
+  // remembered for a name with an epoch is that name's id while the epoch
+  // holds. Never 0 once a node was added.
+  uint64_t name_epoch() const { return name_epoch_; }
 
   // Domain of `node` at tier t (1 <= t <= num_tiers()).
   DomainId DomainOf(NodeId node, int t) const { return node_domains_[node.value()][t - 1]; }
@@ -132,6 +138,7 @@ class Cluster {
   absl::flat_hash_map<std::string, NodeId> node_by_name_;  // hashed: the extender looks up every candidate
   int64_t total_gpus_ = 0;
   std::vector<uint64_t> shape_hash_;  // [node]
+  uint64_t name_epoch_ = 0;
 };
 
 }  // namespace ringmaster::topology

@@ -22,14 +22,44 @@ using Shape = std::tuple<topology::Quantity, topology::Quantity, int>;
 Shape ShapeOf(const PodInfo& p) { return {p.request.cpu_milli(), p.request.memory(), p.gpus}; }
 
 // Every candidate fails with the same reason.
-ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::vector<std::string>& names, const std::string& reason,
-                             bool unresolvable) {
+ExtenderFilterResult FailAll(const ExtenderArgs& args, const std::vector<std::string_view>& names,
+                             const std::string& reason, bool unresolvable) {
   ExtenderFilterResult r;
   auto& into = unresolvable ? r.failed_and_unresolvable_nodes : r.failed_nodes;
-  for (const std::string& n : names) into[n] = reason;
+  for (std::string_view n : names) into[std::string(n)] = reason;
   if (args.node_names) r.node_names.emplace();
   else r.nodes.emplace();
   return r;
+}
+
+// The candidates' names, in the request's order (views into `args`).
+std::vector<std::string_view> CandidateViews(const ExtenderArgs& args) {
+  std::vector<std::string_view> out;
+  if (args.node_names) {
+    out.assign(args.node_names->begin(), args.node_names->end());
+  } else if (args.nodes) {
+    out.reserve(args.nodes->size());
+    for (const NodeObject& n : *args.nodes) out.push_back(n.name());
+  }
+  return out;
+}
+
+// A Node object's id in `cluster` (invalid when the cluster has no node of
+// that name). The id is kept with the node's text, tagged with the
+// cluster's name epoch: a node read before (the fast parser's memo hands the
+// same text to every request that carries the node unchanged) costs no name
+// lookup while the cluster's names are unchanged.
+constexpr int kHintIdBits = 24;
+constexpr uint64_t kHintIdMask = (uint64_t{1} << kHintIdBits) - 1;
+topology::NodeId Resolve(const topology::Cluster& cluster, const NodeObject& obj) {
+  const uint64_t epoch = cluster.name_epoch();
+  const uint64_t hint = obj.hint();
+  if (hint != 0 && (hint >> kHintIdBits) == epoch) return topology::NodeId(static_cast<uint32_t>((hint & kHintIdMask) - 1));
+  const topology::NodeId id = cluster.FindNode(obj.name());
+  if (id.valid() && id.value() + 1 < kHintIdMask && epoch < (uint64_t{1} << (64 - kHintIdBits))) {
+    obj.set_hint((epoch << kHintIdBits) | (id.value() + 1));
+  }
+  return id;
 }
 
 }  // namespace
@@ -87,7 +117,7 @@ void Extender::RefreshNodeList(const ExtenderArgs& args) {
     bool unknown = false;
     for (const NodeObject& obj : *args.nodes) {
       const std::string& name = obj.name();
-      if (!name.empty() && !cluster.FindNode(name).valid() && !api_nodes_.contains(name)) {
+      if (!name.empty() && !Resolve(cluster, obj).valid() && !api_nodes_.contains(name)) {
         unknown = true;
         break;
       }
@@ -120,7 +150,7 @@ void Extender::LearnNodes(const ExtenderArgs& args, std::string_view who, Extend
   for (const NodeObject& obj : *args.nodes) {
     const std::string& node_name = obj.name();
     const std::string& node_uid = obj.uid();
-    if (!node_name.empty() && cluster.FindNode(node_name).valid()) continue;
+    if (!node_name.empty() && Resolve(cluster, obj).valid()) continue;
     if (options_.max_learned_nodes > 0 && learned_nodes_ >= options_.max_learned_nodes) {
       ++over_limit;
       if (!node_name.empty()) {
@@ -181,12 +211,16 @@ scheduler::Verdict Extender::Offered(const scheduler::TaskRef& task, scheduler::
   return scheduler::Verdict::Unschedulable("kube-scheduler did not offer the node for the pod");
 }
 
-void Extender::SetOffered(Gang& gang, const Member& me, const std::vector<std::string>& names) {
+void Extender::SetOffered(Gang& gang, const Member& me, const ExtenderArgs& args) {
   const topology::Cluster& cluster = engine_.state().cluster();
   std::vector<bool> offered(cluster.num_nodes(), false);
-  for (const std::string& n : names) {
-    const topology::NodeId id = cluster.FindNode(n);
+  auto offer = [&](topology::NodeId id) {
     if (id.valid() && id.value() < offered.size()) offered[id.value()] = true;
+  };
+  if (args.node_names) {
+    for (const std::string& n : *args.node_names) offer(cluster.FindNode(n));
+  } else if (args.nodes) {
+    for (const NodeObject& obj : *args.nodes) offer(Resolve(cluster, obj));
   }
   // kube-scheduler's filters judge pods of one request shape alike, and the
   // latest filter knows best what other pods hold now: it speaks for every
@@ -600,9 +634,7 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view
     r.error = std::string(pod.status().message());
     return r;
   }
-  std::vector<std::string> from_nodes;  // names of the Node objects (nodeCacheCapable false)
-  if (!args.node_names) from_nodes = args.CandidateNames();
-  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
+  const std::vector<std::string_view> names = CandidateViews(args);
   if (!options_.scheduler_name.empty() && pod->scheduler_name != options_.scheduler_name) {
     // Not ours to place: nothing is learned from the request, nothing kept.
     const std::string why = absl::StrCat("pod ", pod->Key(), " has spec.schedulerName '", pod->scheduler_name,
@@ -619,7 +651,7 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view
     absl::MutexLock lock(&mu_);
     LookUpPodGroup(*pod);
     LearnNodes(args, who, learned);
-    v = FilterPod(*pod, args.pod, names, who);
+    v = FilterPod(*pod, args.pod, args, who);
     Persist();
     evict = !to_evict_.empty();
   }
@@ -647,8 +679,8 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view
   return r;
 }
 
-Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw,
-                                            const std::vector<std::string>& names, std::string_view who) {
+Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::json& raw, const ExtenderArgs& args,
+                                            std::string_view who) {
   if (!pod.uid.empty()) {
     if (auto u = pod_of_uid_.find(pod.uid); u != pod_of_uid_.end() && u->second != pod.Key()) {
       // One pod counts once: a second name for the same UID is refused.
@@ -664,7 +696,7 @@ Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::
             true};
   }
   Member* me = FindMember(pod.Key());
-  SetOffered(gang, *me, names);
+  SetOffered(gang, *me, args);
   if (!gang.job.valid() && gang.min_member <= 0 && pod_group_looking_.contains(gang.name)) {
     // Not unresolvable: kube-scheduler tries the pod again, and the answer
     // is in by then.
@@ -701,9 +733,7 @@ HostPriorityList Extender::Prioritize(const ExtenderArgs& args) {
   // Hosts left out score 0 (kube-scheduler adds only the scores listed).
   HostPriorityList out;
   if (reserved.empty()) return out;
-  std::vector<std::string> from_nodes;
-  if (!args.node_names) from_nodes = args.CandidateNames();
-  const std::vector<std::string>& names = args.node_names ? *args.node_names : from_nodes;
+  const std::vector<std::string_view> names = CandidateViews(args);
   if (std::find(names.begin(), names.end(), reserved) != names.end()) out.push_back({reserved, kMaxExtenderPriority});
   return out;
 }

@@ -365,8 +365,7 @@ class Extender : public CycleSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the candidate nodes of `me`'s filter as the offered nodes of
   // every member of its gang with its request shape.
-  void SetOffered(Gang& gang, const Member& me, const std::vector<std::string>& names)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetOffered(Gang& gang, const Member& me, const ExtenderArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gang that starts (its kStart membership): the pods that carry an index
   // (PodInfo::rank) take, within each request shape, the engine tasks they
   // hold in ring order by index, so a launcher that ranks by index ranks as
@@ -382,7 +381,7 @@ class Extender : public CycleSink {
     std::string reason;
     bool unresolvable = false;
   };
-  FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw, const std::vector<std::string>& names,
+  FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw, const ExtenderArgs& args,
                           std::string_view who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For a grouped pod without the min-member annotation whose gang's min
   // member is not known yet: queues a read of the PodGroup through the

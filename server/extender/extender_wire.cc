@@ -245,7 +245,7 @@ struct OwnedText {
 std::shared_ptr<const NodeObject::Text> MakeOwned(std::string name, std::string uid, std::string text) {
   auto owned = std::make_shared<OwnedText>();
   owned->text = std::move(text);
-  owned->read = {std::move(name), std::move(uid), owned->text};
+  owned->read = {std::move(name), std::move(uid), owned->text, {}};
   return std::shared_ptr<const NodeObject::Text>(owned, &owned->read);
 }
 }  // namespace

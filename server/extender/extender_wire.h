@@ -14,6 +14,7 @@
 #ifndef RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_H_
 #define RINGMASTER_SERVER_EXTENDER_EXTENDER_WIRE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,10 +48,29 @@ class NodeObject {
   // What the fast parser read of a node: metadata.name and metadata.uid as
   // the reference reads them ("" when absent or not strings), and the
   // object's JSON text as sent. Whoever holds a Text keeps its text alive.
+  // A word the reader of a node may keep with it (the extender: the
+  // cluster's id for the name, tagged with the cluster's name epoch), so that
+  // a node read before costs no name lookup. Atomic: copies of one node on
+  // several threads share it; 0 is "nothing kept".
+  class Hint {
+   public:
+    Hint() = default;
+    Hint(const Hint& o) : word_(o.get()) {}
+    Hint& operator=(const Hint& o) {
+      word_.store(o.get(), std::memory_order_relaxed);
+      return *this;
+    }
+    uint64_t get() const { return word_.load(std::memory_order_relaxed); }
+    void set(uint64_t w) const { word_.store(w, std::memory_order_relaxed); }
+
+   private:
+    mutable std::atomic<uint64_t> word_{0};
+  };
   struct Text {
     std::string name;
     std::string uid;
     std::string_view text;
+    Hint hint;
   };
 
   NodeObject() : NodeObject(nlohmann::json::object()) {}
@@ -67,6 +87,9 @@ class NodeObject {
   // The object as JSON text: as sent (fast parser), or compact with invalid
   // UTF-8 replaced (from a parsed object).
   std::string_view text() const { return read_->text; }
+  // The word its reader kept with it (Hint), shared by every copy.
+  uint64_t hint() const { return read_->hint.get(); }
+  void set_hint(uint64_t w) const { read_->hint.set(w); }
   // The object; parsed from the text on first use (not thread-safe: one
   // copy is read by one thread; each copy parses for itself).
   const nlohmann::json& json() const;

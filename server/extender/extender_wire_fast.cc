@@ -431,7 +431,8 @@ std::optional<ExtenderArgs> ParseFull(std::string_view body, size_t readable_pas
         }
         if (block != nullptr) {
           block->texts.push_back({std::move(name), std::move(uid),
-                                  std::string_view(*block->buffer).substr(spans[i].offset, spans[i].length)});
+                                  std::string_view(*block->buffer).substr(spans[i].offset, spans[i].length),
+                                  {}});
         } else {
           a.nodes->push_back(NodeObject::Owning(std::move(name), std::move(uid),
                                                 body.substr(spans[i].offset, spans[i].length)));

@@ -33,6 +33,31 @@ TEST(Cluster, ShapeHashIsEqualForInterchangeableNodes) {
   EXPECT_NE(c->shape_hash(NodeId(0)), c->shape_hash(NodeId(4)));  // rack
 }
 
+// The extender keeps a node's id with its text, tagged with name_epoch():
+// the epoch must change whenever a name may map to another id, and never
+// repeat across clusters.
+TEST(Cluster, NameEpochChangesWithEveryAddAndRemoveAndIsNeverShared) {
+  auto c = MakeUniformCluster({.nodes = 2, .gpus_per_node = 8, .nodes_per_rack = 2});
+  ASSERT_TRUE(c.ok());
+  auto d = MakeUniformCluster({.nodes = 2, .gpus_per_node = 8, .nodes_per_rack = 2});
+  ASSERT_TRUE(d.ok());
+  const uint64_t e0 = c->name_epoch();
+  EXPECT_NE(e0, 0u);
+  EXPECT_NE(e0, d->name_epoch()) << "two clusters with the same names do not share an epoch";
+  Cluster copy = *c;
+  EXPECT_EQ(copy.name_epoch(), e0) << "a copy maps names as its original does";
+  NodeSpec extra = c->node(NodeId(1));
+  extra.name = "extra";
+  ASSERT_TRUE(c->AddNode(extra).ok());
+  const uint64_t e1 = c->name_epoch();
+  EXPECT_NE(e1, e0);
+  ASSERT_TRUE(c->RemoveNode(c->FindNode("extra")).ok());
+  EXPECT_NE(c->name_epoch(), e1);
+  EXPECT_NE(c->name_epoch(), e0) << "removed: 'extra' resolves to nothing now, not to what a hint kept";
+  EXPECT_FALSE(c->FindNode("extra").valid());
+  EXPECT_EQ(copy.name_epoch(), e0) << "the copy did not change";
+}
+
 TEST(Cluster, UniformShapeHasRacksAndSpines) {
   auto c = MakeUniformCluster({.nodes = 8, .gpus_per_node = 8, .nodes_per_rack = 2, .racks_per_spine = 2});
   ASSERT_TRUE(c.ok());
