@@ -12,6 +12,7 @@
 #include "plugins/priority.h"
 #include "plugins/proportion.h"
 #include "plugins/sjf.h"
+#include "plugins/speedup.h"
 
 namespace ringmaster::plugins {
 
@@ -29,6 +30,7 @@ scheduler::PluginRegistry BuiltinRegistry() {
   r.Add(SjfPlugin::kName, &SjfPlugin::Create);
   r.Add(LasPlugin::kName, &LasPlugin::Create);
   r.Add(MostFreePlugin::kName, &MostFreePlugin::Create);
+  r.Add(SpeedupPlugin::kName, &SpeedupPlugin::Create);
   // New plugins: one line here.
   return r;
 }

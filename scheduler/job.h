@@ -10,6 +10,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "scheduler/clock.h"
+#include "scheduler/speed_model.h"
 #include "topology/resources.h"
 #include "topology/strong_id.h"
 
@@ -172,6 +174,9 @@ struct JobSpec {
   // The program each task runs (argv; `serve --local-executor` starts it
   // under `ringmaster shim run`). The engine never reads it. Empty: none.
   std::vector<std::string> command;
+  // How fast the job runs at each size (scheduler/speed_model.h): the
+  // simulator's application models; null: unknown (sized as before).
+  std::shared_ptr<const SpeedModel> speed;
 
   // Checks the spec on its own (counts, ranges, GPU shapes). The message names
   // the job and the field.

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,6 +109,14 @@ using VictimTasksFn = std::function<std::vector<TaskRef>()>;
 // jobs run (las: least attained service first) answers with its own ranking;
 // it must depend only on the job and the session's clock.
 using JobPriorityFn = std::function<int64_t(const Job& job)>;
+// A job's speed at `members` ready members relative to its speed at one
+// member (1.0 at one member); nullopt when the plugin knows no speed model
+// for the job. The elastic action grows the jobs that gain most per GPU;
+// victim choice shrinks first the members whose job loses least.
+using JobSpeedupFn = std::function<std::optional<double>(const Job& job, int members)>;
+// Whether resizing a running job from `from` to `to` members pays for the
+// pause while its communicator re-forms; true when the plugin cannot tell.
+using ResizePaysFn = std::function<bool(const Job& job, int from, int to)>;
 // Chooses the GPU devices of `node` for `task`; returns false when it cannot.
 using GpuSelectFn = std::function<bool(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus)>;
 

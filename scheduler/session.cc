@@ -66,6 +66,22 @@ void Session::AddAllocatableFn(std::string_view p, AllocatableFn fn) { Add(alloc
 void Session::AddVictimTasksFn(std::string_view p, VictimTasksFn fn) { Add(victim_tasks_, p, std::move(fn)); }
 void Session::AddGpuSelectFn(std::string_view p, GpuSelectFn fn) { Add(gpu_select_, p, std::move(fn)); }
 void Session::AddJobPriorityFn(std::string_view p, JobPriorityFn fn) { Add(job_priority_, p, std::move(fn)); }
+void Session::AddJobSpeedupFn(std::string_view p, JobSpeedupFn fn) { Add(job_speedup_, p, std::move(fn)); }
+void Session::AddResizePaysFn(std::string_view p, ResizePaysFn fn) { Add(resize_pays_, p, std::move(fn)); }
+
+std::optional<double> Session::JobSpeedup(const Job& job, int members) const {
+  for (const auto& e : job_speedup_) {
+    if (std::optional<double> v = e.fn(job, members)) return v;
+  }
+  return std::nullopt;
+}
+
+bool Session::ResizePays(const Job& job, int from, int to) const {
+  for (const auto& e : resize_pays_) {
+    if (!e.fn(job, from, to)) return false;
+  }
+  return true;
+}
 
 // Orders: the first decisive comparison, in tier order, wins.
 bool Session::QueueOrder(const QueueInfo& l, const QueueInfo& r) const {

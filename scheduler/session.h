@@ -85,6 +85,8 @@ class Session {
   void AddVictimTasksFn(std::string_view plugin, VictimTasksFn fn);
   void AddGpuSelectFn(std::string_view plugin, GpuSelectFn fn);
   void AddJobPriorityFn(std::string_view plugin, JobPriorityFn fn);
+  void AddJobSpeedupFn(std::string_view plugin, JobSpeedupFn fn);
+  void AddResizePaysFn(std::string_view plugin, ResizePaysFn fn);
 
   // --- Combined extension points (actions call these) -----------------------
   // Strict weak orders: plugins first, then the stable tie-breaks
@@ -111,6 +113,12 @@ class Session {
   int64_t JobPriority(const Job& job) const {
     return job_priority_.empty() ? job.priority() : job_priority_.front().fn(job);
   }
+  // The first registered JobSpeedup that knows the job; nullopt when none
+  // does (or none is registered: then sizes are chosen as without one).
+  std::optional<double> JobSpeedup(const Job& job, int members) const;
+  bool has_job_speedup() const { return !job_speedup_.empty(); }
+  // Every registered ResizePays agrees (true with none).
+  bool ResizePays(const Job& job, int from, int to) const;
   // GPU choice: the registered selector, or the built-in best fit.
   bool SelectGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   // The built-in choice over future free GPUs (for pipelining).
@@ -262,6 +270,8 @@ class Session {
   std::vector<Registered<VictimTasksFn>> victim_tasks_;
   std::vector<Registered<GpuSelectFn>> gpu_select_;
   std::vector<Registered<JobPriorityFn>> job_priority_;
+  std::vector<Registered<JobSpeedupFn>> job_speedup_;
+  std::vector<Registered<ResizePaysFn>> resize_pays_;
 };
 
 }  // namespace ringmaster::scheduler

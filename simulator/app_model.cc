@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -371,6 +373,7 @@ absl::Status AttachAppModels(std::vector<TraceJob>& trace, const AppModels& mode
     if (j.batch_size < 1) return bad("batch_size", "a job with an application model needs its global batch size");
     if (j.gpus() < 1) return bad("tasks", "a job with an application model needs at least one GPU");
     j.app = it->second;
+    j.speed = AppSpeedModel(j.app, j.batch_size);
     // One GPU per task: the model's speed depends on the GPUs of each node.
     const int gpus = j.gpus();
     j.tasks = gpus;
@@ -380,6 +383,42 @@ absl::Status AttachAppModels(std::vector<TraceJob>& trace, const AppModels& mode
     if (j.reform_pause_s < 0) j.reform_pause_s = kAppReformPauseS;
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+class AppSpeed : public scheduler::SpeedModel {
+ public:
+  AppSpeed(std::shared_ptr<const AppModel> model, int batch) : model_(std::move(model)), batch_(batch) {}
+  double Rate(int gpus, int nodes) const override {
+    if (gpus < 1 || nodes < 1 || nodes > gpus) return 0;
+    const std::pair<int, int> key(gpus, nodes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = rates_.find(key); it != rates_.end()) return it->second;
+    }
+    std::vector<int> placement(nodes, gpus / nodes);
+    for (int i = 0; i < gpus % nodes; ++i) ++placement[i];
+    const double r = model_->Goodput(placement, batch_, 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    rates_.emplace(key, r);
+    return r;
+  }
+  std::string Describe() const override {
+    return absl::StrCat("measured: ", model_->name(), " at global batch ", batch_);
+  }
+
+ private:
+  std::shared_ptr<const AppModel> model_;
+  int batch_;
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int, int>, double> rates_;
+};
+
+}  // namespace
+
+std::shared_ptr<const scheduler::SpeedModel> AppSpeedModel(std::shared_ptr<const AppModel> model, int batch) {
+  return std::make_shared<AppSpeed>(std::move(model), batch);
 }
 
 void AppRun::SetPlacement(std::vector<int> placement) {

@@ -126,6 +126,14 @@ absl::Status AttachAppModels(std::vector<TraceJob>& trace, const AppModels& mode
                              std::string_view trace_name);
 inline constexpr double kAppReformPauseS = 30;
 
+// The engine's speed model of a job of global `batch` under `model`
+// (JobSpec::speed, read by the speedup plugin): the goodput of rules 1-4 in
+// the first epoch, with `gpus` spread as evenly as they go over `nodes`
+// (the first nodes one GPU more). It does not follow the job's epoch: the
+// engine's decisions must not depend on the clock (scheduler/speed_model.h).
+// Rates are kept once computed (the sizes asked are few).
+std::shared_ptr<const scheduler::SpeedModel> AppSpeedModel(std::shared_ptr<const AppModel> model, int batch);
+
 // One job's progress under its application model.
 class AppRun {
  public:

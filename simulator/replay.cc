@@ -707,6 +707,7 @@ scheduler::JobSpec JobSpecOf(const TraceJob& t) {
   s.highest_tier = t.highest_tier;
   s.gpu_models = t.gpu_models;
   s.walltime_ms = Ms(t.walltime_s);
+  s.speed = t.speed;
   return s;
 }
 

@@ -68,6 +68,8 @@ struct TraceJob {
   std::string application;
   int batch_size = 0;
   std::shared_ptr<const AppModel> app;
+  // The engine's view of the model's speed (JobSpec::speed): set with `app`.
+  std::shared_ptr<const scheduler::SpeedModel> speed;
 
   int gpus() const { return tasks * gpus_per_task; }
 };

@@ -17,7 +17,9 @@
 //    since they last started or resized, in job order. Each gets pending
 //    tasks up to its maximum and the GangPlacer places what fits (reserved
 //    nodes stay off limits, queue capabilities hold). At most
-//    `maxGrowPerCycle` tasks per cycle.
+//    `maxGrowPerCycle` tasks per cycle. With the speedup plugin, candidates
+//    that have a speed model are sized first by their speed-up per GPU
+//    (GrowBySpeed below), and grown only where the resize pays.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -125,6 +127,7 @@ class ElasticAction : public Action {
     }
     SortInJobOrder(s, grow.begin(), grow.end());
     int budget = args_.max_grow > 0 ? args_.max_grow : std::numeric_limits<int>::max();
+    if (s.has_job_speedup()) grow = GrowBySpeed(s, grow, budget);
     for (Job* j : grow) {
       if (budget <= 0 || st.free_index().TotalFree() == 0) break;
       const int room = j->max_member() - j->ReadyCount();
@@ -137,6 +140,68 @@ class ElasticAction : public Action {
       if (placer.Place(*j, want).kind != PlaceOutcome::Kind::kPlaced || !InItsDomain(st, *j)) continue;
       if (stmt.Commit().ok()) budget -= j->ReadyCount() - before;
     }
+  }
+
+  // 3'. With a speed model (the speedup plugin): the free whole GPUs go one
+  // member at a time to the candidate whose speed-up grows most per GPU
+  // (ties: job order), while a member adds anything; each job then grows to
+  // the largest of its counted sizes whose resize pays (Session::ResizePays),
+  // in job order. Candidates without a model follow, in job order, as
+  // without the plugin. Returns the jobs left for step 3's loop (also
+  // growing what was placed here: nothing, they are at their sizes).
+  std::vector<Job*> GrowBySpeed(Session& s, const std::vector<Job*>& grow, int& budget) {
+    State& st = s.mutable_state();
+    struct Plan {
+      Job* job;
+      int ready;
+      int target;
+      int gpus;        // per member
+      double next = 0;  // speed-up gained by one more member, per GPU (< 0: none)
+    };
+    std::vector<Plan> plans;
+    std::vector<Job*> rest;
+    for (Job* j : grow) {
+      const int g = j->spec().roles.empty() ? 0 : static_cast<int>(j->spec().roles.back().gpu.count);
+      if (g <= 0 || !s.JobSpeedup(*j, 1)) {
+        rest.push_back(j);
+        continue;
+      }
+      plans.push_back({j, j->ReadyCount(), j->ReadyCount(), g});
+    }
+    auto gain = [&](Plan& p) {
+      p.next = -1;
+      if (p.target >= p.job->max_member()) return;
+      const std::optional<double> a = s.JobSpeedup(*p.job, p.target);
+      const std::optional<double> b = s.JobSpeedup(*p.job, p.target + 1);
+      if (a && b) p.next = (*b - *a) / p.gpus;
+    };
+    for (Plan& p : plans) gain(p);
+    int64_t free = st.free_index().TotalFree();
+    int counted = 0;
+    while (free > 0 && counted < budget) {
+      Plan* best = nullptr;
+      for (Plan& p : plans) {
+        if (p.next > 0 && p.gpus <= free && (best == nullptr || p.next > best->next)) best = &p;
+      }
+      if (best == nullptr) break;
+      ++best->target;
+      free -= best->gpus;
+      ++counted;
+      gain(*best);
+    }
+    for (Plan& p : plans) {
+      int to = p.target;
+      while (to > p.ready && !s.ResizePays(*p.job, p.ready, to)) --to;
+      if (to <= p.ready || budget <= 0) continue;
+      Job& j = *p.job;
+      const int want = std::min(to - p.ready, budget);
+      Statement stmt(s);
+      while (j.Count(TaskState::kPending) < want) stmt.AddTask(j, j.task(j.tasks().size() - 1).role);
+      GangPlacer placer(s, ReservationUse::kNone, &stmt);
+      if (placer.Place(j, want).kind != PlaceOutcome::Kind::kPlaced || !InItsDomain(st, j)) continue;
+      if (stmt.Commit().ok()) budget -= j.ReadyCount() - p.ready;
+    }
+    return rest;
   }
 
  private:

@@ -1,6 +1,7 @@
 #include "scheduler/actions/victims.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
 #include <set>
@@ -136,6 +137,19 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
   // those above the desired size, and never the whole job).
   const int spare = v.ReadyCount() - (mode_ == EvictMode::kLoan ? LoanFloor(v) : v.min_member());
   int made = 0;
+  // With a speed model (the speedup plugin), the speed-up per GPU each
+  // member takes with it, in millionths: the member whose job loses least
+  // goes first among shrinks of one priority. A job without a model counts
+  // as scaling linearly (one member's speed per member).
+  const bool by_speed = s_.has_job_speedup();
+  const int member_gpus = v.spec().roles.empty() ? 1 : std::max<int>(1, static_cast<int>(v.spec().roles.back().gpu.count));
+  auto loss = [&](int members) -> int64_t {
+    if (!by_speed) return 0;
+    const std::optional<double> a = s_.JobSpeedup(v, members);
+    const std::optional<double> b = s_.JobSpeedup(v, members - 1);
+    if (!a || !b) return 1'000'000;
+    return static_cast<int64_t>(std::llround((*a - *b) / member_gpus * 1e6));
+  };
   for (auto k = allowed.rbegin(); k != allowed.rend() && made < spare; ++k) {
     const Member& m = held[*k];
     Unit u;
@@ -146,7 +160,8 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
     offer.members.push_back(m);
     u.shrink = true;
     offer.costs.push_back(
-        {0, priority, 0, -v.started(), -v.created(), -static_cast<int64_t>(id), -static_cast<int64_t>(m.task)});
+        {0, priority, loss(v.ReadyCount() - made), -v.started(), -v.created(), -static_cast<int64_t>(id),
+         -static_cast<int64_t>(m.task)});
     offer.units.push_back(u);
     ++made;
   }

@@ -1,0 +1,121 @@
+#include "plugins/speedup.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "scheduler/state.h"
+
+namespace ringmaster::plugins {
+namespace {
+
+// GPUs of one member (the job's first role: the sizes that grow).
+int GpusPerMember(const scheduler::Job& job) {
+  if (job.spec().roles.empty()) return 0;
+  return static_cast<int>(job.spec().roles.back().gpu.count);
+}
+
+double RateAt(const scheduler::SpeedModel& m, int gpus, int gpus_per_node) {
+  const int nodes = std::max(1, (gpus + gpus_per_node - 1) / gpus_per_node);
+  return m.Rate(gpus, std::min(nodes, gpus));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<scheduler::Plugin>> SpeedupPlugin::Create(const scheduler::PluginArgs& args) {
+  RM_ASSIGN_OR_RETURN(double pause, args.Double("reformPause", 30));
+  RM_ASSIGN_OR_RETURN(double horizon, args.Double("payoffHorizon", 1800));
+  RM_ASSIGN_OR_RETURN(double min_gain, args.Double("minGainPerGpu", 0.1));
+  if (!(pause >= 0) || pause > 1e6) return args.Error("reformPause", "must be a number of seconds in [0, 1e6]");
+  if (!(horizon > pause) || horizon > 1e9) {
+    return args.Error("payoffHorizon", "must be a number of seconds above reformPause (and at most 1e9)");
+  }
+  if (!(min_gain >= 0) || min_gain > 1) return args.Error("minGainPerGpu", "must be a number in [0, 1]");
+  RM_ASSIGN_OR_RETURN(int64_t weight, args.Int("placementWeight", 10));
+  if (weight < 0 || weight > 1000) return args.Error("placementWeight", "must be an integer in [0, 1000]");
+  RM_RETURN_IF_ERROR(args.Finish());
+  return std::make_unique<SpeedupPlugin>(pause, horizon, min_gain, weight);
+}
+
+int SpeedupPlugin::GpusPerNode(const scheduler::Session& s) {
+  if (gpus_per_node_ == 0) {
+    const topology::Cluster& c = s.state().cluster();
+    int g = 1;
+    for (uint32_t n = 0; n < c.num_nodes(); ++n) {
+      if (c.present(topology::NodeId(n))) g = std::max(g, static_cast<int>(c.node(topology::NodeId(n)).gpus.size()));
+    }
+    gpus_per_node_ = g;
+  }
+  return gpus_per_node_;
+}
+
+std::optional<double> SpeedupPlugin::Speedup(const scheduler::Job& job, int members, int gpus_per_node) {
+  const scheduler::SpeedModel* m = job.spec().speed.get();
+  const int g = GpusPerMember(job);
+  if (m == nullptr || g <= 0 || members < 0) return std::nullopt;
+  if (members == 0) return 0.0;
+  const double one = RateAt(*m, g, gpus_per_node);
+  if (!(one > 0)) return std::nullopt;
+  return RateAt(*m, members * g, gpus_per_node) / one;
+}
+
+bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, int to, int gpus_per_node) const {
+  if (to <= from || from <= 0) return true;
+  const std::optional<double> a = Speedup(job, from, gpus_per_node);
+  const std::optional<double> b = Speedup(job, to, gpus_per_node);
+  if (!a || !b) return true;
+  if (!(*b * (horizon_s_ - reform_pause_s_) > *a * horizon_s_)) return false;
+  const int gpus = (to - from) * GpusPerMember(job);
+  return (*b - *a) / gpus >= min_gain_per_gpu_;
+}
+
+int64_t SpeedupPlugin::PlacementScore(const scheduler::State& state, const scheduler::TaskRef& task,
+                                      scheduler::NodeId node) {
+  const scheduler::Job& job = *task.job;
+  if (job.spec().speed == nullptr) return 0;
+  const int64_t cap = static_cast<int64_t>(state.cluster().node(node).gpus.size());
+  if (cap == 0) return 0;
+  int64_t held = 0;
+  int64_t rest = 0;  // whole GPUs of the job's tasks still to place (this one among them)
+  for (const scheduler::Task& t : job.tasks()) {
+    if (t.state == scheduler::TaskState::kPending) {
+      rest += job.gpu(t.index).whole() ? job.gpu(t.index).count : 0;
+    } else if (t.node == node && scheduler::HoldsNode(t.state) && t.state != scheduler::TaskState::kPipelined) {
+      held += static_cast<int64_t>(t.gpus.size());
+    }
+  }
+  if (held > 0) return 100;
+  const int64_t free = state.FreeWholeGpus(node);
+  if (rest > 0 && free >= rest) return 50 + 49 * (cap - (free - rest)) / cap;
+  return 49 * std::min(free, cap) / cap;
+}
+
+void SpeedupPlugin::OnSessionOpen(scheduler::Session& s) {
+  gpus_per_node_ = 0;
+  if (placement_weight_ > 0) {
+    bool any = false;
+    for (scheduler::JobId id : s.state().active_jobs()) {
+      if (s.state().job(id).spec().speed != nullptr) {
+        any = true;
+        break;
+      }
+    }
+    if (any) {
+      const scheduler::State* state = &s.state();
+      const int64_t w = placement_weight_;
+      s.AddNodeOrderFn(kName, [state, w](const scheduler::TaskRef& t, scheduler::NodeId n) {
+        return w * PlacementScore(*state, t, n);
+      });
+      s.MarkNodeOrderReadsJob();
+    }
+  }
+  s.AddJobSpeedupFn(kName, [this, &s](const scheduler::Job& job, int members) -> std::optional<double> {
+    if (job.spec().speed == nullptr) return std::nullopt;
+    return Speedup(job, members, GpusPerNode(s));
+  });
+  s.AddResizePaysFn(kName, [this, &s](const scheduler::Job& job, int from, int to) {
+    if (job.spec().speed == nullptr) return true;
+    return Pays(job, from, to, GpusPerNode(s));
+  });
+}
+
+}  // namespace ringmaster::plugins

@@ -1,0 +1,202 @@
+// The speedup plugin (throughput-aware sizing): its answers against hand
+// computed points, and the two decisions it changes (who grows, who shrinks),
+// each beside a control run without it that decides otherwise.
+#include "plugins/speedup.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <set>
+
+#include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::Eviction;
+using scheduler::TaskState;
+
+// rate(gpus, nodes) given as a function.
+class FnSpeed : public scheduler::SpeedModel {
+ public:
+  explicit FnSpeed(std::function<double(int, int)> f) : f_(std::move(f)) {}
+  double Rate(int gpus, int nodes) const override { return f_(gpus, nodes); }
+  std::string Describe() const override { return "test"; }
+
+ private:
+  std::function<double(int, int)> f_;
+};
+
+std::shared_ptr<const scheduler::SpeedModel> Linear() {
+  return std::make_shared<FnSpeed>([](int g, int) { return 10.0 * g; });
+}
+// No faster on more GPUs.
+std::shared_ptr<const scheduler::SpeedModel> Flat() {
+  return std::make_shared<FnSpeed>([](int, int) { return 10.0; });
+}
+// Amdahl with a cost per extra node: g / (1 + 0.2 (g - 1)) / (1 + 0.5 (nodes - 1)).
+std::shared_ptr<const scheduler::SpeedModel> Amdahl() {
+  return std::make_shared<FnSpeed>([](int g, int n) { return g / (1 + 0.2 * (g - 1)) / (1 + 0.5 * (n - 1)); });
+}
+
+scheduler::JobSpec WithSpeed(scheduler::JobSpec spec, std::shared_ptr<const scheduler::SpeedModel> m) {
+  spec.speed = std::move(m);
+  return spec;
+}
+
+TEST(SpeedupPlugin, SpeedupAgainstHandComputedPoints) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build());
+  h.Submit(WithSpeed(JobBuilder("a").Gang(1).Elastic(1, 8).GpusPerTask(1).Build(), Amdahl()));
+  h.Submit(WithSpeed(JobBuilder("two").Gang(1).Elastic(1, 4).GpusPerTask(2).Build(), Amdahl()));
+  h.Submit(JobBuilder("none").Gang(1).Elastic(1, 4).Build());
+  using plugins::SpeedupPlugin;
+  const scheduler::Job& a = h.job("a");
+  EXPECT_DOUBLE_EQ(*SpeedupPlugin::Speedup(a, 1, 4), 1.0);
+  // 4 GPUs on one node: 4 / 1.6 = 2.5.
+  EXPECT_DOUBLE_EQ(*SpeedupPlugin::Speedup(a, 4, 4), 2.5);
+  // 5 GPUs need two nodes of 4: 5 / 1.8 / 1.5.
+  EXPECT_DOUBLE_EQ(*SpeedupPlugin::Speedup(a, 5, 4), 5 / 1.8 / 1.5);
+  EXPECT_DOUBLE_EQ(*SpeedupPlugin::Speedup(a, 0, 4), 0.0);
+  // Two GPUs a member: 3 members are 6 GPUs on two nodes, relative to 2 GPUs.
+  EXPECT_DOUBLE_EQ(*SpeedupPlugin::Speedup(h.job("two"), 3, 4), (6 / 2.0 / 1.5) / (2 / 1.2));
+  EXPECT_FALSE(SpeedupPlugin::Speedup(h.job("none"), 2, 4).has_value()) << "no model: no answer";
+}
+
+TEST(SpeedupPlugin, ResizePaysItsReformation) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(WithSpeed(JobBuilder("lin").Gang(1).Elastic(1, 8).GpusPerTask(1).Build(), Linear()));
+  h.Submit(WithSpeed(JobBuilder("flat").Gang(1).Elastic(1, 8).GpusPerTask(1).Build(), Flat()));
+  h.Submit(WithSpeed(JobBuilder("amd").Gang(1).Elastic(1, 8).GpusPerTask(1).Build(), Amdahl()));
+  // Pause 30 s, horizon 1800 s: a grow pays when S(to) / S(from) > 1800 / 1770.
+  plugins::SpeedupPlugin p(30, 1800, 0.1);
+  EXPECT_TRUE(p.Pays(h.job("lin"), 2, 3, 8));
+  EXPECT_FALSE(p.Pays(h.job("flat"), 2, 3, 8)) << "no faster: the pause is never won back";
+  EXPECT_TRUE(p.Pays(h.job("flat"), 3, 2, 8)) << "shrinks are not judged by the job's own speed";
+  // Amdahl on one node: S(7) = 7 / 2.2 = 3.18, S(8) = 8 / 2.4 = 3.33: +0.15 per GPU, and 3.33 / 3.18 > 1.017.
+  EXPECT_TRUE(p.Pays(h.job("amd"), 7, 8, 8));
+  // With a minimum gain of 0.2 of one GPU's speed per GPU it does not.
+  plugins::SpeedupPlugin strict(30, 1800, 0.2);
+  EXPECT_FALSE(strict.Pays(h.job("amd"), 7, 8, 8));
+  // A short horizon: 1.5 x in 60 s does not pay for a 30 s pause (1.5 x 30 < 1 x 60)...
+  plugins::SpeedupPlugin short_horizon(30, 60, 0);
+  EXPECT_FALSE(short_horizon.Pays(h.job("lin"), 2, 3, 8));
+  // ... 3 x does (3 x 30 > 60).
+  EXPECT_TRUE(short_horizon.Pays(h.job("lin"), 2, 6, 8));
+}
+
+TEST(SpeedupPlugin, RejectsBadArguments) {
+  using scheduler::PluginArgs;
+  auto bad = [](std::string key, std::string value) {
+    return plugins::SpeedupPlugin::Create(PluginArgs("speedup", "p.yaml", {{key, {value, 4, 7}}}));
+  };
+  ASSERT_ERROR(bad("reformPause", "-1"), absl::StatusCode::kInvalidArgument,
+               "p.yaml:4:7: plugins[speedup].arguments.reformPause: must be a number of seconds");
+  ASSERT_ERROR(bad("payoffHorizon", "10"), absl::StatusCode::kInvalidArgument,
+               "plugins[speedup].arguments.payoffHorizon: must be a number of seconds above reformPause");
+  ASSERT_ERROR(bad("minGainPerGpu", "2"), absl::StatusCode::kInvalidArgument,
+               "plugins[speedup].arguments.minGainPerGpu: must be a number in [0, 1]");
+  ASSERT_ERROR(bad("speed", "1"), absl::StatusCode::kInvalidArgument, "speed: unknown argument");
+  EXPECT_TRUE(plugins::SpeedupPlugin::Create(PluginArgs("speedup", "p.yaml", {})).ok());
+}
+
+std::string Policy(bool speedup) {
+  return std::string(R"(actions: "enqueue, allocate, preempt, elastic"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 0}
+- name: elastic
+  arguments: {growIdle: 0, cooldown: 0, returnLoans: false}
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+)") + (speedup ? "  - name: speedup\n" : "");
+}
+
+// One node of 8 GPUs: `flat` (no faster on more GPUs) and `lin` (linear)
+// start at 2 GPUs each, flat first; 4 GPUs stay idle.
+void StartTwo(EngineHarness& h) {
+  h.Submit(WithSpeed(JobBuilder("flat").Gang(2).Elastic(1, 8).GpusPerTask(1).Build(), Flat()));
+  h.Submit(WithSpeed(JobBuilder("lin").Gang(2).Elastic(1, 8).GpusPerTask(1).Build(), Linear()));
+}
+
+TEST(SpeedupPlugin, IdleGpusGoToTheJobThatScales) {
+  for (const bool speedup : {true, false}) {
+    SCOPED_TRACE(speedup ? "with speedup" : "without (control)");
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy(speedup)));
+    StartTwo(h);
+    h.Cycle();  // both start at their desired 2 and grow in the same cycle's elastic action
+    for (int c = 0; c < 3; ++c) h.Cycle();
+    if (speedup) {
+      EXPECT_EQ(h.job("lin").ReadyCount(), 6) << "every idle GPU to the job that scales";
+      EXPECT_EQ(h.job("flat").ReadyCount(), 2) << "a job no faster on more GPUs is not grown";
+    } else {
+      EXPECT_EQ(h.job("flat").ReadyCount(), 6) << "job order: the first submitted grows first";
+      EXPECT_EQ(h.job("lin").ReadyCount(), 2);
+    }
+  }
+}
+
+TEST(SpeedupPlugin, AShrinkTakesFromTheJobThatLosesLeast) {
+  for (const bool speedup : {true, false}) {
+    SCOPED_TRACE(speedup ? "with speedup" : "without (control)");
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy(speedup)));
+    // flat starts first (older), lin second (younger): both at 4 GPUs.
+    h.Submit(WithSpeed(JobBuilder("flat").Gang(4).Elastic(1, 4).GpusPerTask(1).Build(), Flat()));
+    h.Cycle();
+    h.clock().Set(h.clock().Now() + 1'000);
+    h.Submit(WithSpeed(JobBuilder("lin").Gang(4).Elastic(1, 4).GpusPerTask(1).Build(), Linear()));
+    h.Cycle();
+    ASSERT_EQ(h.job("flat").ReadyCount() + h.job("lin").ReadyCount(), 8);
+    h.Submit(JobBuilder("urgent").Gang(2).GpusPerTask(1).Priority(10).Build());
+    auto d = h.Cycle();
+    ASSERT_TRUE(h.Running("urgent")) << h.job("urgent").pending_reason();
+    for (const Eviction& e : d.evictions) EXPECT_EQ(e.kind, Eviction::Kind::kShrink);
+    if (speedup) {
+      EXPECT_EQ(h.job("flat").ReadyCount(), 2) << "the job that loses nothing by it gives the 2 GPUs";
+      EXPECT_EQ(h.job("lin").ReadyCount(), 4);
+    } else {
+      EXPECT_EQ(h.job("lin").ReadyCount(), 2) << "without speeds: the younger job is shrunk";
+      EXPECT_EQ(h.job("flat").ReadyCount(), 4);
+    }
+  }
+}
+
+TEST(SpeedupPlugin, JobsWithoutAModelGrowAsWithoutThePlugin) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy(true)));
+  h.Submit(JobBuilder("plain").Gang(2).Elastic(1, 8).GpusPerTask(1).Build());
+  for (int c = 0; c < 3; ++c) h.Cycle();
+  EXPECT_EQ(h.job("plain").ReadyCount(), 8);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
+
+namespace ringmaster::testing {
+namespace {
+
+TEST(SpeedupPlugin, AJobWithAModelIsPlacedOnTheFewestNodes) {
+  // 4 nodes x 4 GPUs under the default policy plus speedup: a 1-GPU job
+  // holds a GPU of some node; a gang of 4 x 1 GPU with a model lands on one
+  // node (the model says spreading is slow), not in the holes binpack prefers.
+  std::string policy(scheduler::DefaultPolicyYaml());
+  const std::string anchor = "  - name: binpack";
+  policy.insert(policy.find(anchor), "  - name: speedup\n");
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(4).Build(), PolicyFromYaml(policy));
+  h.Submit(WithSpeed(JobBuilder("small").Gang(1).GpusPerTask(1).Build(), Amdahl()));
+  h.Cycle();
+  h.Submit(WithSpeed(JobBuilder("four").Gang(4).GpusPerTask(1).Build(), Amdahl()));
+  h.Cycle();
+  ASSERT_TRUE(h.Running("four")) << h.job("four").pending_reason();
+  std::set<uint32_t> nodes;
+  for (const scheduler::Task& t : h.job("four").tasks()) nodes.insert(t.node.value());
+  EXPECT_EQ(nodes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
