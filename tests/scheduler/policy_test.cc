@@ -31,7 +31,7 @@ TEST(Policy, DefaultParsesAndBuilds) {
     for (const auto& c : tier) names.push_back(c.name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"priority", "las", "gang", "drf", "predicates", "proportion",
-                                             "network-topology", "binpack"}));
+                                             "network-topology", "speedup", "binpack"}));
   // Arguments and configurations come with it (the old built-in had none).
   EXPECT_EQ(p.tiers[0][1].args.String("thresholds", "").value(), "3600, 36000, 100000, 250000");
   EXPECT_TRUE(p.action_args.count("preempt"));
