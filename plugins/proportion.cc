@@ -1,5 +1,9 @@
 #include "plugins/proportion.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "queue/proportion.h"
@@ -10,8 +14,16 @@ using scheduler::QueueInfo;
 using topology::Resources;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> ProportionPlugin::Create(const scheduler::PluginArgs& args) {
+  RM_ASSIGN_OR_RETURN(const double half_life, args.Double("usageHalfLife", 0));
+  if (!(half_life >= 0 && half_life <= 1e9)) {
+    return args.Error("usageHalfLife", "must be seconds in [0, 1e9] (0: no decayed usage)");
+  }
+  const scheduler::Timestamp half_life_ms = std::llround(half_life * 1e3);
+  if (half_life > 0 && half_life_ms == 0) {
+    return args.Error("usageHalfLife", "must be 0 (off) or at least 1 ms");
+  }
   RM_RETURN_IF_ERROR(args.Finish());
-  return std::make_unique<ProportionPlugin>();
+  return std::make_unique<ProportionPlugin>(half_life_ms);
 }
 
 namespace {
@@ -55,44 +67,166 @@ bool ProportionPlugin::Overused(const QueueInfo& q) {
   return true;
 }
 
-void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
+namespace {
+
+// Every queue's deserved share, water-filled from the session's demand.
+void SetDeserved(scheduler::Session& s) {
   const auto& tree = s.state().queues();
   std::vector<Resources> request(tree.size());
   for (size_t q = 0; q < tree.size(); ++q) request[q] = s.queues()[q].request;
   std::vector<Resources> deserved = queue::ComputeDeserved(tree, s.state().total(), request);
   for (size_t q = 0; q < tree.size(); ++q) s.queues()[q].deserved = deserved[q];
+}
 
-  s.AddQueueOrderFn(kName, [](const QueueInfo& l, const QueueInfo& r) {
-    const double ls = Share(l), rs = Share(r);
-    if (ls == rs) return 0;
-    return ls < rs ? -1 : 1;
-  });
+// -1 when l is lower, +1 when higher, 0 when equal.
+int CompareKeys(double l, double r) {
+  if (l == r) return 0;
+  return l < r ? -1 : 1;
+}
+
+// Fit while the job's minimum, on top of what its queue uses and has
+// admitted, stays within capability up the tree; otherwise Wait with the
+// numbers of the queue that limits it.
+scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job) {
+  const QueueInfo& q = s.queue(job.queue());
+  std::string which;
+  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), &which)) {
+    return scheduler::Verdict::Fit();
+  }
+  const QueueInfo& limit = s.queues()[*s.state().queues().Find(which)];
+  return scheduler::Verdict::Because(
+      scheduler::Verdict::Code::kWait,
+      absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
+                   (limit.allocated() + limit.inqueue).ToString(), " in use or admitted exceeds its capability ",
+                   limit.spec->capability->ToString()));
+}
+
+// The candidates of reclaimable queues above their deserved share.
+std::vector<scheduler::TaskRef> Reclaimable(const scheduler::Session& s, const std::vector<scheduler::TaskRef>& c) {
+  std::vector<scheduler::TaskRef> out;
+  for (const auto& t : c) {
+    const QueueInfo& q = s.queue(t.job->queue());
+    if (q.spec->reclaimable && !q.allocated().LessEqual(q.deserved)) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
+  SetDeserved(s);
+  if (half_life_ms_ > 0) {
+    Decay(s);
+    s.AddQueueOrderFn(kName, [this](const QueueInfo& l, const QueueInfo& r) {
+      return CompareKeys(OrderKey(l), OrderKey(r));
+    });
+  } else {
+    s.AddQueueOrderFn(kName, [](const QueueInfo& l, const QueueInfo& r) { return CompareKeys(Share(l), Share(r)); });
+  }
   s.AddOverusedFn(kName, &Overused);
   const scheduler::Session* sp = &s;
   s.AddAllocatableFn(kName, [sp](const QueueInfo& q, const scheduler::TaskRef& t) {
     return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), nullptr);
   });
-  s.AddJobEnqueueableFn(kName, [sp](const scheduler::Job& job) {
-    const QueueInfo& q = sp->queue(job.queue());
-    std::string which;
-    if (WithinCapability(*sp, q.id, q.allocated() + q.inqueue, job.min_request(), &which)) {
-      return scheduler::Verdict::Fit();
-    }
-    const QueueInfo& limit = sp->queues()[*sp->state().queues().Find(which)];
-    return scheduler::Verdict::Because(
-        scheduler::Verdict::Code::kWait,
-        absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
-                     (limit.allocated() + limit.inqueue).ToString(), " in use or admitted exceeds its capability ",
-                     limit.spec->capability->ToString()));
-  });
+  s.AddJobEnqueueableFn(kName, [sp](const scheduler::Job& job) { return Enqueueable(*sp, job); });
   s.AddReclaimableFn(kName, [sp](const scheduler::TaskRef&, const std::vector<scheduler::TaskRef>& c) {
-    std::vector<scheduler::TaskRef> out;
-    for (const auto& t : c) {
-      const QueueInfo& q = sp->queue(t.job->queue());
-      if (q.spec->reclaimable && !q.allocated().LessEqual(q.deserved)) out.push_back(t);
-    }
-    return out;
+    return Reclaimable(*sp, c);
   });
+}
+
+namespace {
+
+double Gpus(const Resources& r) { return static_cast<double>(r.gpu_milli()) / topology::kMilliPerGpu; }
+
+}  // namespace
+
+void ProportionPlugin::Decay(const scheduler::Session& s) {
+  const scheduler::Timestamp now = s.now();
+  const auto& queues = s.queues();
+  if (at_ < 0 || usage_.size() != queues.size()) {
+    // No history yet: every queue starts from zero usage.
+    usage_.assign(queues.size(), Usage{});
+    for (size_t q = 0; q < queues.size(); ++q) usage_[q].held = Gpus(queues[q].allocated());
+    at_ = now;
+    return;
+  }
+  if (now <= at_) return;
+  // R(t) = held + (R(t0) - held) x 2^(-(t - t0) / H): the moving average of a
+  // constant allocation `held` over [t0, t].
+  const double x = std::exp2(-static_cast<double>(now - at_) / static_cast<double>(half_life_ms_));
+  for (Usage& u : usage_) u.gpus = u.held + (u.gpus - u.held) * x;
+  at_ = now;
+}
+
+void ProportionPlugin::OnSessionClose(scheduler::Session& s) {
+  if (half_life_ms_ <= 0 || usage_.size() != s.queues().size()) return;
+  for (size_t q = 0; q < usage_.size(); ++q) {
+    const QueueInfo& info = s.queues()[q];
+    usage_[q].held = Gpus(info.allocated());
+    usage_[q].share = Share(info);
+    usage_[q].deserved_gpus = Gpus(info.deserved);
+  }
+}
+
+double ProportionPlugin::UsageGpus(scheduler::QueueId q) const {
+  return q.value() < usage_.size() ? usage_[q.value()].gpus : 0;
+}
+
+double ProportionPlugin::DecayedGpuSeconds(scheduler::QueueId q) const {
+  return UsageGpus(q) * (static_cast<double>(half_life_ms_) / 1e3) / std::numbers::ln2;
+}
+
+double ProportionPlugin::OrderKey(const QueueInfo& q) const {
+  const double share = Share(q);
+  const double d = Gpus(q.deserved);
+  return d > 0 ? share + UsageGpus(q.id) / d : share;
+}
+
+scheduler::Timestamp ProportionPlugin::NextChange(const scheduler::State& state, scheduler::Timestamp now) const {
+  const auto& tree = state.queues();
+  if (at_ < 0 || usage_.size() != tree.size()) return now;
+  // Each leaf's key as A + B x, x = 2^(-(t - at_) / H) in (0, 1]: the
+  // allocation and the deserved shares stand until an event (which wakes
+  // the engine at once), so only R moves.
+  struct Line {
+    double a, b;
+  };
+  std::vector<Line> lines;
+  lines.reserve(usage_.size());
+  for (uint32_t q = 0; q < usage_.size(); ++q) {
+    if (!tree.is_leaf(q)) continue;  // the queue order compares leaves (jobs sit in leaves)
+    const Usage& u = usage_[q];
+    if (u.deserved_gpus > 0) {
+      lines.push_back({u.share + u.held / u.deserved_gpus, (u.gpus - u.held) / u.deserved_gpus});
+    } else {
+      lines.push_back({u.share, 0});
+    }
+  }
+  const double h = static_cast<double>(half_life_ms_);
+  const double x0 = std::exp2(-static_cast<double>(std::max<scheduler::Timestamp>(now - at_, 0)) / h);
+  auto at_x0 = [x0](const Line& l) { return l.a + l.b * x0; };
+  std::sort(lines.begin(), lines.end(), [&](const Line& l, const Line& r) {
+    const double lv = at_x0(l), rv = at_x0(r);
+    return lv != rv ? lv < rv : l.b < r.b;
+  });
+  // The first change of the order is two keys adjacent now becoming equal
+  // (by continuity, anything between them would have crossed one first).
+  scheduler::Timestamp next = scheduler::kNoChange;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    const Line& lo = lines[i];
+    const Line& hi = lines[i + 1];
+    if (lo.b == hi.b) continue;  // parallel: the gap stays
+    if (at_x0(lo) == at_x0(hi)) return now;  // tied now, apart from the next instant
+    // lo.a + lo.b x = hi.a + hi.b x; x falls from x0 towards 0 as time goes on.
+    const double x = (hi.a - lo.a) / (lo.b - hi.b);
+    if (!(x > 0 && x < x0)) continue;
+    const double t = static_cast<double>(at_) + h * -std::log2(x);
+    if (!(t < 4e18)) continue;
+    // A little early (rounding: the session computes the keys its own way).
+    const double early = t - 1 - (t - static_cast<double>(now)) * 1e-6;
+    next = std::min(next, std::max(now, static_cast<scheduler::Timestamp>(std::floor(early))));
+  }
+  return next;
 }
 
 }  // namespace ringmaster::plugins

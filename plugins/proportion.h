@@ -1,14 +1,56 @@
 // proportion: queues share the cluster by weight, within guarantee and
 // capability (water-filling in queue/proportion.h).
-//   QueueOrder: lower allocated/deserved share first.
+//   QueueOrder: lower allocated/deserved share first (Share); with
+//               usageHalfLife, lower Share + decayed usage share first
+//               (OrderKey, below).
 //   Overused:   allocated has reached deserved in every dimension it asks for.
 //   Allocatable: allocated + task stays within capability (up the tree).
 //   JobEnqueueable: allocated + admitted minimums + this job's minimum stays
 //                   within capability (up the tree); otherwise the job waits
 //                   Pending with the numbers.
 //   Reclaimable: tasks of reclaimable queues that are above their deserved share.
+//
+// Time-decayed fair share (`usageHalfLife`, seconds, default 0 = off; as
+// Slurm's PriorityDecayHalfLife, Kueue's usageHalfLifeTime, KAI's
+// time-based fairshare). With a half-life H > 0 the plugin keeps, per queue
+// q, its decayed GPU usage on the engine's clock:
+//   U_q(t) = integral over s <= t of gpus_q(s) x 2^(-(t - s) / H) ds
+// (GPU-seconds; gpus_q: the GPUs, milli / 1000, that the queue and its
+// descendants held), and
+// its usage rate R_q = U_q x ln 2 / H: the GPUs the queue held on average,
+// weighted by recency (a queue that held g GPUs for ever has R = g; one
+// that held 8 GPUs for one half-life has R = 4, and R = 2 one half-life
+// after it stopped). The queue order becomes
+//   OrderKey(q) = Share(q) + R_q / deserved GPUs of q   (Share(q) alone when
+//                                                         q deserves no GPU)
+// lower first: past use counts as GPUs held on top of what the queue holds
+// now, against the same deserved share, so a queue that used much recently
+// yields to one that used little. Without history (R = 0) the order is the
+// instantaneous one; only the queue order changes (deserved shares,
+// Overused, Allocatable, JobEnqueueable and Reclaimable stay instantaneous).
+//
+// Algorithm (half-life on), O(queues) per cycle (NextChange: O(queues log
+// queues)):
+//   1. OnSessionOpen at t: R_q = held_q + (R_q - held_q) x 2^(-(t - t0) / H)
+//      for every queue, with held_q the GPUs it held at the close of the
+//      session at t0 (exact for an allocation constant since: usage changes
+//      between two cycles count from the next cycle on; the engine runs one
+//      at once after every event).
+//   2. The queue order compares OrderKey with R_q fixed for the session.
+//   3. OnSessionClose: held_q, Share(q) and deserved GPUs of every queue.
+//   4. NextChange (after a cycle that changed nothing, so allocation and
+//      deserved shares stand): each key is A_q + B_q x with x = 2^(-(t - t0)
+//      / H) (A_q = Share(q) + held_q / d_q, B_q = (R_q - held_q) / d_q), so
+//      two keys cross at most once; the first change of the order is a
+//      crossing of two keys adjacent in today's order. Returns that instant
+//      (a few ms early), now when two adjacent keys tie and move apart, or
+//      kNoChange.
+// The usage lives in the plugin: a policy reload (new plugin instances) or
+// a daemon restart starts every queue from zero history.
 #ifndef RINGMASTER_PLUGINS_PROPORTION_H_
 #define RINGMASTER_PLUGINS_PROPORTION_H_
+
+#include <vector>
 
 #include "scheduler/session.h"
 
@@ -17,13 +59,48 @@ namespace ringmaster::plugins {
 class ProportionPlugin : public scheduler::Plugin {
  public:
   static constexpr const char* kName = "proportion";
+  // `usageHalfLife`: seconds in [0, 1e9] (0, the default: no decayed usage,
+  // the instantaneous order).
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
+  explicit ProportionPlugin(scheduler::Timestamp half_life_ms = 0) : half_life_ms_(half_life_ms) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  void OnSessionClose(scheduler::Session& s) override;
+  // Only with a half-life: the queue order moves as usage decays.
+  bool UsesTime() const override { return half_life_ms_ > 0; }
+  // The clock reaches only the queue order: capability checks (Allocatable)
+  // read none, so the verdict memo stays on.
+  bool VerdictHooksReadTime() const override { return false; }
+  // Step 4 above.
+  scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
 
   // Share of a queue: max over dimensions of allocated/deserved.
   static double Share(const scheduler::QueueInfo& q);
   static bool Overused(const scheduler::QueueInfo& q);
+
+  // The half-life in ms (0: off).
+  scheduler::Timestamp half_life_ms() const { return half_life_ms_; }
+  // R_q at the last session's open: GPUs held on average, weighted by
+  // recency (0 before the first session and with the half-life off).
+  double UsageGpus(scheduler::QueueId q) const;
+  // U_q = R_q x H / ln 2: the decayed GPU-seconds.
+  double DecayedGpuSeconds(scheduler::QueueId q) const;
+  // What the queue order compares with the half-life on (lower first).
+  double OrderKey(const scheduler::QueueInfo& q) const;
+
+ private:
+  // Per queue (by index), kept across sessions with the half-life on.
+  struct Usage {
+    double gpus = 0;          // R_q at `at_`
+    double held = 0;          // GPUs held at the last close
+    double share = 0;         // Share(q) at the last close
+    double deserved_gpus = 0; // deserved GPUs at the last close
+  };
+  // Step 1.
+  void Decay(const scheduler::Session& s);
+  scheduler::Timestamp half_life_ms_;
+  std::vector<Usage> usage_;
+  scheduler::Timestamp at_ = -1;  // when usage_[].gpus was brought up to date; -1: never
 };
 
 }  // namespace ringmaster::plugins

@@ -174,6 +174,13 @@ class Plugin {
   // kNoChange when only an event can change them. Being early is safe (a
   // cycle that decides nothing); being late is a bug. Default: now.
   virtual Timestamp NextChange(const State& /*state*/, Timestamp now) const { return now; }
+  // For a plugin that UsesTime: whether a hook that a placement verdict
+  // reads (task order, job ready or pipelined, predicate, node order,
+  // allocatable, GPU select) reads the clock; such a registration turns the
+  // engine's verdict memo off for the cycle (Session::verdict_reads_clock).
+  // Default: UsesTime(). A plugin whose only time-based answers are orders
+  // of queues or jobs (proportion with usageHalfLife) answers false.
+  virtual bool VerdictHooksReadTime() const { return UsesTime(); }
 };
 
 using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;

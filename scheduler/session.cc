@@ -40,7 +40,7 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
   for (size_t t = 0; t < tiers_.size(); ++t) {
     current_tier_ = static_cast<int>(t);
     for (Plugin* p : tiers_[t]) {
-      opening_uses_time_ = p->UsesTime();
+      opening_uses_time_ = p->UsesTime() && p->VerdictHooksReadTime();
       p->OnSessionOpen(*this);
     }
     opening_uses_time_ = false;

@@ -144,9 +144,10 @@ class Session {
   // VerdictContextId: the context's id for this session (0 when the memo is
   // off), computed once, after the plugins opened.
   void set_verdict_context(VerdictContext* c) { verdict_context_ = c; }
-  // Whether a plugin that reads the clock (Plugin::UsesTime) registered a
-  // hook that GangPlacer's verdict reads: task order, job ready, job
-  // pipelined, predicate, node order, allocatable or GPU select. A plugin
+  // Whether a plugin that reads the clock (Plugin::UsesTime) and says its
+  // verdict hooks do (Plugin::VerdictHooksReadTime) registered a hook that
+  // GangPlacer's verdict reads: task order, job ready, job pipelined,
+  // predicate, node order, allocatable or GPU select. A plugin
   // whose time-based answers are only job order or preemption ranks (las)
   // changes which gang goes first, never whether one fits, so it leaves the
   // memo on; actions that read the clock (preempt's grace periods, elastic's

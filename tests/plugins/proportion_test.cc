@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <numbers>
+
 #include "tests/support/builders.h"
+#include "tests/support/status_matchers.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -42,6 +46,205 @@ TEST(ProportionPlugin, OverusedNeedsEveryRequestedDimensionAtDeserved) {
   EXPECT_FALSE(plugins::ProportionPlugin::Overused(q));  // cpu 4 < 8
   usage.allocated = topology::Resources(8000, 0, 8000);
   EXPECT_TRUE(plugins::ProportionPlugin::Overused(q));
+}
+
+// --- Time-decayed fair share (usageHalfLife) ---------------------------------
+
+using scheduler::Timestamp;
+
+constexpr Timestamp kHour = 3'600'000;  // ms
+
+// Two queues of equal weight on `actions` (no preempt, no reclaim: only the
+// queue order decides), proportion with `arguments`.
+scheduler::Policy TwoQueues(const std::string& arguments) {
+  return PolicyFromYaml(R"(
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+    arguments: )" + arguments + R"(
+queues:
+- {name: a}
+- {name: b}
+)");
+}
+
+const plugins::ProportionPlugin& Proportion(EngineHarness& h) {
+  const scheduler::Plugin* p = h.engine().plugin(plugins::ProportionPlugin::kName);
+  EXPECT_NE(p, nullptr);
+  return static_cast<const plugins::ProportionPlugin&>(*p);
+}
+
+scheduler::QueueId Queue(EngineHarness& h, const std::string& name) {
+  return scheduler::QueueId(*h.state().queues().Find(name));
+}
+
+void Finish(EngineHarness& h, const std::string& name) {
+  ASSERT_TRUE(h.engine().FinishJob(h.job(name).id(), true).ok()) << name;
+}
+
+// A cycle at exactly `t`, the clock left at `t` (the harness's own steps
+// move it on by a second a cycle and a ms a submission).
+void CycleAt(EngineHarness& h, Timestamp t) {
+  h.clock().Set(t);
+  h.Cycle();
+  h.clock().Set(t);
+}
+
+TEST(ProportionPlugin, UsageHalfLifeIsSecondsAndBadValuesNameWhereTheyCameFrom) {
+  auto make = [](const std::string& v) {
+    return plugins::ProportionPlugin::Create(
+        scheduler::PluginArgs("proportion", "p.yaml", {{"usageHalfLife", {v, 7, 20}}}));
+  };
+  for (const std::string bad : {"-1", "abc", "nan", "inf", "1e10", "0.0001", "1h"}) {
+    auto p = make(bad);
+    ASSERT_ERROR(p, absl::StatusCode::kInvalidArgument, "p.yaml:7:20: plugins[proportion].arguments.usageHalfLife: ")
+        << "'" << bad << "' accepted";
+  }
+  auto on = make("1800.5");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(static_cast<const plugins::ProportionPlugin&>(**on).half_life_ms(), 1'800'500);
+  EXPECT_TRUE((*on)->UsesTime());
+  EXPECT_FALSE((*on)->VerdictHooksReadTime());  // only the queue order reads the clock
+  auto off = make("0");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE((*off)->UsesTime());
+  auto def = plugins::ProportionPlugin::Create(scheduler::PluginArgs("proportion", "p.yaml", {}));
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(static_cast<const plugins::ProportionPlugin&>(**def).half_life_ms(), 0);
+  EXPECT_FALSE((*def)->UsesTime());
+  auto unknown = plugins::ProportionPlugin::Create(
+      scheduler::PluginArgs("proportion", "p.yaml", {{"usageHalflife", {"60", 8, 3}}}));
+  ASSERT_ERROR(unknown, absl::StatusCode::kInvalidArgument, "p.yaml:8:3: plugins[proportion].arguments.usageHalflife: unknown");
+}
+
+TEST(ProportionPlugin, DecayedUsageHalvesEveryHalfLife) {
+  // H = 1 h. Queue a holds 8 GPUs from 0 to H, then nothing.
+  //   U_a(H)  = integral_0^H 8 x 2^(-(H - s)/H) ds = 8 H / ln 2 x (1 - 1/2) = 4 H / ln 2
+  //           = 4 x 3600 / 0.6931 = 20,774.8 GPU-s; R_a = U ln 2 / H = 4 GPUs.
+  //   U_a(2H) = U_a(H) / 2 = 10,387.7 GPU-s (R_a = 2); U_a(4H) = U_a(H) / 8 (R_a = 0.5).
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+  CycleAt(h, 0);
+  ASSERT_TRUE(h.Running("a0"));
+  const auto& p = Proportion(h);
+  const scheduler::QueueId a = Queue(h, "a"), b = Queue(h, "b");
+  EXPECT_EQ(p.UsageGpus(a), 0);  // no time has passed
+  CycleAt(h, kHour / 2);
+  EXPECT_NEAR(p.UsageGpus(a), 8 * (1 - std::exp2(-0.5)), 1e-9);  // 2.343 GPUs after half a half-life
+  h.clock().Set(kHour);
+  Finish(h, "a0");
+  CycleAt(h, kHour);
+  const double u1 = 4 * 3600 / std::numbers::ln2;
+  EXPECT_NEAR(p.UsageGpus(a), 4, 1e-9);
+  EXPECT_NEAR(p.DecayedGpuSeconds(a), u1, 1e-6);
+  EXPECT_NEAR(p.DecayedGpuSeconds(a), 20'774.8, 0.1);
+  CycleAt(h, 2 * kHour);
+  EXPECT_NEAR(p.UsageGpus(a), 2, 1e-9);
+  EXPECT_NEAR(p.DecayedGpuSeconds(a), u1 / 2, 1e-6);
+  // Two half-lives without a cycle: the same as two cycles (the allocation
+  // was constant, zero, throughout).
+  CycleAt(h, 4 * kHour);
+  EXPECT_NEAR(p.UsageGpus(a), 0.5, 1e-9);
+  EXPECT_EQ(p.UsageGpus(b), 0);
+}
+
+// a held the whole cluster (8 GPUs) for one hour; then a1 and b1, 8 GPUs
+// each, arrive together and only one fits. Returns the one that starts.
+std::string WhoStartsAfterAUsedTheClusterForAnHour(scheduler::Policy policy) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), std::move(policy));
+  h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+  h.Cycle();
+  EXPECT_TRUE(h.Running("a0"));
+  h.clock().Advance(kHour);
+  Finish(h, "a0");
+  h.Submit(JobBuilder("a1").Queue("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b1").Queue("b").GpusPerTask(8).Build());
+  h.Cycle();
+  EXPECT_NE(h.Running("a1"), h.Running("b1"));
+  return h.Running("a1") ? "a1" : "b1";
+}
+
+TEST(ProportionPlugin, WithAHalfLifeTheQueueThatUsedLessRecentlyGoesFirst) {
+  // Both hold nothing now and deserve 4 GPUs each (8 asked by each of 8).
+  // Control, no half-life: shares 0/4 = 0 both, a tie, so the queue order's
+  // tie-break (queue index) puts a first and a1 starts.
+  EXPECT_EQ(WhoStartsAfterAUsedTheClusterForAnHour(TwoQueues("{}")), "a1");
+  // usageHalfLife 1 h: R_a = 8 (1 - 2^-1) = 4 GPUs, R_b = 0, so
+  //   key_a = 0 + 4/4 = 1 > key_b = 0 + 0/4 = 0: b first and b1 starts.
+  EXPECT_EQ(WhoStartsAfterAUsedTheClusterForAnHour(TwoQueues("{usageHalfLife: 3600}")), "b1");
+}
+
+TEST(ProportionPlugin, TheDefaultPolicyKeepsTheInstantaneousOrder) {
+  scheduler::Policy policy = scheduler::DefaultPolicy();
+  queue::QueueSpec a{.name = "a"}, b{.name = "b"};
+  policy.queues = {a, b};
+  {
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), policy);
+    const auto& p = Proportion(h);
+    EXPECT_EQ(p.half_life_ms(), 0);
+    EXPECT_FALSE(p.UsesTime());
+  }
+  // The same decision as the control above (the default's reclaim leaves
+  // a1 alone in its 5 min cooldown).
+  EXPECT_EQ(WhoStartsAfterAUsedTheClusterForAnHour(policy), "a1");
+}
+
+TEST(ProportionPlugin, NextChangeIsWhenTheDecayingKeysCross) {
+  // H = 1 h, 8 GPUs. a holds 8 GPUs over [0, H) (R_a(H) = 4, then held 0);
+  // b's b0 holds 1 GPU from H on (R_b(H) = 0). a1 and b1 (8 GPUs each) wait:
+  // requests a 8, b 9 -> deserved 4 and 4. With x = 2^(-(t - H) / H):
+  //   key_a = 0 + (0 + (4 - 0) x) / 4 = x
+  //   key_b = 1/4 + (1 + (0 - 1) x) / 4 = 0.5 - 0.25 x
+  // At H: key_a = 1 > key_b = 0.25 (b first); they cross at x = 0.4, i.e.
+  //   t = H + H log2(2.5) = 3,600,000 + 4,758,941.1 = 8,358,941.1 ms,
+  // after which a goes first. Nothing else in this policy reads the clock,
+  // so the engine's next wake-up after a quiet cycle is that crossing (a few
+  // ms early).
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+  CycleAt(h, 0);
+  h.clock().Set(kHour);
+  Finish(h, "a0");
+  h.Submit(JobBuilder("b0").Queue("b").GpusPerTask(1).Build());
+  CycleAt(h, kHour);
+  ASSERT_TRUE(h.Running("b0"));
+  h.Submit(JobBuilder("a1").Queue("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b1").Queue("b").GpusPerTask(8).Build());
+  for (int i = 0; i < 5; ++i) {
+    CycleAt(h, kHour);
+    if (h.engine().NextWakeup() > kHour) break;
+  }
+  const Timestamp crossing = kHour + static_cast<Timestamp>(std::floor(kHour * std::log2(2.5)));
+  ASSERT_EQ(crossing, 8'358'941);
+  const Timestamp wake = h.engine().NextWakeup();
+  EXPECT_LE(wake, crossing);
+  EXPECT_GE(wake, crossing - 10);
+  const auto& p = Proportion(h);
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "a")), 4, 1e-9);
+  EXPECT_EQ(p.UsageGpus(Queue(h, "b")), 0);
+  // The keys as the queue order sees them, just before and just after.
+  auto keys = [&](Timestamp at) {
+    CycleAt(h, at);
+    scheduler::QueueInfo qa{Queue(h, "a"), nullptr, &h.state().queue_usage(Queue(h, "a"))};
+    scheduler::QueueInfo qb{Queue(h, "b"), nullptr, &h.state().queue_usage(Queue(h, "b"))};
+    qa.deserved = h.engine().deserved()[qa.id.value()];
+    qb.deserved = h.engine().deserved()[qb.id.value()];
+    return std::pair(p.OrderKey(qa), p.OrderKey(qb));
+  };
+  auto [a_before, b_before] = keys(wake);
+  EXPECT_LT(b_before, a_before);
+  // Waiting gangs whose state did not change keep their verdict (the memo
+  // stays on: the clock reaches only the queue order).
+  EXPECT_GT(h.engine().last_cycle_work().recalled, 0);
+  auto [a_after, b_after] = keys(crossing + 1);
+  EXPECT_LT(a_after, b_after);
+  EXPECT_NEAR(a_after, 0.4, 1e-6);
+  EXPECT_NEAR(b_after, 0.4, 1e-6);
 }
 
 }  // namespace

@@ -65,6 +65,17 @@ Policy WithQueues(Policy p) {
 
 Policy Shipped(const std::string& name) {
   if (name == "default") return WithQueues(DefaultPolicy());
+  if (name == "default+usageHalfLife") {
+    // The default with time-decayed fair share between the two queues
+    // (proportion's usageHalfLife, 10 min: several half-lives per scenario).
+    Policy p = DefaultPolicy();
+    for (auto& tier : p.tiers) {
+      for (PluginConfig& c : tier) {
+        if (c.name == "proportion") c.args = PluginArgs("proportion", "test", {{"usageHalfLife", {"600", 0, 0}}});
+      }
+    }
+    return WithQueues(std::move(p));
+  }
   std::vector<queue::ConfigError> errors;
   auto p = LoadPolicyFile(testing::SourceDir() + "/examples/policies/" + name, plugins::BuiltinRegistry(), &errors);
   EXPECT_TRUE(p.ok()) << name << ": " << p.status();
@@ -198,11 +209,12 @@ TEST_P(FastPathsProperty, RandomContendedEventsDecideTheSameWithAndWithout) {
 
 INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
-                                           "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default"),
+                                           "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
+                                           "default+usageHalfLife"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {
-                             if (c == '.' || c == '-') c = '_';
+                             if (c == '.' || c == '-' || c == '+') c = '_';
                            }
                            return n;
                          });
