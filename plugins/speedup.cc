@@ -1,6 +1,7 @@
 #include "plugins/speedup.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "scheduler/state.h"
@@ -30,10 +31,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> SpeedupPlugin::Create(const s
     return args.Error("payoffHorizon", "must be a number of seconds above reformPause (and at most 1e9)");
   }
   if (!(min_gain >= 0) || min_gain > 1) return args.Error("minGainPerGpu", "must be a number in [0, 1]");
-  RM_ASSIGN_OR_RETURN(int64_t weight, args.Int("placementWeight", 10));
+  RM_ASSIGN_OR_RETURN(int64_t weight, args.Int("placementWeight", 30));
   if (weight < 0 || weight > 1000) return args.Error("placementWeight", "must be an integer in [0, 1000]");
+  RM_ASSIGN_OR_RETURN(double start_ratio, args.Double("startRatio", 0.75));
+  if (!(start_ratio >= 0) || start_ratio > 1) return args.Error("startRatio", "must be a number in [0, 1]");
   RM_RETURN_IF_ERROR(args.Finish());
-  return std::make_unique<SpeedupPlugin>(pause, horizon, min_gain, weight);
+  return std::make_unique<SpeedupPlugin>(pause, horizon, min_gain, weight, start_ratio);
 }
 
 int SpeedupPlugin::GpusPerNode(const scheduler::Session& s) {
@@ -58,14 +61,47 @@ std::optional<double> SpeedupPlugin::Speedup(const scheduler::Job& job, int memb
   return RateAt(*m, members * g, gpus_per_node) / one;
 }
 
-bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, int to, int gpus_per_node) const {
+bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, double a, int to, double b) const {
   if (to <= from || from <= 0) return true;
+  if (!(b * (horizon_s_ - reform_pause_s_) > a * horizon_s_)) return false;
+  const int gpus = (to - from) * std::max(1, GpusPerMember(job));
+  return (b - a) / gpus >= min_gain_per_gpu_;
+}
+
+bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, int to, int gpus_per_node) const {
   const std::optional<double> a = Speedup(job, from, gpus_per_node);
   const std::optional<double> b = Speedup(job, to, gpus_per_node);
   if (!a || !b) return true;
-  if (!(*b * (horizon_s_ - reform_pause_s_) > *a * horizon_s_)) return false;
-  const int gpus = (to - from) * GpusPerMember(job);
-  return (*b - *a) / gpus >= min_gain_per_gpu_;
+  return Pays(job, from, *a, to, *b);
+}
+
+std::optional<double> SpeedupPlugin::Placed(const scheduler::Job& job, int gpus_per_node) {
+  const scheduler::SpeedModel* m = job.spec().speed.get();
+  const int g = GpusPerMember(job);
+  if (m == nullptr || g <= 0) return std::nullopt;
+  int gpus = 0;
+  std::vector<uint32_t> nodes;
+  for (const scheduler::Task& t : job.tasks()) {
+    if (!scheduler::HoldsNode(t.state) || t.state == scheduler::TaskState::kPipelined) continue;
+    gpus += static_cast<int>(t.gpus.size());
+    nodes.push_back(t.node.value());
+  }
+  if (gpus <= 0) return 0.0;
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  const double one = RateAt(*m, g, gpus_per_node);
+  if (!(one > 0)) return std::nullopt;
+  return m->Rate(gpus, std::min<int>(static_cast<int>(nodes.size()), gpus)) / one;
+}
+
+bool SpeedupPlugin::StartPays(const scheduler::Job& job, int gpus_per_node) const {
+  if (start_ratio_ <= 0) return true;
+  const std::optional<double> placed = Placed(job, gpus_per_node);
+  if (!placed || *placed <= 0) return true;
+  const int desired = std::max(job.min_member(), job.spec().total_replicas());
+  const std::optional<double> want = Speedup(job, desired, gpus_per_node);
+  if (!want) return true;
+  return *placed >= start_ratio_ * *want;
 }
 
 int64_t SpeedupPlugin::PlacementScore(const scheduler::State& state, const scheduler::TaskRef& task,
@@ -85,8 +121,8 @@ int64_t SpeedupPlugin::PlacementScore(const scheduler::State& state, const sched
   }
   if (held > 0) return 100;
   const int64_t free = state.FreeWholeGpus(node);
-  if (rest > 0 && free >= rest) return 50 + 49 * (cap - (free - rest)) / cap;
-  return 49 * std::min(free, cap) / cap;
+  if (rest > 0 && free >= rest) return 60 + 30 * (cap - (free - rest)) / cap;
+  return 50 * std::min(free, cap) / cap;
 }
 
 void SpeedupPlugin::OnSessionOpen(scheduler::Session& s) {
@@ -112,9 +148,17 @@ void SpeedupPlugin::OnSessionOpen(scheduler::Session& s) {
     if (job.spec().speed == nullptr) return std::nullopt;
     return Speedup(job, members, GpusPerNode(s));
   });
-  s.AddResizePaysFn(kName, [this, &s](const scheduler::Job& job, int from, int to) {
+  s.AddResizePaysFn(kName, [this](const scheduler::Job& job, int from, double a, int to, double b) {
     if (job.spec().speed == nullptr) return true;
-    return Pays(job, from, to, GpusPerNode(s));
+    return Pays(job, from, a, to, b);
+  });
+  s.AddPlacedSpeedupFn(kName, [this, &s](const scheduler::Job& job) -> std::optional<double> {
+    if (job.spec().speed == nullptr) return std::nullopt;
+    return Placed(job, GpusPerNode(s));
+  });
+  s.AddStartPaysFn(kName, [this, &s](const scheduler::Job& job) {
+    if (job.spec().speed == nullptr) return true;
+    return StartPays(job, GpusPerNode(s));
   });
 }
 

@@ -114,9 +114,19 @@ using JobPriorityFn = std::function<int64_t(const Job& job)>;
 // for the job. The elastic action grows the jobs that gain most per GPU;
 // victim choice shrinks first the members whose job loses least.
 using JobSpeedupFn = std::function<std::optional<double>(const Job& job, int members)>;
-// Whether resizing a running job from `from` to `to` members pays for the
-// pause while its communicator re-forms; true when the plugin cannot tell.
-using ResizePaysFn = std::function<bool(const Job& job, int from, int to)>;
+// A job's speed at its current placement (the tasks that hold nodes, the
+// nodes they use) relative to one member; nullopt when unknown. Read inside
+// an open Statement, it judges a tentative placement.
+using PlacedSpeedupFn = std::function<std::optional<double>(const Job& job)>;
+// Whether resizing a running job from `from` members at speed-up
+// `from_speedup` to `to` members at `to_speedup` pays for the pause while its
+// communicator re-forms; true when the plugin cannot tell.
+using ResizePaysFn =
+    std::function<bool(const Job& job, int from, double from_speedup, int to, double to_speedup)>;
+// Whether a waiting elastic job, tentatively placed (its tasks hold nodes in
+// an open Statement), should start there now rather than wait for more of
+// its desired size; true when the plugin cannot tell.
+using StartPaysFn = std::function<bool(const Job& job)>;
 // Chooses the GPU devices of `node` for `task`; returns false when it cannot.
 using GpuSelectFn = std::function<bool(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus)>;
 

@@ -68,6 +68,15 @@ void Session::AddGpuSelectFn(std::string_view p, GpuSelectFn fn) { Add(gpu_selec
 void Session::AddJobPriorityFn(std::string_view p, JobPriorityFn fn) { Add(job_priority_, p, std::move(fn)); }
 void Session::AddJobSpeedupFn(std::string_view p, JobSpeedupFn fn) { Add(job_speedup_, p, std::move(fn)); }
 void Session::AddResizePaysFn(std::string_view p, ResizePaysFn fn) { Add(resize_pays_, p, std::move(fn)); }
+void Session::AddPlacedSpeedupFn(std::string_view p, PlacedSpeedupFn fn) { Add(placed_speedup_, p, std::move(fn)); }
+void Session::AddStartPaysFn(std::string_view p, StartPaysFn fn) { Add(start_pays_, p, std::move(fn)); }
+
+bool Session::StartPays(const Job& job) const {
+  for (const auto& e : start_pays_) {
+    if (!e.fn(job)) return false;
+  }
+  return true;
+}
 
 std::optional<double> Session::JobSpeedup(const Job& job, int members) const {
   for (const auto& e : job_speedup_) {
@@ -76,11 +85,18 @@ std::optional<double> Session::JobSpeedup(const Job& job, int members) const {
   return std::nullopt;
 }
 
-bool Session::ResizePays(const Job& job, int from, int to) const {
+bool Session::ResizePays(const Job& job, int from, double from_speedup, int to, double to_speedup) const {
   for (const auto& e : resize_pays_) {
-    if (!e.fn(job, from, to)) return false;
+    if (!e.fn(job, from, from_speedup, to, to_speedup)) return false;
   }
   return true;
+}
+
+std::optional<double> Session::PlacedSpeedup(const Job& job) const {
+  for (const auto& e : placed_speedup_) {
+    if (std::optional<double> v = e.fn(job)) return v;
+  }
+  return std::nullopt;
 }
 
 // Orders: the first decisive comparison, in tier order, wins.

@@ -87,6 +87,8 @@ class Session {
   void AddJobPriorityFn(std::string_view plugin, JobPriorityFn fn);
   void AddJobSpeedupFn(std::string_view plugin, JobSpeedupFn fn);
   void AddResizePaysFn(std::string_view plugin, ResizePaysFn fn);
+  void AddPlacedSpeedupFn(std::string_view plugin, PlacedSpeedupFn fn);
+  void AddStartPaysFn(std::string_view plugin, StartPaysFn fn);
 
   // --- Combined extension points (actions call these) -----------------------
   // Strict weak orders: plugins first, then the stable tie-breaks
@@ -118,7 +120,12 @@ class Session {
   std::optional<double> JobSpeedup(const Job& job, int members) const;
   bool has_job_speedup() const { return !job_speedup_.empty(); }
   // Every registered ResizePays agrees (true with none).
-  bool ResizePays(const Job& job, int from, int to) const;
+  bool ResizePays(const Job& job, int from, double from_speedup, int to, double to_speedup) const;
+  // The first registered PlacedSpeedup that knows the job.
+  std::optional<double> PlacedSpeedup(const Job& job) const;
+  // Every registered StartPays agrees (true with none).
+  bool StartPays(const Job& job) const;
+  bool has_start_pays() const { return !start_pays_.empty(); }
   // GPU choice: the registered selector, or the built-in best fit.
   bool SelectGpus(const TaskRef& task, NodeId node, std::vector<int16_t>* gpus) const;
   // The built-in choice over future free GPUs (for pipelining).
@@ -273,6 +280,8 @@ class Session {
   std::vector<Registered<JobPriorityFn>> job_priority_;
   std::vector<Registered<JobSpeedupFn>> job_speedup_;
   std::vector<Registered<ResizePaysFn>> resize_pays_;
+  std::vector<Registered<PlacedSpeedupFn>> placed_speedup_;
+  std::vector<Registered<StartPaysFn>> start_pays_;
 };
 
 }  // namespace ringmaster::scheduler

@@ -190,15 +190,20 @@ class ElasticAction : public Action {
       gain(*best);
     }
     for (Plan& p : plans) {
-      int to = p.target;
-      while (to > p.ready && !s.ResizePays(*p.job, p.ready, to)) --to;
-      if (to <= p.ready || budget <= 0) continue;
       Job& j = *p.job;
+      const double now_compact = s.JobSpeedup(j, p.ready).value_or(0);
+      int to = p.target;
+      while (to > p.ready && !s.ResizePays(j, p.ready, now_compact, to, s.JobSpeedup(j, to).value_or(0))) --to;
+      if (to <= p.ready || budget <= 0) continue;
+      const double before = s.PlacedSpeedup(j).value_or(now_compact);
       const int want = std::min(to - p.ready, budget);
       Statement stmt(s);
       while (j.Count(TaskState::kPending) < want) stmt.AddTask(j, j.task(j.tasks().size() - 1).role);
       GangPlacer placer(s, ReservationUse::kNone, &stmt);
       if (placer.Place(j, want).kind != PlaceOutcome::Kind::kPlaced || !InItsDomain(st, j)) continue;
+      // Where the new members landed (other nodes may make it slower).
+      const std::optional<double> after = s.PlacedSpeedup(j);
+      if (after && !s.ResizePays(j, p.ready, before, j.ReadyCount(), *after)) continue;
       if (stmt.Commit().ok()) budget -= j.ReadyCount() - p.ready;
     }
     return rest;

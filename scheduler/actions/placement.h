@@ -106,6 +106,15 @@ class GangPlacer {
   bool queue_limited_ = false;
 };
 
+// A waiting elastic job with a speed model, in a policy whose plugins judge
+// starts (Session::StartPays: the speedup plugin): started small or spread,
+// it would stay so until GPUs stay idle, so allocate and backfill place it
+// in a statement and keep the placement only where the start pays.
+bool StartIsJudged(const Session& s, const Job& job);
+// That placement: kPlaced when the job started; otherwise nothing changed
+// and the job's pending reason says why it waits.
+PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use);
+
 }  // namespace ringmaster::scheduler
 
 #endif  // RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_
