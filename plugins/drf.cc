@@ -1,5 +1,8 @@
 #include "plugins/drf.h"
 
+#include <bit>
+#include <cstdint>
+
 #include "common/status_macros.h"
 #include "queue/proportion.h"
 
@@ -12,8 +15,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> DrfPlugin::Create(const sched
 
 void DrfPlugin::OnSessionOpen(scheduler::Session& s) {
   const scheduler::State* state = &s.state();
-  s.AddJobOrderFn(kName, [state](const scheduler::Job& l, const scheduler::Job& r) {
-    return Compare(state->total(), l, r);
+  // Compare's order as a key: the dominant share is a non-negative double (0
+  // for a job that holds nothing, never -0 or NaN), whose bits read as an
+  // int64 keep its order.
+  s.AddJobOrderKeyFn(kName, [state](const scheduler::Job& j) {
+    if (j.allocated().IsZero()) return int64_t{0};
+    return std::bit_cast<int64_t>(queue::DominantShare(j.allocated(), state->total()));
   });
 }
 

@@ -21,7 +21,8 @@ void GangPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddJobReadyFn(kName, &Ready);
   s.AddJobPipelinedFn(kName, &Pipelined);
   if (reserve_) s.AddJobStarvingFn(kName, &Starving);
-  s.AddJobOrderFn(kName, &Order);
+  // Not-ready first (Order): ready gangs key 1.
+  s.AddJobOrderKeyFn(kName, [](const Job& j) { return static_cast<int64_t>(Ready(j)); });
   auto victims = [](const TaskRef&, const std::vector<TaskRef>& c) { return Victims(c); };
   s.AddPreemptableFn(kName, victims);
   s.AddReclaimableFn(kName, victims);

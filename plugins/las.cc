@@ -67,11 +67,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   const scheduler::Timestamp now = s.now();
   promotions_at_open_ = promotions_;
-  s.AddJobOrderFn(kName, [this, now](const scheduler::Job& l, const scheduler::Job& r) {
-    const int64_t a = Rank(l, now), b = Rank(r, now);
-    if (a == b) return 0;
-    return a > b ? -1 : 1;
-  });
+  // The higher rank first: the key is its negation.
+  s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -Rank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
   if (o_.level_cooldown_ms > 0) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {

@@ -14,7 +14,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> PriorityPlugin::Create(const 
 }
 
 void PriorityPlugin::OnSessionOpen(scheduler::Session& s) {
-  s.AddJobOrderFn(kName, &JobOrder);
+  // Higher priority first: the key is its negation (JobOrder's order).
+  s.AddJobOrderKeyFn(kName, [](const Job& j) { return -static_cast<int64_t>(j.priority()); });
   s.AddQueueOrderFn(kName, &QueueOrder);
   if (victims_) s.AddPreemptableFn(kName, &Preemptable);
 }

@@ -12,15 +12,18 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> SjfPlugin::Create(const sched
   return std::make_unique<SjfPlugin>();
 }
 
-void SjfPlugin::OnSessionOpen(scheduler::Session& s) { s.AddJobOrderFn(kName, &JobOrder); }
+namespace {
+// An unknown walltime (0) sorts as the longest.
+int64_t Key(const scheduler::Job& j) {
+  const int64_t w = j.spec().walltime_ms;
+  return w > 0 ? w : std::numeric_limits<int64_t>::max();
+}
+}  // namespace
+
+void SjfPlugin::OnSessionOpen(scheduler::Session& s) { s.AddJobOrderKeyFn(kName, &Key); }
 
 int SjfPlugin::JobOrder(const scheduler::Job& l, const scheduler::Job& r) {
-  // An unknown walltime (0) sorts as the longest.
-  auto key = [](const scheduler::Job& j) {
-    const int64_t w = j.spec().walltime_ms;
-    return w > 0 ? w : std::numeric_limits<int64_t>::max();
-  };
-  const int64_t a = key(l), b = key(r);
+  const int64_t a = Key(l), b = Key(r);
   if (a == b) return 0;
   return a < b ? -1 : 1;
 }

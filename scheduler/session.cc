@@ -50,7 +50,19 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
 Session::~Session() = default;
 
 void Session::AddQueueOrderFn(std::string_view p, QueueOrderFn fn) { Add(queue_order_, p, std::move(fn)); }
-void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) { Add(job_order_, p, std::move(fn)); }
+void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) {
+  Add(job_order_, p, std::move(fn));
+  job_order_key_.emplace_back();
+  job_order_keyed_ = false;
+}
+void Session::AddJobOrderKeyFn(std::string_view p, JobOrderKeyFn key) {
+  JobOrderFn cmp = [key](const Job& l, const Job& r) {
+    const int64_t a = key(l), b = key(r);
+    return a == b ? 0 : a < b ? -1 : 1;
+  };
+  Add(job_order_, p, std::move(cmp));
+  job_order_key_.push_back(std::move(key));
+}
 void Session::AddTaskOrderFn(std::string_view p, TaskOrderFn fn) { Add(task_order_, p, std::move(fn)); }
 void Session::AddJobValidFn(std::string_view p, JobValidFn fn) { Add(job_valid_, p, std::move(fn)); }
 void Session::AddJobEnqueueableFn(std::string_view p, JobEnqueueableFn fn) { Add(job_enqueueable_, p, std::move(fn)); }

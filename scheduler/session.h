@@ -70,6 +70,10 @@ class Session {
   // --- Registration (plugins call these from OnSessionOpen) -----------------
   void AddQueueOrderFn(std::string_view plugin, QueueOrderFn fn);
   void AddJobOrderFn(std::string_view plugin, JobOrderFn fn);
+  // The same order given as a key (plugin.h, JobOrderKeyFn): JobOrder
+  // compares the keys; when every job order is a key, SortInJobOrder sorts
+  // by keys computed once per job (the same total order).
+  void AddJobOrderKeyFn(std::string_view plugin, JobOrderKeyFn fn);
   void AddTaskOrderFn(std::string_view plugin, TaskOrderFn fn);
   void AddJobValidFn(std::string_view plugin, JobValidFn fn);
   void AddJobEnqueueableFn(std::string_view plugin, JobEnqueueableFn fn);
@@ -95,6 +99,15 @@ class Session {
   // (creation time, then id).
   bool QueueOrder(const QueueInfo& l, const QueueInfo& r) const;
   bool JobOrder(const Job& l, const Job& r) const;
+  // Whether every registered job order is a key (AddJobOrderKeyFn), and
+  // their number; JobOrderKeys writes a job's keys, in tier order, to
+  // out[0 .. job_order_keys()). Lexicographic order on (keys, created, id)
+  // is JobOrder.
+  bool job_order_keyed() const { return job_order_keyed_; }
+  size_t job_order_keys() const { return job_order_key_.size(); }
+  void JobOrderKeys(const Job& job, int64_t* out) const {
+    for (size_t k = 0; k < job_order_key_.size(); ++k) out[k] = job_order_key_[k](job);
+  }
   bool TaskOrder(const TaskRef& l, const TaskRef& r) const;
   // Fit, or the first failing plugin's verdict.
   Verdict JobValid(const Job& job) const;
@@ -262,6 +275,9 @@ class Session {
 
   std::vector<Registered<QueueOrderFn>> queue_order_;
   std::vector<Registered<JobOrderFn>> job_order_;
+  // Parallel to job_order_: each entry's key, or empty for a comparator.
+  std::vector<JobOrderKeyFn> job_order_key_;
+  bool job_order_keyed_ = true;
   std::vector<Registered<TaskOrderFn>> task_order_;
   std::vector<Registered<JobValidFn>> job_valid_;
   std::vector<Registered<JobEnqueueableFn>> job_enqueueable_;

@@ -67,8 +67,20 @@ std::unique_ptr<Action> NewElasticAction(ElasticArgs args);
 // id, so the result does not depend on the input's order). Jobs mostly come
 // in that order already (the session's jobs go by id, and ids follow
 // submission), so one pass checks first and the sort runs only when needed.
+// With the fast paths and every job order a key (Session::job_order_keyed),
+// each job's keys are computed once and the sort compares them
+// (SortJobsByKeys): the same order (a total order has one sorted
+// permutation) for n key calls per plugin instead of O(n log n) comparator
+// calls. Both ways ask every job's keys exactly when n >= 2 (las' starvation
+// promotions happen as its level is read).
+void SortJobsByKeys(const Session& s, Job** jobs, size_t n);
 template <typename It>
 void SortInJobOrder(const Session& s, It first, It last) {
+  if (last - first < 2) return;
+  if (s.fast_paths() && s.job_order_keyed()) {
+    SortJobsByKeys(s, &*first, static_cast<size_t>(last - first));
+    return;
+  }
   auto before = [&s](const Job* a, const Job* b) { return s.JobOrder(*a, *b); };
   if (!std::is_sorted(first, last, before)) std::sort(first, last, before);
 }

@@ -1,0 +1,113 @@
+// Job orders given as keys (Session::AddJobOrderKeyFn): priority, las, gang,
+// drf and sjf register their orders so, and SortInJobOrder sorts by keys
+// computed once per job with the fast paths on. The keyed sort must give
+// exactly the comparators' order (issue 22: decisions unchanged).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "plugins/drf.h"
+#include "plugins/gang.h"
+#include "plugins/las.h"
+#include "plugins/priority.h"
+#include "plugins/sjf.h"
+#include "scheduler/actions/action.h"
+#include "tests/support/builders.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using scheduler::Job;
+using scheduler::Session;
+
+// Sorts `jobs` with the keyed path (fast paths on) and the comparator path.
+void ExpectSameOrder(Session& s, std::vector<Job*> jobs) {
+  std::vector<Job*> keyed = jobs, compared = jobs;
+  s.set_fast_paths(true);
+  scheduler::SortInJobOrder(s, keyed.begin(), keyed.end());
+  s.set_fast_paths(false);
+  scheduler::SortInJobOrder(s, compared.begin(), compared.end());
+  s.set_fast_paths(true);
+  ASSERT_EQ(keyed.size(), compared.size());
+  for (size_t k = 0; k < keyed.size(); ++k) {
+    EXPECT_EQ(keyed[k]->name(), compared[k]->name()) << "position " << k;
+  }
+  for (size_t k = 1; k < keyed.size(); ++k) EXPECT_TRUE(s.JobOrder(*keyed[k - 1], *keyed[k]));
+}
+
+TEST(JobOrderKeys, KeyedSortIsTheComparatorsOrderUnderEveryShippedOrderPlugin) {
+  // 8 nodes x 8 GPUs; 80 jobs of random size, priority and walltime, some
+  // of them running (attained service and DRF shares differ), some done.
+  EngineHarness h(ClusterBuilder().NodesPerRack(8).Gpus(8).Build());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 80; ++i) {
+    JobBuilder b("j" + std::to_string(i));
+    const int gpus = 1 << (rng() % 4);  // 1, 2, 4, 8
+    b.GpusPerTask(gpus).Gang(1 + static_cast<int>(rng() % 3)).Priority(static_cast<int>(rng() % 3));
+    if (rng() % 2) b.Walltime(1000 * (1 + static_cast<int64_t>(rng() % 5)));
+    h.Submit(b.Build());
+    if (i % 10 == 9) {
+      h.clock().Advance(900'000);
+      h.Cycle();
+    }
+  }
+  h.clock().Advance(3'600'000);
+  h.Cycle();
+  auto& state = const_cast<scheduler::State&>(h.state());
+  plugins::PriorityPlugin priority(false);
+  plugins::LasOptions o;
+  o.by_time = true;
+  o.gpu_exponent = 0;
+  plugins::LasPlugin las({3600LL * 1'000'000, 36000LL * 1'000'000}, o);
+  plugins::LasPlugin las_gpu_time({1800LL * 1'000'000});
+  plugins::GangPlugin gang;
+  plugins::DrfPlugin drf;
+  plugins::SjfPlugin sjf;
+  std::vector<Job*> jobs;
+  for (scheduler::JobId id : state.active_jobs()) jobs.push_back(&state.job(id));
+  ASSERT_GT(jobs.size(), 20u);
+  std::shuffle(jobs.begin(), jobs.end(), rng);
+  const std::vector<std::vector<std::vector<scheduler::Plugin*>>> policies = {
+      {{&priority, &las, &gang}, {&drf}},  // the default policy's order plugins
+      {{&priority, &gang}, {&drf}},
+      {{&las_gpu_time}, {&drf, &gang}},
+      {{&sjf}},
+      {{&drf}},
+      {{&gang, &sjf, &priority}},
+  };
+  int64_t cycle = 100;
+  for (const auto& tiers : policies) {
+    Session s(state, h.clock(), ++cycle, tiers);
+    EXPECT_TRUE(s.job_order_keyed());
+    ExpectSameOrder(s, jobs);
+    s.Close();
+  }
+}
+
+TEST(JobOrderKeys, AComparatorAmongTheOrdersTurnsTheKeyedSortOff) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build());
+  h.Submit(JobBuilder("a").Priority(1).Build());
+  h.Submit(JobBuilder("b").Priority(2).Build());
+  auto& state = const_cast<scheduler::State&>(h.state());
+  plugins::PriorityPlugin priority;
+  class Reverse : public scheduler::Plugin {
+   public:
+    std::string_view name() const override { return "reverse"; }
+    void OnSessionOpen(Session& s) override {
+      s.AddJobOrderFn(name(), [](const Job& l, const Job& r) { return l.id() < r.id() ? 1 : l.id() == r.id() ? 0 : -1; });
+    }
+  } reverse;
+  std::vector<std::vector<scheduler::Plugin*>> tiers = {{&reverse}, {&priority}};
+  Session s(state, h.clock(), 1, tiers);
+  EXPECT_FALSE(s.job_order_keyed());
+  std::vector<Job*> jobs;
+  for (scheduler::JobId id : state.active_jobs()) jobs.push_back(&state.job(id));
+  scheduler::SortInJobOrder(s, jobs.begin(), jobs.end());
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0]->name(), "b") << "the comparator decides first: the later id";
+  s.Close();
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
