@@ -96,11 +96,11 @@ bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int6
   return true;
 }
 
-bool VictimPicker::ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const {
+bool VictimPicker::ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Resources& take) const {
   const auto& tree = s_.state().queues();
   // The two queues' ancestors just below their lowest common ancestor.
   std::vector<int> pv, vv;
-  for (int q = static_cast<int>(p.queue().value()); q >= 0; q = tree.parent(q)) pv.push_back(q);
+  for (int q = static_cast<int>(p_queue); q >= 0; q = tree.parent(q)) pv.push_back(q);
   for (int q = static_cast<int>(v.queue().value()); q >= 0; q = tree.parent(q)) vv.push_back(q);
   while (!pv.empty() && !vv.empty() && pv.back() == vv.back()) {
     pv.pop_back();
@@ -205,10 +205,36 @@ int64_t VictimPicker::LowestRunningPriority(uint32_t queue) {
 
 VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   const int64_t p_priority = PriorityOf(p);
-  const auto key = std::make_pair(p.queue().value(), p_priority);
+  const OfferKey key(p.queue().value(), p_priority);
   auto it = offers_.find(key);
   if (it != offers_.end()) return it->second;
   Offer& offer = offers_[key];
+  const Job* builder = &p;
+  if (auto d = deferred_.find(key); d != deferred_.end()) {
+    builder = d->second;
+    deferred_.erase(d);
+  }
+  BuildOffer(offer, *builder, p_priority);
+  return offer;
+}
+
+void VictimPicker::BuildDeferred() {
+  for (const auto& [key, p] : deferred_) BuildOffer(offers_[key], *p, key.second);
+  deferred_.clear();
+}
+
+bool VictimPicker::FitsWithoutVictims(const Need& need, int count) const {
+  const State& st = s_.state();
+  int64_t cap = 0;
+  st.free_index().ForEachNodeWithFree(need.gpus, [&](NodeId n) {
+    if (st.node(n).schedulable) cap += Fits(RoomAt(n.value()), need);
+    return cap < count;
+  });
+  return cap >= count;
+}
+
+void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
+  offer.queue = p.queue().value();
   const State& st = s_.state();
   // Eligible jobs first, then their tasks into a vector of the right size
   // (growing it by doubling copied it over and over).
@@ -323,19 +349,53 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
     std::sort(offer.node_units.begin() + offer.node_start[n], offer.node_units.begin() + offer.node_start[n + 1],
               cheaper);
   }
-  return offer;
 }
 
 bool VictimPicker::Usable(const Offer& offer, const Job* p, const Unit& u) const {
   if (u.dead) return false;
   if (!p) return true;  // the generic part only (the global step order)
   if (p->YieldedTo(JobId(u.job_id))) return false;
-  if (mode_ == EvictMode::kReclaim) {
+  if (mode_ == EvictMode::kReclaim) return KeepsShares(offer, u);
+  return true;
+}
+
+bool VictimPicker::KeepsShares(const Offer& offer, const Unit& u) const {
+  if (offer.keeps_gen != commits_) {
+    offer.keeps.assign(offer.units.size(), -1);
+    offer.keeps_gen = commits_;
+  }
+  int8_t& known = offer.keeps[static_cast<size_t>(&u - offer.units.data())];
+  if (known < 0) {
+    // The preemptor counts only by its queue, which is the offer's.
     Resources take;
     for (const Member& m : offer.MembersOf(u)) take += u.job->request(m.task);
-    return ReclaimKeepsShares(*p, *u.job, take);
+    known = ReclaimKeepsShares(offer.queue, *u.job, take) ? 1 : 0;
   }
-  return true;
+  return known > 0;
+}
+
+int64_t VictimPicker::MaxTasks(Offer& offer, const Need& need) const {
+  auto [it, fresh] = offer.bound.try_emplace(need, -1, 0);
+  if (it->second.first == commits_) return it->second.second;
+  const State& st = s_.state();
+  int64_t tasks = 0;
+  for (uint32_t n = 0; n < st.num_nodes(); ++n) {
+    if (!st.node(NodeId(n)).schedulable) continue;
+    Room room = RoomAt(n);
+    for (int k : offer.AtNode(n)) {
+      const Unit& unit = offer.units[k];
+      if (unit.dead || !KeepsShares(offer, unit)) continue;
+      for (const Member& m : offer.MembersOf(unit)) {
+        if (m.node != n) continue;
+        room.gpus += m.gpus;
+        room.cpu += m.cpu;
+        room.mem += m.mem;
+      }
+    }
+    tasks += Fits(room, need);
+  }
+  it->second = {commits_, tasks};
+  return tasks;
 }
 
 struct VictimPicker::Draft {
@@ -674,6 +734,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
     if (over_cap()) return false;
   }
   if (!stmt.Commit().ok()) return false;
+  ++commits_;
   evicted_ += tasks;
   std::vector<uint32_t> nodes;
   for (const auto& list : were_on) {
@@ -738,6 +799,7 @@ bool VictimPicker::TryFor(Job& p) {
 bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int need) {
   const State& st = s_.state();
   const topology::Cluster& c = st.cluster();
+  const JobSpec& spec = p.spec();
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
   Need per_task;
@@ -751,16 +813,29 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
   // No running job of its queue ranks below it: no victim, no offer to build.
   if (mode_ == EvictMode::kPreempt && LowestRunningPriority(p.queue().value()) >= PriorityOf(p)) return false;
+  // Only the whole cluster as the scope (no hard topology tier, no node
+  // scopes of a job with a speed model), which holds the tasks already:
+  // ChooseIn would choose nothing. The offer is deferred, not skipped
+  // (with the fast paths: the property test compares both ways).
+  const bool cluster_only = !(spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) &&
+                            !(s_.has_job_speedup() && spec.speed != nullptr);
+  if (s_.fast_paths() && had_victims_ && cluster_only && FitsWithoutVictims(per_task, need)) {
+    const OfferKey key(p.queue().value(), PriorityOf(p));
+    if (!offers_.count(key)) deferred_.try_emplace(key, &p);
+    return false;
+  }
   Offer& offer = OfferFor(p);
   if (offer.units.empty()) return false;
   had_victims_ = true;
+  if (s_.fast_paths() && mode_ == EvictMode::kReclaim && p.yielded_to().empty() && MaxTasks(offer, per_task) < need) {
+    return false;
+  }
 
   struct Scope {
     int tier;
     topology::DomainId domain;
   };
   std::vector<Scope> scopes;
-  const JobSpec& spec = p.spec();
   if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) {
     // The domains at the allowed tier with the most GPUs free or held by
     // usable units, enough for the minimum.
@@ -818,6 +893,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     }
   }
   if (!best.ok) return false;
+  BuildDeferred();  // on the state they were asked on, before Apply may commit
   return Apply(p, offer, best.units, /*minimize=*/true);
 }
 

@@ -133,6 +133,7 @@ class VictimPicker {
     Quantity mem = 0;
   };
   struct Offer {
+    uint32_t queue = 0;  // the preemptors' queue
     std::vector<Unit> units;  // grouped by job, in no particular order of cost
     std::vector<Cost> costs;  // per unit (apart: the passes over units read no cost)
     std::vector<Member> members;  // the units' members, unit by unit
@@ -169,6 +170,17 @@ class VictimPicker {
       uint32_t next_stamp = 0;
     };
     std::map<Need, Steps> steps;
+    // Reclaim: per unit, whether taking it keeps reclaim's share rules for
+    // this offer's queue (ReclaimKeepsShares: the same for every preemptor
+    // of the queue), 1 / 0, -1 not asked yet. Valid while `keeps_gen` is the
+    // picker's commit count (a commit moves the queues' allocations).
+    mutable std::vector<int8_t> keeps;
+    mutable int keeps_gen = -1;
+    // Reclaim, per task shape: an upper bound on the tasks of that shape
+    // the cluster could hold with every unit usable by a preemptor that
+    // yielded to nobody taken (MaxTasks), and the commit count it was
+    // computed at.
+    std::map<Need, std::pair<int, int64_t>> bound;
   };
   struct Choice {
     std::vector<int> units;  // indices into Offer::units
@@ -179,7 +191,24 @@ class VictimPicker {
   // Local view of a choice in progress: units taken, GPUs they free.
   struct Draft;
 
+  // The offer for p's (queue, priority), built now unless it exists; built
+  // with the preemptor that first asked for it (a deferred one's).
+  using OfferKey = std::pair<uint32_t, int64_t>;
   Offer& OfferFor(const Job& p);
+  void BuildOffer(Offer& offer, const Job& p, int64_t p_priority);
+  // An offer's content depends on when it is built (the victims' state
+  // and rankings then, before later commits). When TryForCount can tell
+  // without it that the preemptor gets nothing (FitsWithoutVictims) and
+  // some preemptor already had victims (so whether this offer is empty
+  // changes nothing), the build is deferred with the preemptor that asked:
+  // it is made before the next commit (BuildDeferred), or when another
+  // preemptor of the key needs it, on the same state as then.
+  std::map<OfferKey, const Job*> deferred_;
+  void BuildDeferred();
+  // ChooseIn's first test for the whole cluster: `count` tasks of `need`
+  // fit in the free room of the schedulable nodes (GPUs are not what the
+  // preemptor waits for; no victim is chosen).
+  bool FitsWithoutVictims(const Need& need, int count) const;
   // v's units: `held` are all its stoppable members (by task index),
   // `allowed` the plugins' subset of them (indices into `held`, ascending).
   void BuildUnits(Offer& offer, const Job& v, int64_t priority, std::span<const Member> held,
@@ -188,10 +217,19 @@ class VictimPicker {
   int64_t PriorityOf(const Job& j);
   Room RoomAt(uint32_t node) const;
   bool Eligible(const Job& p, int64_t p_priority, const Job& v, int64_t v_priority) const;
-  // Whether taking `take` from v's queue keeps reclaim's rules.
-  bool ReclaimKeepsShares(const Job& p, const Job& v, const Resources& take) const;
+  // Whether taking `take` from v's queue for a preemptor in `p_queue` keeps
+  // reclaim's rules.
+  bool ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Resources& take) const;
   // `p` null: only what does not depend on the preemptor.
   bool Usable(const Offer& offer, const Job* p, const Unit& u) const;
+  // Reclaim: ReclaimKeepsShares for unit `u` of `offer`, remembered until
+  // the next commit.
+  bool KeepsShares(const Offer& offer, const Unit& u) const;
+  // Reclaim: Offer::bound for `need`. ChooseIn can never count more tasks
+  // in any scope (Fits grows with room; it takes only usable units), so a
+  // preemptor that yielded to nobody and needs more cannot be helped, and
+  // TryForCount returns at once with what ChooseIn would have concluded.
+  int64_t MaxTasks(Offer& offer, const Need& need) const;
   // The cheapest units of `node`, in cost order and skipping those that free
   // nothing the task still lacks there, that fit one more task of `need`,
   // given `draft`; false when none. `cost`: the step's last (dearest) unit;
@@ -219,13 +257,14 @@ class VictimPicker {
   EvictMode mode_;
   EvictionArgs args_;
   int evicted_ = 0;
+  int commits_ = 0;  // statements committed (Apply): the state moved
   bool had_victims_ = false;
   mutable Timestamp cooldown_end_ = kNoChange;  // Eligible notes it
   std::vector<int64_t> priority_;  // by JobId value; kNoPriority: not asked yet
   static constexpr int64_t kNoPriority = INT64_MIN;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
-  std::map<std::pair<uint32_t, int64_t>, Offer> offers_;
+  std::map<OfferKey, Offer> offers_;
   // The running jobs, in active-job order, all of them and per queue: what
   // an offer scans (a preempt offer its preemptor's queue only), instead of
   // every active job for every offer. Built at the first use, again after
