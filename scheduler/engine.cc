@@ -717,6 +717,7 @@ Decisions Engine::RunCycle() {
     session.set_fast_paths(options_.fast_paths);
     const bool memo = options_.fast_paths && !driver_predicate_ && !session.verdict_reads_clock();
     session.set_verdict_context(memo ? &verdict_context_ : nullptr);
+    session.set_job_order_cache(&job_order_cache_);
     PromoteHeld(session);
     for (auto& a : actions_) a->Execute(session);
     deserved_.resize(session.queues().size());

@@ -262,6 +262,8 @@ class Engine {
   // What remembered placement verdicts depend on besides the state
   // (session.h, VerdictContext).
   VerdictContext verdict_context_;
+  // The last keyed job order (session.h), reused across cycles.
+  JobOrderCache job_order_cache_;
   CycleWork work_;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership

@@ -58,6 +58,25 @@ struct VerdictContext {
   std::vector<Resources> deserved;  // as last seen
 };
 
+// The last job order SortInJobOrder computed by keys, kept by the engine
+// across sorts and cycles: rows of (keys..., created, id), sorted, and where
+// each job's row is. A job whose row is the same now sits where it sat: the
+// order of jobs whose rows did not change is known without comparing them
+// (the order is the rows' lexicographic order, whatever produced them), so a
+// sort compares only the jobs whose rows changed or are new
+// (SortJobsByKeys).
+struct JobOrderCache {
+  size_t width = 0;                  // int64s per row
+  std::vector<int64_t> rows;         // row r at [r * width, (r + 1) * width)
+  std::vector<uint32_t> pos;         // by JobId value: its row + 1, 0: none
+  // Scratch reused by every sort (no allocation once grown).
+  std::vector<int64_t> in_rows, next_rows;
+  std::vector<uint64_t> hits;
+  std::vector<uint32_t> misses, order;
+  std::vector<uint8_t> drop;
+  std::vector<Job*> out;
+};
+
 class Session {
  public:
   // `tiers` are the plugin instances (owned by the engine), in tier order.
@@ -164,6 +183,9 @@ class Session {
   // VerdictContextId: the context's id for this session (0 when the memo is
   // off), computed once, after the plugins opened.
   void set_verdict_context(VerdictContext* c) { verdict_context_ = c; }
+  // The engine's JobOrderCache (null: every keyed sort sorts all its jobs).
+  void set_job_order_cache(JobOrderCache* c) { job_order_cache_ = c; }
+  JobOrderCache* job_order_cache() const { return job_order_cache_; }
   // Whether a plugin that reads the clock (Plugin::UsesTime) and says its
   // verdict hooks do (Plugin::VerdictHooksReadTime) registered a hook that
   // GangPlacer's verdict reads: task order, job ready, job pipelined,
@@ -264,6 +286,7 @@ class Session {
   };
   std::vector<ReasonRecord> reasons_;
   VerdictContext* verdict_context_ = nullptr;
+  JobOrderCache* job_order_cache_ = nullptr;
   uint64_t verdict_context_id_ = 0;  // 0: not computed yet
   std::vector<std::pair<JobId, uint32_t>> bound_;
   std::vector<Eviction> evictions_;

@@ -72,7 +72,9 @@ std::unique_ptr<Action> NewElasticAction(ElasticArgs args);
 // (SortJobsByKeys): the same order (a total order has one sorted
 // permutation) for n key calls per plugin instead of O(n log n) comparator
 // calls. Both ways ask every job's keys exactly when n >= 2 (las' starvation
-// promotions happen as its level is read).
+// promotions happen as its level is read). With the engine's JobOrderCache
+// only the jobs whose rows changed since the last keyed sort are compared
+// (the others keep their order there) and merged in.
 void SortJobsByKeys(const Session& s, Job** jobs, size_t n);
 template <typename It>
 void SortInJobOrder(const Session& s, It first, It last) {

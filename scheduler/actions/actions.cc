@@ -11,38 +11,110 @@
 namespace ringmaster::scheduler {
 
 void SortJobsByKeys(const Session& s, Job** jobs, size_t n) {
-  // Rows of (keys..., created, id) per job, reused across calls and cycles
-  // (no per-cycle allocation once they have grown).
-  thread_local std::vector<int64_t> rows;
-  thread_local std::vector<uint32_t> order;
-  thread_local std::vector<Job*> sorted;
+  JobOrderCache* cache = s.job_order_cache();
+  thread_local JobOrderCache scratch;  // a session without the engine's cache
+  JobOrderCache& c = cache ? *cache : scratch;
   const size_t m = s.job_order_keys();
   const size_t w = m + 2;
-  rows.resize(n * w);
+  std::vector<int64_t>& in = c.in_rows;
+  in.resize(n * w);
   for (size_t i = 0; i < n; ++i) {
-    int64_t* row = &rows[i * w];
+    int64_t* row = &in[i * w];
     s.JobOrderKeys(*jobs[i], row);
     row[m] = jobs[i]->created();
     row[m + 1] = static_cast<int64_t>(jobs[i]->id().value());
   }
-  const int64_t* base = rows.data();
-  auto before = [base, w](uint32_t a, uint32_t b) {
-    const int64_t* x = base + static_cast<size_t>(a) * w;
-    const int64_t* y = base + static_cast<size_t>(b) * w;
+  auto less = [w](const int64_t* x, const int64_t* y) {
     for (size_t k = 0; k < w; ++k) {
       if (x[k] != y[k]) return x[k] < y[k];
     }
     return false;
   };
+  const int64_t* base = in.data();
+  auto before = [&](uint32_t a, uint32_t b) { return less(base + size_t{a} * w, base + size_t{b} * w); };
   bool in_order = true;
   for (size_t i = 1; i < n && in_order; ++i) in_order = !before(static_cast<uint32_t>(i), static_cast<uint32_t>(i - 1));
   if (in_order) return;
-  order.resize(n);
-  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
-  std::sort(order.begin(), order.end(), before);
-  sorted.resize(n);
-  for (size_t i = 0; i < n; ++i) sorted[i] = jobs[order[i]];
-  std::copy(sorted.begin(), sorted.end(), jobs);
+  // The jobs whose row is the cache's (hits: in the cache's order, sorted
+  // by their row there) and the others (misses: sorted here); then one
+  // merge of the two sorted runs.
+  if (c.width != w || !cache) {
+    c.width = w;
+    c.rows.clear();
+    std::fill(c.pos.begin(), c.pos.end(), 0);
+  }
+  c.hits.clear();
+  c.misses.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t id = jobs[i]->id().value();
+    const uint32_t r = id < c.pos.size() ? c.pos[id] : 0;
+    if (r > 0 && std::equal(base + i * w, base + (i + 1) * w, c.rows.data() + size_t{r - 1} * w)) {
+      c.hits.push_back((uint64_t{r - 1} << 32) | i);
+    } else {
+      c.misses.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  std::sort(c.hits.begin(), c.hits.end());
+  std::sort(c.misses.begin(), c.misses.end(), before);
+  c.order.clear();
+  {
+    size_t h = 0, k = 0;
+    while (h < c.hits.size() || k < c.misses.size()) {
+      const bool hit = k == c.misses.size() ||
+                       (h < c.hits.size() && before(static_cast<uint32_t>(c.hits[h] & 0xffffffffu), c.misses[k]));
+      c.order.push_back(hit ? static_cast<uint32_t>(c.hits[h++] & 0xffffffffu) : c.misses[k++]);
+    }
+  }
+  c.out.resize(n);
+  for (size_t i = 0; i < n; ++i) c.out[i] = jobs[c.order[i]];
+  std::copy(c.out.begin(), c.out.end(), jobs);
+  if (!cache || c.misses.empty()) return;  // the cache has every row already
+  // The cache becomes its rows of jobs not sorted here (still sorted, maybe
+  // stale: a lookup compares) merged with this sort's rows, unless those
+  // outnumber these by far (then only this sort's).
+  const size_t old = c.rows.size() / w;
+  c.drop.assign(old, 0);
+  size_t kept = old;
+  for (uint32_t i : c.order) {
+    const uint32_t id = static_cast<uint32_t>(base[size_t{i} * w + m + 1]);
+    const uint32_t r = id < c.pos.size() ? c.pos[id] : 0;
+    if (r > 0 && !c.drop[r - 1]) {
+      c.drop[r - 1] = 1;
+      --kept;
+    }
+  }
+  const bool keep_old = kept <= 4 * n + 1024;
+  c.next_rows.clear();
+  c.next_rows.reserve((keep_old ? kept : 0) * w + n * w);
+  {
+    size_t r = 0, k = 0;
+    auto skip = [&] {
+      while (r < old && (!keep_old || c.drop[r])) ++r;
+    };
+    skip();
+    while (r < old || k < n) {
+      const int64_t* mine = k < n ? base + size_t{c.order[k]} * w : nullptr;
+      const int64_t* theirs = r < old ? c.rows.data() + r * w : nullptr;
+      if (theirs && (!mine || less(theirs, mine))) {
+        c.next_rows.insert(c.next_rows.end(), theirs, theirs + w);
+        ++r;
+        skip();
+      } else {
+        c.next_rows.insert(c.next_rows.end(), mine, mine + w);
+        ++k;
+      }
+    }
+  }
+  for (size_t r = 0; r < old; ++r) {
+    const uint32_t id = static_cast<uint32_t>(c.rows[r * w + m + 1]);
+    if (id < c.pos.size()) c.pos[id] = 0;
+  }
+  c.rows.swap(c.next_rows);
+  for (size_t r = 0; r < c.rows.size() / w; ++r) {
+    const uint32_t id = static_cast<uint32_t>(c.rows[r * w + m + 1]);
+    if (id >= c.pos.size()) c.pos.resize(size_t{id} + 1 + id / 2, 0);
+    c.pos[id] = static_cast<uint32_t>(r + 1);
+  }
 }
 
 const std::vector<std::string>& KnownActions() {

@@ -85,6 +85,47 @@ TEST(JobOrderKeys, KeyedSortIsTheComparatorsOrderUnderEveryShippedOrderPlugin) {
   }
 }
 
+TEST(JobOrderKeys, TheEnginesCacheKeepsTheOrderAsJobsStartSubsetsAndRowsChange) {
+  // One JobOrderCache across sessions (as the engine keeps it): sorts of
+  // shuffled subsets, while jobs start, run (las levels, drf shares and
+  // gang readiness change) and new ones arrive, each equal to the
+  // comparators' sort.
+  EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build());
+  auto& state = const_cast<scheduler::State&>(h.state());
+  plugins::PriorityPlugin priority(false);
+  plugins::LasPlugin las({600LL * 1'000'000, 3600LL * 1'000'000});
+  plugins::GangPlugin gang;
+  plugins::DrfPlugin drf;
+  const std::vector<std::vector<scheduler::Plugin*>> tiers = {{&priority, &las, &gang}, {&drf}};
+  scheduler::JobOrderCache cache;
+  std::mt19937 rng(11);
+  int next = 0;
+  for (int round = 0; round < 30; ++round) {
+    for (int k = 0; k < 6; ++k) {
+      JobBuilder b("j" + std::to_string(next++));
+      b.GpusPerTask(1 << (rng() % 3)).Gang(1 + static_cast<int>(rng() % 2)).Priority(static_cast<int>(rng() % 2));
+      h.Submit(b.Build());
+    }
+    h.clock().Advance(300'000);
+    h.Cycle();
+    Session s(state, h.clock(), 1000 + round, tiers);
+    s.set_job_order_cache(&cache);
+    ASSERT_TRUE(s.job_order_keyed());
+    std::vector<Job*> all;
+    for (scheduler::JobId id : state.active_jobs()) all.push_back(&state.job(id));
+    for (int pass = 0; pass < 4; ++pass) {
+      std::vector<Job*> some;
+      for (Job* j : all) {
+        if (pass == 0 || rng() % 3 != 0) some.push_back(j);
+      }
+      std::shuffle(some.begin(), some.end(), rng);
+      ExpectSameOrder(s, some);
+    }
+    s.Close();
+  }
+  EXPECT_GT(cache.rows.size(), 0u) << "the cache was used";
+}
+
 TEST(JobOrderKeys, AComparatorAmongTheOrdersTurnsTheKeyedSortOff) {
   EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build());
   h.Submit(JobBuilder("a").Priority(1).Build());
