@@ -374,27 +374,61 @@ bool VictimPicker::KeepsShares(const Offer& offer, const Unit& u) const {
   return known > 0;
 }
 
-int64_t VictimPicker::MaxTasks(Offer& offer, const Need& need) const {
-  auto [it, fresh] = offer.bound.try_emplace(need, -1, 0);
-  if (it->second.first == commits_) return it->second.second;
+int64_t VictimPicker::MaxTasks(Offer& offer, const Job& p, const Need& need) const {
+  Offer::Bound& b = offer.bound[need];
   const State& st = s_.state();
-  int64_t tasks = 0;
-  for (uint32_t n = 0; n < st.num_nodes(); ++n) {
-    if (!st.node(NodeId(n)).schedulable) continue;
-    Room room = RoomAt(n);
-    for (int k : offer.AtNode(n)) {
-      const Unit& unit = offer.units[k];
-      if (unit.dead || !KeepsShares(offer, unit)) continue;
-      for (const Member& m : offer.MembersOf(unit)) {
-        if (m.node != n) continue;
-        room.gpus += m.gpus;
-        room.cpu += m.cpu;
-        room.mem += m.mem;
+  auto usable = [&](const Unit& unit) { return !unit.dead && (mode_ != EvictMode::kReclaim || KeepsShares(offer, unit)); };
+  if (b.gen != commits_) {
+    b.tasks = 0;
+    b.room.assign(st.num_nodes(), Room{});
+    for (uint32_t n = 0; n < st.num_nodes(); ++n) {
+      if (!st.node(NodeId(n)).schedulable) continue;
+      Room room = RoomAt(n);
+      for (int k : offer.AtNode(n)) {
+        const Unit& unit = offer.units[k];
+        if (!usable(unit)) continue;
+        for (const Member& m : offer.MembersOf(unit)) {
+          if (m.node != n) continue;
+          room.gpus += m.gpus;
+          room.cpu += m.cpu;
+          room.mem += m.mem;
+        }
       }
+      b.room[n] = room;
+      b.tasks += Fits(room, need);
+    }
+    b.gen = commits_;
+  }
+  if (p.yielded_to().empty()) return b.tasks;
+  // Without the units of the jobs it yielded to, on the nodes they touch.
+  thread_local std::vector<std::pair<uint32_t, Room>> less;
+  less.clear();
+  for (JobId y : p.yielded_to()) {
+    auto it = offer.by_job.find(y.value());
+    if (it == offer.by_job.end()) continue;
+    for (int k = it->second.first; k < it->second.second; ++k) {
+      const Unit& unit = offer.units[k];
+      if (!usable(unit)) continue;
+      for (const Member& m : offer.MembersOf(unit)) {
+        if (!st.node(NodeId(m.node)).schedulable) continue;
+        less.push_back({m.node, Room{m.gpus, m.cpu, m.mem}});
+      }
+    }
+  }
+  if (less.empty()) return b.tasks;
+  std::sort(less.begin(), less.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  int64_t tasks = b.tasks;
+  for (size_t k = 0; k < less.size();) {
+    const uint32_t n = less[k].first;
+    Room room = b.room[n];
+    tasks -= Fits(room, need);
+    for (; k < less.size() && less[k].first == n; ++k) {
+      room.gpus -= less[k].second.gpus;
+      room.cpu -= less[k].second.cpu;
+      room.mem -= less[k].second.mem;
     }
     tasks += Fits(room, need);
   }
-  it->second = {commits_, tasks};
   return tasks;
 }
 
@@ -827,7 +861,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   Offer& offer = OfferFor(p);
   if (offer.units.empty()) return false;
   had_victims_ = true;
-  if (s_.fast_paths() && mode_ == EvictMode::kReclaim && p.yielded_to().empty() && MaxTasks(offer, per_task) < need) {
+  if (s_.fast_paths() && MaxTasks(offer, p, per_task) < need) {
     return false;
   }
 

@@ -178,9 +178,14 @@ class VictimPicker {
     mutable int keeps_gen = -1;
     // Reclaim, per task shape: an upper bound on the tasks of that shape
     // the cluster could hold with every unit usable by a preemptor that
-    // yielded to nobody taken (MaxTasks), and the commit count it was
-    // computed at.
-    std::map<Need, std::pair<int, int64_t>> bound;
+    // yielded to nobody taken (MaxTasks): the total, each node's room with
+    // those units gone, and the commit count it was computed at.
+    struct Bound {
+      int gen = -1;
+      int64_t tasks = 0;
+      std::vector<Room> room;  // by node
+    };
+    std::map<Need, Bound> bound;
   };
   struct Choice {
     std::vector<int> units;  // indices into Offer::units
@@ -225,11 +230,13 @@ class VictimPicker {
   // Reclaim: ReclaimKeepsShares for unit `u` of `offer`, remembered until
   // the next commit.
   bool KeepsShares(const Offer& offer, const Unit& u) const;
-  // Reclaim: Offer::bound for `need`. ChooseIn can never count more tasks
-  // in any scope (Fits grows with room; it takes only usable units), so a
-  // preemptor that yielded to nobody and needs more cannot be helped, and
-  // TryForCount returns at once with what ChooseIn would have concluded.
-  int64_t MaxTasks(Offer& offer, const Need& need) const;
+  // Reclaim: Offer::bound for `need`, less, for a preemptor that yielded
+  // to jobs (rule 4), what their units add on their nodes (they are never
+  // usable for it). ChooseIn can never count more tasks in any scope (Fits
+  // grows with room; it takes only usable units), so a preemptor that
+  // needs more cannot be helped, and TryForCount returns at once with what
+  // ChooseIn would have concluded.
+  int64_t MaxTasks(Offer& offer, const Job& p, const Need& need) const;
   // The cheapest units of `node`, in cost order and skipping those that free
   // nothing the task still lacks there, that fit one more task of `need`,
   // given `draft`; false when none. `cost`: the step's last (dearest) unit;
