@@ -17,5 +17,12 @@ done
 [ $# -ge 2 ] || { echo "local_ssh.sh: want HOST COMMAND..., got: $*" >&2; exit 255; }
 RINGMASTER_MPI_HOST=$1
 export RINGMASTER_MPI_HOST
+# Each stand-in host gets an Open MPI session directory of its own, as a real
+# host has: the daemons of several "hosts" on one machine would otherwise race
+# to create the same /tmp/ompi.HOSTNAME.UID/jf.N (seen under load: "mkdir ...
+# File exists", orte_init failed).
+OMPI_MCA_orte_tmpdir_base=${TMPDIR:-/tmp}/ompi-local-$RINGMASTER_MPI_HOST
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
+export OMPI_MCA_orte_tmpdir_base
 shift
 exec /bin/sh -c "$*"

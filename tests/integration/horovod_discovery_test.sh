@@ -42,7 +42,7 @@ YAML
 pid=$!
 port=""
 for _ in $(seq 100); do
-  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
   [[ -n $port ]] && break
   kill -0 "$pid" 2>/dev/null || { cat "$work/err"; fail "serve exited"; }
   sleep 0.1

@@ -37,7 +37,7 @@ YAML
 pid=$!
 port=""
 for _ in $(seq 100); do
-  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
   [[ -n $port ]] && break
   kill -0 "$pid" 2>/dev/null || { cat "$work/err"; fail "serve exited"; }
   sleep 0.1
@@ -57,6 +57,10 @@ grep -q '"phase": "Running"' "$work/job.json" || fail "mpi did not start: $(cat 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm_rsh_agent=$SRC/examples/mpi/local_ssh.sh
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+# Open MPI's session directories under this run's own folder (examples/mpi/
+# local_ssh.sh gives each stand-in host one inside it): nothing left by
+# another run, or by a daemon of another stand-in host, is in the way.
+export TMPDIR=$work
 "$BIN" hosts mpi --format openmpi > "$work/hostfile"
 # Under the sanitizer build, Open MPI's own allocations (libmpi, libopen-pal
 # and its dlopen'ed components, which LeakSanitizer cannot name) are reported

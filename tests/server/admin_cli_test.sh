@@ -75,7 +75,7 @@ cp "$work/default.yaml" "$work/policy.yaml"
 pid=$!
 port=""
 for _ in $(seq 100); do
-  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+  port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
   [[ -n $port ]] && break
   sleep 0.1
 done

@@ -38,8 +38,8 @@ start() {  # extra serve flags...
   pid=$!
   hport="" gport=""
   for _ in $(seq 100); do
-    hport=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\) (TLS)$/\1/p' out)
-    gport=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' out)
+    hport=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\) (TLS)$/\1/p' out 2>/dev/null || true)
+    gport=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' out 2>/dev/null || true)
     [[ -n $hport && -n $gport ]] && break
     sleep 0.1
   done

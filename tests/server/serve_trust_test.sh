@@ -30,9 +30,9 @@ start() {
   pid=$!
   port="" gport="" mport=""
   for _ in $(seq 100); do
-    port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-    gport=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-    mport=$(sed -n 's/^health and metrics listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+    port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
+    gport=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
+    mport=$(sed -n 's/^health and metrics listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
     [[ -n $port && -n $gport && -n $mport ]] && break
     sleep 0.1
   done

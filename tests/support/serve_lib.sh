@@ -17,13 +17,13 @@ start() {
   pid=$!
   local port=""
   for _ in $(seq 100); do
-    port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+    port=$(sed -n 's/^admin API listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
     [[ -n $port ]] && break
     sleep 0.1
   done
   [[ -n $port ]] || fail "serve did not start"
   export RINGMASTER_SERVER=127.0.0.1:$port
-  http_port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
+  http_port=$(sed -n 's/^extender listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null || true)
   [[ -n $http_port ]] || fail "serve named no extender (metrics) port"
 }
 # The engine cycles serve has run (its /metrics).
