@@ -180,6 +180,11 @@ rm_status rm_shim_commit(rm_shim* h, int64_t step, int64_t position) {
   return Report(h, h->shim->Commit(step, position));
 }
 
+rm_status rm_shim_report_step(rm_shim* h, double seconds, double samples) {
+  if (!Usable(h)) return RM_ERROR;
+  return Report(h, h->shim->ReportStep(seconds, samples));
+}
+
 rm_status rm_shim_step_boundary(rm_shim* h) {
   if (!Usable(h)) return RM_ERROR;
   return Boundary(h, h->shim->StepBoundary());

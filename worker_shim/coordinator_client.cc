@@ -478,13 +478,17 @@ absl::StatusOr<std::vector<std::string>> CoordinatorClient::KvWaitGet(
 
 absl::Status CoordinatorClient::CommitProgress(int64_t generation,
                                                int64_t step,
-                                               int64_t position) {
+                                               int64_t position,
+                                               double step_seconds,
+                                               double step_samples) {
   api::CommitProgressRequest req;
   req.set_job(options_.job);
   req.set_worker_id(options_.worker_id);
   req.set_generation(generation);
   req.set_step(step);
   req.set_position(position);
+  req.set_step_seconds(step_seconds);
+  req.set_step_samples(step_samples);
   api::CommitProgressReply reply;
   auto ctx = MakeContext(options_.rpc_timeout);
   return FromGrpc(Stub()->CommitProgress(ctx.get(), req, &reply));

@@ -135,8 +135,11 @@ class CoordinatorClient {
   absl::StatusOr<std::vector<std::string>> KvWaitGet(
       int64_t generation, const std::vector<std::string>& keys,
       absl::Duration timeout);
+  // With the generation's measured speed since the last commit (seconds
+  // and global samples per step; 0: not measured).
   absl::Status CommitProgress(int64_t generation, int64_t step,
-                              int64_t position);
+                              int64_t position, double step_seconds = 0,
+                              double step_samples = 0);
   // Returns the coordinator's current generation.
   absl::StatusOr<int64_t> ReportFailure(int64_t generation,
                                         const std::string& suspect,

@@ -87,6 +87,13 @@ rm_status rm_shim_broadcast(rm_shim* shim, void* data, size_t bytes, int root);
 rm_status rm_shim_barrier(rm_shim* shim);
 
 rm_status rm_shim_commit(rm_shim* shim, int64_t step, int64_t position);
+/* The training loop's measured speed in this generation: seconds per
+ * optimizer step and global samples per step (0: unknown). The next
+ * rm_shim_commit of the same generation sends it to the coordinator (rank 0),
+ * which keeps the mean by the generation's size (GPUs, nodes) for the
+ * scheduler's speed model; a re-formation drops an unsent one. RM_ERROR for
+ * a negative, infinite or NaN value. */
+rm_status rm_shim_report_step(rm_shim* shim, double seconds, double samples);
 /* RM_OK, RM_REFORMED (planned change, no rollback) or RM_REMOVED. */
 rm_status rm_shim_step_boundary(rm_shim* shim);
 /* After a failed collective: RM_REFORMED (rolled back to the last commit) or

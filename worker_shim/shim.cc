@@ -318,11 +318,25 @@ absl::Status Shim::Barrier() { return backend_->Barrier(); }
 
 absl::Status Shim::Commit(int64_t step, int64_t position) {
   RM_RETURN_IF_ERROR(state_.Commit());
+  const bool measured = step_generation_ == generation_;
   if (rank_ == 0) {
     // Progress reports are advisory; a restarting coordinator must not stop
     // training.
-    (void)client_->CommitProgress(generation_, step, position);
+    (void)client_->CommitProgress(generation_, step, position, measured ? step_seconds_ : 0,
+                                  measured ? step_samples_ : 0);
   }
+  step_generation_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status Shim::ReportStep(double seconds, double samples) {
+  if (!(seconds >= 0) || !(samples >= 0) || seconds > 1e6 || samples > 1e12) {
+    return absl::InvalidArgumentError(absl::StrCat("report_step: seconds (", seconds, ") must be in [0, 1e6] and samples (",
+                                                   samples, ") in [0, 1e12]"));
+  }
+  step_seconds_ = seconds;
+  step_samples_ = samples;
+  step_generation_ = generation_;
   return absl::OkStatus();
 }
 

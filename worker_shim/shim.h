@@ -125,8 +125,14 @@ class Shim {
   absl::Status Broadcast(void* data, size_t bytes, int root);
   absl::Status Barrier();
 
-  // Commits the state and reports progress (rank 0 only reports).
+  // Commits the state and reports progress (rank 0 only reports), with the
+  // speed last given to ReportStep in this generation.
   absl::Status Commit(int64_t step, int64_t position);
+  // The training loop's measured speed: seconds per optimizer step and
+  // global samples per step (0: unknown). Kept until the next Commit of this
+  // generation sends it (a re-formation drops it: it measured the old
+  // size). InvalidArgument for a negative, infinite or NaN value.
+  absl::Status ReportStep(double seconds, double samples);
   absl::StatusOr<Boundary> StepBoundary();
   // After a failed collective. Returns kReformed, or kRemoved when the
   // coordinator dropped this worker.
@@ -178,6 +184,10 @@ class Shim {
   ElasticState state_;
   int64_t generation_ = 0;
   int rank_ = -1;
+  // ReportStep's measurement and the generation it was made in.
+  double step_seconds_ = 0;
+  double step_samples_ = 0;
+  int64_t step_generation_ = -1;
   std::vector<std::string> members_;
   std::vector<ReformRecord> reforms_;
 

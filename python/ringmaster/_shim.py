@@ -163,6 +163,7 @@ def _load():
         sig("rm_shim_broadcast", st, vp, vp, sz, ctypes.c_int)
         sig("rm_shim_barrier", st, vp)
         sig("rm_shim_commit", st, vp, i64, i64)
+        sig("rm_shim_report_step", st, vp, ctypes.c_double, ctypes.c_double)
         sig("rm_shim_step_boundary", st, vp)
         sig("rm_shim_recover", st, vp)
         sig("rm_shim_leave", st, vp, ctypes.c_int)
@@ -260,6 +261,16 @@ class Shim:
         with self._lock:
             self._check(self._lib.rm_shim_commit(self._handle(), int(step),
                                                  int(position)))
+
+    def report_step(self, seconds: float, samples: float = 0) -> None:
+        """The training loop's measured speed in this generation: seconds
+        per optimizer step and global samples per step (0: unknown). The
+        next ``commit`` of this generation sends it to the coordinator
+        (rank 0), which keeps the mean by the generation's size for the
+        scheduler's speed model; a re-formation drops an unsent one."""
+        with self._lock:
+            self._check(self._lib.rm_shim_report_step(
+                self._handle(), float(seconds), float(samples)))
 
     def leave(self, finished: bool) -> None:
         with self._lock:

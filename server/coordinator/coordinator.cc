@@ -2,6 +2,7 @@
 #include "server/coordinator/coordinator.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -279,6 +280,14 @@ absl::Status Coordinator::CommitProgress(
   if (request.step() < 0 || request.position() < 0) {
     return absl::InvalidArgumentError("step and position must not be negative");
   }
+  if (!(request.step_seconds() >= 0) || request.step_seconds() > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_seconds must be a number of seconds in [0, 1e6], not ", request.step_seconds()));
+  }
+  if (!(request.step_samples() >= 0) || request.step_samples() > 1e12) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_samples must be a number in [0, 1e12], not ", request.step_samples()));
+  }
   absl::MutexLock lock(&mu_);
   RM_ASSIGN_OR_RETURN(auto job, FindJob(request.job()));
   if (request.generation() > job->generation) {
@@ -288,6 +297,27 @@ absl::Status Coordinator::CommitProgress(
   if (request.position() >= job->committed_position) {
     job->committed_step = request.step();
     job->committed_position = request.position();
+  }
+  // A speed measured in the current generation counts for its size; one of
+  // an older generation (its members are gone) is dropped.
+  if (request.step_seconds() > 0 && request.generation() == job->generation && !job->members.empty()) {
+    int32_t gpus = 0;
+    std::set<std::string> hosts;
+    for (const std::string& id : job->members) {
+      auto w = job->workers.find(id);
+      if (w == job->workers.end()) continue;
+      gpus += w->second.gpus.empty() ? 1 : static_cast<int32_t>(w->second.gpus.size());
+      hosts.insert(w->second.host);
+    }
+    if (gpus > 0) {
+      Job::Speed& sp = job->speed[{gpus, static_cast<int32_t>(hosts.size())}];
+      sp.seconds += request.step_seconds();
+      ++sp.reports;
+      if (request.step_samples() > 0) {
+        sp.samples += request.step_samples();
+        ++sp.samples_reports;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -408,6 +438,14 @@ absl::StatusOr<api::JobStatus> Coordinator::GetJob(
   out.set_committed_step(job.committed_step);
   out.set_committed_position(job.committed_position);
   out.set_finished(job.finished);
+  for (const auto& [size, sp] : job.speed) {
+    auto* m = out.add_speed();
+    m->set_gpus(size.first);
+    m->set_nodes(size.second);
+    m->set_step_seconds(sp.seconds / static_cast<double>(sp.reports));
+    m->set_step_samples(sp.samples_reports > 0 ? sp.samples / static_cast<double>(sp.samples_reports) : 0);
+    m->set_reports(sp.reports);
+  }
   return out;
 }
 

@@ -204,6 +204,14 @@ class Coordinator {
     bool grow_pending = false;
     absl::Time grow_pending_since;
     std::map<std::string, std::string> kv;  // current generation only
+    // Measured speed by (GPUs, nodes) of the generation (CommitProgress).
+    struct Speed {
+      double seconds = 0;  // sums over the reports
+      double samples = 0;
+      int64_t samples_reports = 0;
+      int64_t reports = 0;
+    };
+    std::map<std::pair<int32_t, int32_t>, Speed> speed;
   };
 
   absl::Time Now() const;

@@ -3,6 +3,7 @@
 // heartbeat timeouts; Tick() is called by hand.
 #include "server/coordinator/coordinator.h"
 
+#include <cmath>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -419,6 +420,87 @@ TEST_F(CoordinatorTest, FinishedJobPublishesNothingAndRefusesJoins) {
   j.set_worker_id("c");
   EXPECT_EQ(coord_.Join(j).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// Speed reports (docs/SHIM.md, "Speed reports"): rank 0's measured speed at
+// a commit counts for the size of the generation it was made in: its GPUs
+// (the members' GPUs) and nodes (their distinct hosts); a report of an older
+// generation is dropped; bad values are refused.
+TEST(CoordinatorSpeed, ReportsAreKeptByTheGenerationsSizeAndOldOnesDropped) {
+  CoordinatorOptions o;
+  absl::Time now = absl::FromUnixSeconds(1000);
+  o.now = [&] { return now; };
+  Coordinator coord(o);
+  auto join = [&](const std::string& id, const std::string& host, std::vector<int32_t> gpus, int desired) {
+    api::JoinRequest r;
+    r.set_job("j");
+    r.set_worker_id(id);
+    r.set_host(host);
+    for (int32_t g : gpus) r.add_gpus(g);
+    r.set_desired_workers(desired);
+    auto sub = coord.Join(r);
+    EXPECT_TRUE(sub.ok()) << sub.status();
+    return *sub;
+  };
+  auto a = join("a", "h1", {0, 1}, 2);
+  auto b = join("b", "h2", {0, 1}, 0);
+  ASSERT_TRUE(coord.NextUpdate(a, absl::ZeroDuration()).ok());
+  auto commit = [&](int64_t gen, double seconds, double samples) {
+    api::CommitProgressRequest cp;
+    cp.set_job("j");
+    cp.set_worker_id("a");
+    cp.set_generation(gen);
+    cp.set_step(10);
+    cp.set_position(100);
+    cp.set_step_seconds(seconds);
+    cp.set_step_samples(samples);
+    return coord.CommitProgress(cp);
+  };
+  ASSERT_TRUE(commit(1, 0.5, 256).ok());
+  ASSERT_TRUE(commit(1, 0.7, 0).ok());  // samples unknown: counted for seconds only
+  ASSERT_TRUE(commit(1, 0, 0).ok());    // not measured: nothing kept
+  auto st = coord.GetJob("j");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->speed_size(), 1);
+  EXPECT_EQ(st->speed(0).gpus(), 4) << "two members of two GPUs";
+  EXPECT_EQ(st->speed(0).nodes(), 2) << "on hosts h1 and h2";
+  EXPECT_DOUBLE_EQ(st->speed(0).step_seconds(), 0.6) << "the mean of 0.5 and 0.7";
+  EXPECT_DOUBLE_EQ(st->speed(0).step_samples(), 256) << "over the reports that gave samples";
+  EXPECT_EQ(st->speed(0).reports(), 2);
+  // Shrunk to one member: a late report of generation 1 is dropped, one of
+  // generation 2 counts for 2 GPUs on 1 node.
+  api::ResizeRequest r;
+  r.set_job("j");
+  r.set_workers(1);
+  ASSERT_TRUE(coord.Resize(r).ok());
+  auto g = coord.GetJob("j");
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->generation(), 2);
+  ASSERT_EQ(g->members_size(), 1);
+  ASSERT_TRUE(commit(1, 9.0, 0).ok());
+  ASSERT_TRUE(commit(2, 0.4, 128).ok());
+  st = coord.GetJob("j");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->speed_size(), 2);
+  EXPECT_EQ(st->speed(0).gpus(), 2);
+  EXPECT_EQ(st->speed(0).nodes(), 1);
+  EXPECT_DOUBLE_EQ(st->speed(0).step_seconds(), 0.4);
+  EXPECT_DOUBLE_EQ(st->speed(1).step_seconds(), 0.6) << "generation 1's mean unchanged by its late report";
+  // Refused: what no clock measures.
+  absl::Status bad = commit(2, -1, 0);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("step_seconds must be a number of seconds"), std::string::npos) << bad;
+  bad = commit(2, std::nan(""), 0);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  bad = commit(2, 0.4, -5);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("step_samples must be"), std::string::npos) << bad;
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ TEST(CApi, TwoWorkersAllReduceCommitAndLeave) {
                 RM_ERROR);
       EXPECT_NE(std::string(rm_shim_last_error(s)).find("dtype"),
                 std::string::npos);
+      EXPECT_EQ(rm_shim_report_step(s, -1, 0), RM_ERROR);
+      EXPECT_NE(std::string(rm_shim_last_error(s)).find("report_step: seconds (-1)"), std::string::npos)
+          << rm_shim_last_error(s);
+      EXPECT_EQ(rm_shim_report_step(s, 0.25, 64), RM_OK);
       EXPECT_EQ(rm_shim_commit(s, 1, 64), RM_OK);
       EXPECT_EQ(rm_shim_step_boundary(s), RM_OK);
       EXPECT_EQ(rm_shim_barrier(s), RM_OK);
@@ -47,7 +51,13 @@ TEST(CApi, TwoWorkersAllReduceCommitAndLeave) {
     });
   }
   ringmaster::shim::testing::RunRanks(fns);
-  EXPECT_EQ(server->core().GetJob("capi")->committed_position(), 64);
+  auto job = server->core().GetJob("capi");
+  EXPECT_EQ(job->committed_position(), 64);
+  // Rank 0's report went with its commit: 2 workers without GPUs on one host.
+  ASSERT_EQ(job->speed_size(), 1);
+  EXPECT_EQ(job->speed(0).gpus(), 2);
+  EXPECT_DOUBLE_EQ(job->speed(0).step_seconds(), 0.25);
+  EXPECT_DOUBLE_EQ(job->speed(0).step_samples(), 64);
 }
 
 TEST(CApi, KeyValueStoreAndLastReformation) {

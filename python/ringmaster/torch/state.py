@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import gc
 import io
+import time
 import weakref
 from typing import Any, Dict, Optional
 
@@ -79,6 +80,8 @@ class ElasticState:
             setattr(self, k, v)
         self._saved: Optional[Dict[str, Any]] = None
         self.commits = 0
+        # (generation, step, sampler position, time) of the last commit.
+        self._last_commit: Optional[tuple] = None
 
     # -- what is carried --------------------------------------------------------
     def _snapshot(self) -> Dict[str, Any]:
@@ -124,8 +127,24 @@ class ElasticState:
                         self.sampler.position)
         if step is None:
             step = int(getattr(self, "step", 0))
+        self._report_speed(ctx, step, position)
         ctx.shim.commit(step, position)
         self.check_host_updates()
+
+    def _report_speed(self, ctx, step: int, position: int) -> None:
+        """The speed since the previous commit of this generation (seconds
+        and sampler positions per step), for the scheduler's speed model
+        (docs/PYTORCH.md, "Speed reports"); nothing on the first commit of
+        a generation, or when no step passed."""
+        now = time.monotonic()
+        generation = ctx.generation
+        last = self._last_commit
+        self._last_commit = (generation, step, position, now)
+        if last is None or last[0] != generation or step <= last[1]:
+            return
+        steps = step - last[1]
+        samples = max(0, position - last[2]) / steps
+        ctx.shim.report_step((now - last[3]) / steps, samples)
 
     def check_host_updates(self) -> None:
         """The step boundary, where all members agree to switch to a new
