@@ -84,21 +84,39 @@ int CompareKeys(double l, double r) {
   return l < r ? -1 : 1;
 }
 
+// A refusal's text, remembered for the session: a queue at its capability
+// refuses every job after the first with the same numbers (issue 22: the
+// texts were most of a capacity-bound replay's cycle).
+struct RefusalText {
+  uint32_t limit;  // the limiting queue
+  Resources minimum;
+  Resources used;  // its in use or admitted
+  std::string text;
+};
+
 // Fit while the job's minimum, on top of what its queue uses and has
 // admitted, stays within capability up the tree; otherwise Wait with the
 // numbers of the queue that limits it.
-scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job) {
+scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job,
+                               std::vector<RefusalText>& texts) {
   const QueueInfo& q = s.queue(job.queue());
   std::string which;
   if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), &which)) {
     return scheduler::Verdict::Fit();
   }
   const QueueInfo& limit = s.queues()[*s.state().queues().Find(which)];
-  return scheduler::Verdict::Because(
-      scheduler::Verdict::Code::kWait,
-      absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
-                   (limit.allocated() + limit.inqueue).ToString(), " in use or admitted exceeds its capability ",
-                   limit.spec->capability->ToString()));
+  const Resources used = limit.allocated() + limit.inqueue;
+  for (const RefusalText& t : texts) {
+    if (t.limit == limit.id.value() && t.minimum == job.min_request() && t.used == used) {
+      return scheduler::Verdict::Because(scheduler::Verdict::Code::kWait, t.text);
+    }
+  }
+  std::string text = absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
+                                  used.ToString(), " in use or admitted exceeds its capability ",
+                                  limit.spec->capability->ToString());
+  if (texts.size() >= 16) texts.erase(texts.begin());
+  texts.push_back({limit.id.value(), job.min_request(), used, text});
+  return scheduler::Verdict::Because(scheduler::Verdict::Code::kWait, std::move(text));
 }
 
 // The candidates of reclaimable queues above their deserved share.
@@ -128,7 +146,9 @@ void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddAllocatableFn(kName, [sp](const QueueInfo& q, const scheduler::TaskRef& t) {
     return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), nullptr);
   });
-  s.AddJobEnqueueableFn(kName, [sp](const scheduler::Job& job) { return Enqueueable(*sp, job); });
+  s.AddJobEnqueueableFn(kName, [sp, texts = std::vector<RefusalText>()](const scheduler::Job& job) mutable {
+    return Enqueueable(*sp, job, texts);
+  });
   s.AddReclaimableFn(kName, [sp](const scheduler::TaskRef&, const std::vector<scheduler::TaskRef>& c) {
     return Reclaimable(*sp, c);
   });
