@@ -374,6 +374,22 @@ bool VictimPicker::KeepsShares(const Offer& offer, const Unit& u) const {
   return known > 0;
 }
 
+VictimPicker::Room VictimPicker::BoundRoom(const Offer& offer, uint32_t n) const {
+  if (!s_.state().node(NodeId(n)).schedulable) return Room{};
+  Room room = RoomAt(n);
+  for (int k : offer.AtNode(n)) {
+    const Unit& unit = offer.units[k];
+    if (unit.dead || (mode_ == EvictMode::kReclaim && !KeepsShares(offer, unit))) continue;
+    for (const Member& m : offer.MembersOf(unit)) {
+      if (m.node != n) continue;
+      room.gpus += m.gpus;
+      room.cpu += m.cpu;
+      room.mem += m.mem;
+    }
+  }
+  return room;
+}
+
 int64_t VictimPicker::MaxTasks(Offer& offer, const Job& p, const Need& need) const {
   Offer::Bound& b = offer.bound[need];
   const State& st = s_.state();
@@ -382,20 +398,8 @@ int64_t VictimPicker::MaxTasks(Offer& offer, const Job& p, const Need& need) con
     b.tasks = 0;
     b.room.assign(st.num_nodes(), Room{});
     for (uint32_t n = 0; n < st.num_nodes(); ++n) {
-      if (!st.node(NodeId(n)).schedulable) continue;
-      Room room = RoomAt(n);
-      for (int k : offer.AtNode(n)) {
-        const Unit& unit = offer.units[k];
-        if (!usable(unit)) continue;
-        for (const Member& m : offer.MembersOf(unit)) {
-          if (m.node != n) continue;
-          room.gpus += m.gpus;
-          room.cpu += m.cpu;
-          room.mem += m.mem;
-        }
-      }
-      b.room[n] = room;
-      b.tasks += Fits(room, need);
+      b.room[n] = BoundRoom(offer, n);
+      b.tasks += Fits(b.room[n], need);
     }
     b.gen = commits_;
   }
@@ -804,6 +808,19 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
       }
     }
     RefreshSteps(offer, nodes);
+    // Preempt and loans: only the nodes the commit touched changed (their
+    // room, the units there); reclaim's share rule may change anywhere, so
+    // its bounds are computed again when next asked.
+    if (mode_ == EvictMode::kReclaim) continue;
+    for (auto& [need, b] : offer.bound) {
+      if (b.gen != commits_ - 1) continue;
+      for (uint32_t n : nodes) {
+        b.tasks -= Fits(b.room[n], need);
+        b.room[n] = BoundRoom(offer, n);
+        b.tasks += Fits(b.room[n], need);
+      }
+      b.gen = commits_;
+    }
   }
 }
 

@@ -237,6 +237,9 @@ class VictimPicker {
   // needs more cannot be helped, and TryForCount returns at once with what
   // ChooseIn would have concluded.
   int64_t MaxTasks(Offer& offer, const Job& p, const Need& need) const;
+  // Node n's room with every unit usable by a preemptor that yielded to
+  // nobody taken (nothing on an unschedulable node).
+  Room BoundRoom(const Offer& offer, uint32_t n) const;
   // The cheapest units of `node`, in cost order and skipping those that free
   // nothing the task still lacks there, that fit one more task of `need`,
   // given `draft`; false when none. `cost`: the step's last (dearest) unit;
