@@ -21,7 +21,9 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     queues_[q].deserved = state_.total();
     queues_[q].request = queues_[q].allocated();  // descendants included
   }
-  jobs_.assign(state_.waiting_jobs().begin(), state_.waiting_jobs().end());
+  // One walk of the set (assign would walk it twice: once to count).
+  jobs_.reserve(state_.waiting_jobs().size());
+  for (JobId id : state_.waiting_jobs()) jobs_.push_back(id);
   // Pending demand and admitted minimums, rolled up the queue tree.
   for (JobId id : jobs_) {
     const Job& job = state_.job(id);
