@@ -128,13 +128,20 @@ int64_t SpeedupPlugin::PlacementScore(const scheduler::State& state, const sched
 void SpeedupPlugin::OnSessionOpen(scheduler::Session& s) {
   gpus_per_node_ = 0;
   if (placement_weight_ > 0) {
-    bool any = false;
-    for (scheduler::JobId id : s.state().active_jobs()) {
-      if (s.state().job(id).spec().speed != nullptr) {
-        any = true;
-        break;
-      }
+    // The active jobs with a model, kept across sessions: only the jobs
+    // added since the last session are looked at (ids are never reused), so
+    // a cluster whose jobs have none pays nothing per cycle for the check.
+    const scheduler::State& st = s.state();
+    if (scanned_ > st.num_jobs()) {  // another state
+      scanned_ = 0;
+      modelled_.clear();
     }
+    for (; scanned_ < st.num_jobs(); ++scanned_) {
+      const scheduler::JobId id(static_cast<uint32_t>(scanned_));
+      if (st.job(id).spec().speed != nullptr) modelled_.push_back(id);
+    }
+    std::erase_if(modelled_, [&](scheduler::JobId id) { return !st.active_jobs().contains(id); });
+    const bool any = !modelled_.empty();
     if (any) {
       const scheduler::State* state = &s.state();
       const int64_t w = placement_weight_;

@@ -45,6 +45,7 @@
 #define RINGMASTER_PLUGINS_SPEEDUP_H_
 
 #include <optional>
+#include <vector>
 
 #include "scheduler/session.h"
 
@@ -86,6 +87,10 @@ class SpeedupPlugin : public scheduler::Plugin {
   int64_t placement_weight_;
   double start_ratio_;
   int gpus_per_node_ = 0;  // this session's G (0: not read yet)
+  // Jobs with a speed model among those seen (ids below scanned_) that were
+  // still active at the last session (OnSessionOpen).
+  std::vector<scheduler::JobId> modelled_;
+  size_t scanned_ = 0;
 };
 
 }  // namespace ringmaster::plugins

@@ -185,15 +185,7 @@ class AllocateAction : public Action {
       // An elastic job with a speed model starts only where that pays
       // (PlaceJudged); otherwise it waits, and preempt and the loans look
       // for its desired size.
-      if (StartIsJudged(s, *job)) {
-        if (PlaceJudged(s, *job, ReservationUse::kNone).kind == PlaceOutcome::Kind::kPlaced) {
-          if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);
-        } else if (!job->GangReady() && !st.reservation() && s.JobStarving(*job)) {
-          if (auto r = ReservationFor(s, *job); r) Reserve(s, std::move(r));
-        }
-        continue;
-      }
-      PlaceOutcome out = placer.Place(*job);
+      PlaceOutcome out = StartIsJudged(s, *job) ? PlaceJudged(s, *job, ReservationUse::kNone) : placer.Place(*job);
       if (out.kind == PlaceOutcome::Kind::kPlaced) {
         if (st.reservation() && st.reservation()->job == job->id()) Reserve(s, std::nullopt);
         continue;

@@ -44,11 +44,7 @@ class BackfillAction : public Action {
         s.KeepPendingReason(*j, *kept);
         continue;
       }
-      if (StartIsJudged(s, *j)) {
-        PlaceJudged(s, *j, ReservationUse::kBackfill);
-        continue;
-      }
-      PlaceOutcome out = placer.Place(*j);
+      PlaceOutcome out = StartIsJudged(s, *j) ? PlaceJudged(s, *j, ReservationUse::kBackfill) : placer.Place(*j);
       if (out.kind != PlaceOutcome::Kind::kPlaced) s.SetPendingReason(*j, out.reason);
     }
   }

@@ -146,9 +146,8 @@ class ElasticAction : public Action {
   // member at a time to the candidate whose speed-up grows most per GPU
   // (ties: job order), while a member adds anything; each job then grows to
   // the largest of its counted sizes whose resize pays (Session::ResizePays),
-  // in job order. Candidates without a model follow, in job order, as
-  // without the plugin. Returns the jobs left for step 3's loop (also
-  // growing what was placed here: nothing, they are at their sizes).
+  // in job order. Returns the candidates without a model, which step 3's
+  // loop then grows in job order, as without the plugin.
   std::vector<Job*> GrowBySpeed(Session& s, const std::vector<Job*>& grow, int& budget) {
     State& st = s.mutable_state();
     struct Plan {

@@ -459,23 +459,20 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
 }
 
 bool StartIsJudged(const Session& s, const Job& job) {
-  return s.has_start_pays() && job.spec().speed != nullptr && job.elastic() && job.phase() == JobPhase::kInqueue;
+  return s.has_start_pays() && job.elastic() && job.phase() == JobPhase::kInqueue && s.JobSpeedup(job, 1).has_value();
 }
 
 PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use) {
   Statement stmt(s);
   GangPlacer tentative(s, use, &stmt);
   PlaceOutcome out = tentative.Place(job);
-  if (out.kind == PlaceOutcome::Kind::kPlaced) {
-    if (s.StartPays(job) && stmt.Commit().ok()) return out;
-    stmt.Discard();
-    out.kind = PlaceOutcome::Kind::kFailed;
-    s.SetPendingReason(job, "waits for more of its desired size: its speed model says a start this small or this "
-                            "spread would not pay");
-    return out;
-  }
+  if (out.kind == PlaceOutcome::Kind::kPlaced && s.StartPays(job) && stmt.Commit().ok()) return out;
   stmt.Discard();
-  if (!job.GangReady()) s.SetPendingReason(job, out.reason);
+  if (out.kind == PlaceOutcome::Kind::kPlaced) {
+    out.kind = PlaceOutcome::Kind::kFailed;
+    out.reason = "waits for more of its desired size: its speed model says a start this small or this spread would "
+                 "not pay";
+  }
   return out;
 }
 

@@ -112,7 +112,7 @@ class GangPlacer {
 // in a statement and keep the placement only where the start pays.
 bool StartIsJudged(const Session& s, const Job& job);
 // That placement: kPlaced when the job started; otherwise nothing changed
-// and the job's pending reason says why it waits.
+// and the outcome's reason says why it waits (for the caller to set).
 PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use);
 
 }  // namespace ringmaster::scheduler

@@ -839,7 +839,7 @@ bool VictimPicker::TryFor(Job& p) {
   // A job with a speed model (the speedup plugin) is sized by it: started
   // at its minimum it would run there until GPUs stay idle, so its victims
   // are sought for its whole desired size first, as loans are.
-  const bool whole_first = mode_ == EvictMode::kLoan || (s_.has_job_speedup() && p.spec().speed != nullptr);
+  const bool whole_first = mode_ == EvictMode::kLoan || (s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value());
   if (whole_first && static_cast<int>(pending.size()) > min_need &&
       TryForCount(p, pending, static_cast<int>(pending.size()))) {
     return true;
@@ -876,6 +876,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     return false;
   }
   Offer& offer = OfferFor(p);
+  const bool modelled = s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value();
   if (offer.units.empty()) return false;
   had_victims_ = true;
   if (s_.fast_paths() && MaxTasks(offer, p, per_task) < need) {
@@ -887,10 +888,9 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     topology::DomainId domain;
   };
   std::vector<Scope> scopes;
-  if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) {
-    // The domains at the allowed tier with the most GPUs free or held by
-    // usable units, enough for the minimum.
-    const int t = spec.highest_tier;
+  // The domains at tier t (0: single nodes) with the most GPUs free or held
+  // by usable units, enough for the need.
+  auto add_scopes_at = [&](int t) {
     std::map<uint32_t, int64_t> gpus;
     for (const Unit& u : offer.units) {
       if (!Usable(offer, &p, u)) continue;
@@ -908,29 +908,15 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     for (size_t k = 0; k < order.size() && k < static_cast<size_t>(kMaxDomainTries); ++k) {
       scopes.push_back({t, topology::DomainId(order[k].second)});
     }
+  };
+  if (spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) {
+    add_scopes_at(spec.highest_tier);
   } else {
-    // A job with a speed model whose need fits one node: the nodes that
-    // could hold all of it once units are taken are tried first, as scopes
-    // of their own (the models say a job spread over nodes runs slower,
-    // up to 1.8 x for 4 GPUs over two); the whole cluster only when none
-    // can.
-    if (s_.has_job_speedup() && spec.speed != nullptr) {
-      std::map<uint32_t, int64_t> gpus;
-      for (const Unit& u : offer.units) {
-        if (!Usable(offer, &p, u)) continue;
-        for (const Member& m : offer.MembersOf(u)) gpus[m.node] += m.gpus;
-      }
-      std::vector<std::pair<int64_t, uint32_t>> order;
-      for (const auto& [n, g] : gpus) {
-        const int64_t cap = static_cast<int64_t>(c.node(NodeId(n)).gpus.size());
-        if (cap < per_task.gpus * need) continue;
-        if (st.FreeWholeGpus(NodeId(n)) + g >= per_task.gpus * need) order.push_back({-(st.FreeWholeGpus(NodeId(n)) + g), n});
-      }
-      std::sort(order.begin(), order.end());
-      for (size_t k = 0; k < order.size() && k < static_cast<size_t>(kMaxDomainTries); ++k) {
-        scopes.push_back({0, topology::DomainId(order[k].second)});
-      }
-    }
+    // A job with a speed model: the single nodes that could hold all of its
+    // need once units are taken are tried first (the models say a job spread
+    // over nodes runs slower, up to 2.5 x for 4 GPUs over two); the whole
+    // cluster only when none can.
+    if (modelled) add_scopes_at(0);
     scopes.push_back({-1, {}});
   }
   Choice best;

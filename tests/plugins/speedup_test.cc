@@ -102,8 +102,10 @@ TEST(SpeedupPlugin, RejectsBadArguments) {
   EXPECT_TRUE(plugins::SpeedupPlugin::Create(PluginArgs("speedup", "p.yaml", {})).ok());
 }
 
-std::string Policy(bool speedup) {
-  return std::string(R"(actions: "enqueue, allocate, preempt, elastic"
+// Every action that sizes jobs, no grace period or cooldown, growth at once,
+// no loans; with the speedup plugin (its arguments as given) or without it.
+std::string Policy(bool speedup, const std::string& speedup_args = "") {
+  std::string p = R"(actions: "enqueue, allocate, preempt, elastic, backfill"
 configurations:
 - name: preempt
   arguments: {gracePeriod: 0, cooldown: 0}
@@ -115,7 +117,11 @@ tiers:
   - name: gang
 - plugins:
   - name: predicates
-)") + (speedup ? "  - name: speedup\n" : "");
+  - name: binpack
+)";
+  if (speedup) p += "  - name: speedup\n";
+  if (speedup && !speedup_args.empty()) p += "    arguments: " + speedup_args + "\n";
+  return p;
 }
 
 // One node of 8 GPUs: `flat` (no faster on more GPUs) and `lin` (linear)
@@ -209,23 +215,6 @@ std::shared_ptr<const scheduler::SpeedModel> AmdahlFlatNetwork() {
   return std::make_shared<FnSpeed>([](int g, int) { return g / (1 + 0.2 * (g - 1)); });
 }
 
-std::string JudgedPolicy(const std::string& speedup_args) {
-  return std::string(R"(actions: "enqueue, allocate, preempt, elastic, backfill"
-configurations:
-- name: preempt
-  arguments: {gracePeriod: 0, cooldown: 0}
-- name: elastic
-  arguments: {growIdle: 0, cooldown: 0, returnLoans: false}
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: binpack
-  - name: speedup
-)") + (speedup_args.empty() ? "" : "    arguments: " + speedup_args + "\n");
-}
 
 TEST(SpeedupPlugin, AStartThisSpreadWaitsUnlessStartRatioIsZero) {
   // 2 nodes x 4 GPUs, 3 held on each: a job of desired 2 (Amdahl, 0.5 per
@@ -234,7 +223,7 @@ TEST(SpeedupPlugin, AStartThisSpreadWaitsUnlessStartRatioIsZero) {
   for (const bool judged : {true, false}) {
     SCOPED_TRACE(judged ? "startRatio 0.75 (default)" : "startRatio 0 (control)");
     EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(),
-                    PolicyFromYaml(JudgedPolicy(judged ? "" : "{startRatio: 0}")));
+                    PolicyFromYaml(Policy(true, judged ? "" : "{startRatio: 0}")));
     h.Submit(JobBuilder("b0").GpusPerTask(3).Build());
     h.Submit(JobBuilder("b1").GpusPerTask(3).Build());
     h.Cycle();
@@ -264,9 +253,7 @@ TEST(SpeedupPlugin, APreemptorWithAModelTakesItsDesiredSizeOnOneNode) {
   // are sought for all 4 on one node; without, preempt frees its minimum (1).
   for (const bool speedup : {true, false}) {
     SCOPED_TRACE(speedup ? "with speedup" : "without (control)");
-    std::string policy = JudgedPolicy("");
-    if (!speedup) policy = policy.substr(0, policy.find("  - name: speedup"));
-    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), PolicyFromYaml(policy));
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), PolicyFromYaml(Policy(speedup)));
     h.Submit(JobBuilder("low").Gang(8).Elastic(2, 8).GpusPerTask(1).Build());
     h.Cycle();
     ASSERT_EQ(h.job("low").ReadyCount(), 8);
@@ -297,7 +284,7 @@ TEST(SpeedupPlugin, AGrowThatLandsOnAnotherNodeMustPayWhereItLands) {
   // a network that costs nothing (control) it grows.
   for (const bool node_cost : {true, false}) {
     SCOPED_TRACE(node_cost ? "0.5 per extra node" : "no cost per node (control)");
-    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), PolicyFromYaml(JudgedPolicy("")));
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(4).Build(), PolicyFromYaml(Policy(true)));
     h.Submit(WithSpeed(JobBuilder("g").Gang(2).Elastic(1, 4).GpusPerTask(1).Build(),
                        node_cost ? Amdahl() : AmdahlFlatNetwork()));
     h.Cycle();
