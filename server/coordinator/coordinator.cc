@@ -298,9 +298,11 @@ absl::Status Coordinator::CommitProgress(
     job->committed_step = request.step();
     job->committed_position = request.position();
   }
-  // A speed measured in the current generation counts for its size; one of
-  // an older generation (its members are gone) is dropped.
-  if (request.step_seconds() > 0 && request.generation() == job->generation && !job->members.empty()) {
+  // A speed measured in the current generation by its rank 0 (the shim
+  // reports there) counts for its size; one of an older generation (its
+  // members are gone) or from another worker is dropped.
+  if (request.step_seconds() > 0 && request.generation() == job->generation && !job->members.empty() &&
+      job->members.front() == request.worker_id()) {
     int32_t gpus = 0;
     std::set<std::string> hosts;
     for (const std::string& id : job->members) {

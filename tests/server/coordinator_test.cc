@@ -431,7 +431,8 @@ namespace {
 // Speed reports (docs/SHIM.md, "Speed reports"): rank 0's measured speed at
 // a commit counts for the size of the generation it was made in: its GPUs
 // (the members' GPUs) and nodes (their distinct hosts); a report of an older
-// generation is dropped; bad values are refused.
+// generation, or from a worker that is not rank 0, is dropped; bad values are
+// refused.
 TEST(CoordinatorSpeed, ReportsAreKeptByTheGenerationsSizeAndOldOnesDropped) {
   CoordinatorOptions o;
   absl::Time now = absl::FromUnixSeconds(1000);
@@ -465,6 +466,12 @@ TEST(CoordinatorSpeed, ReportsAreKeptByTheGenerationsSizeAndOldOnesDropped) {
   ASSERT_TRUE(commit(1, 0.5, 256).ok());
   ASSERT_TRUE(commit(1, 0.7, 0).ok());  // samples unknown: counted for seconds only
   ASSERT_TRUE(commit(1, 0, 0).ok());    // not measured: nothing kept
+  api::CommitProgressRequest other;  // from rank 1: not the reporter, dropped
+  other.set_job("j");
+  other.set_worker_id("b");
+  other.set_generation(1);
+  other.set_step_seconds(50);
+  ASSERT_TRUE(coord.CommitProgress(other).ok());
   auto st = coord.GetJob("j");
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(st->speed_size(), 1);
