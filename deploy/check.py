@@ -14,6 +14,7 @@ usage: check.py DEPLOY_DIR RINGMASTER_BINARY
   outside the pod may call filter or bind; /healthz and /metrics have a port
   of their own (--metrics), the only one a container port names, the probes
   use and a Service exposes;
+- serve keeps its journal (--state) on a writable volume of its container;
 - every flag given to `ringmaster serve` is one it knows (its --help), and
   the policy ConfigMap passes `ringmaster policy check` and is the built-in
   policy, byte for byte (`ringmaster policy default`).
@@ -158,6 +159,18 @@ def main():
     metrics = flag_value(args, "--metrics")
     if metrics is None:
         problem(where, "ringmaster serve needs --metrics HOST:PORT (the health port probes and the Service use)")
+    # The journal: --state on a writable volume of the container (without it
+    # a restart forgets gangs, bindings and cancels).
+    state = flag_value(args, "--state")
+    if state is None:
+        problem(where, "ringmaster serve needs --state DIR (its journal), on a mounted volume")
+    else:
+        mounted = {m["mountPath"].rstrip("/"): m for m in rm.get("volumeMounts", [])}
+        m = mounted.get(state.rstrip("/"))
+        if m is None:
+            problem(where, f"--state {state} is not the mountPath of a volume of the ringmaster container")
+        elif m.get("readOnly") or "configMap" in volumes.get(m["name"], {}):
+            problem(where, f"--state {state} must be a writable volume (not read-only, not a ConfigMap)")
     # The container ports: only the health port, never the extender's.
     cports = {}
     for p in rm.get("ports", []):
