@@ -10,8 +10,12 @@
 #
 #   bench/pollux_sweep.sh [BUILD_DIR]                        # default build/ci
 #   POLICIES="tiresias-tuned default" LOADS="1.0" bench/pollux_sweep.sh
+#   PLOTS=docs/plots bench/pollux_sweep.sh build/ci        # + JCT CDF SVGs
 # A policy name is examples/policies/NAME.yaml; `default` is the built-in
 # policy (elastic: each job from 1 GPU to its model's largest size).
+# PLOTS=DIR (relative to the repository root, like OUT) also writes
+# DIR/pollux-jct-cdf-LOAD.svg per load with bench/jct_cdf.py: each job's JCT
+# as a CDF beside the published Tiresias and Pollux ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/ci}
@@ -67,3 +71,6 @@ if "1.0" in loads:
         print(f"workload-{w}  {t:7.0f}  {cells}")
 print(f"\nsimulator wall time, all {len(policies) * len(loads) * len(workloads)} runs: {wall:.2f} s")
 PY
+if [[ -n ${PLOTS:-} ]]; then
+  /usr/bin/python3 bench/jct_cdf.py --policies "$POLICIES" --loads "$LOADS" --workloads "$WORKLOADS" "$OUT" "$PLOTS"
+fi
