@@ -389,7 +389,8 @@ int ShowJob(const ClientFlags& f, const std::string& name) {
               {"gpus held:", Gpus(j.gpu_milli())},
               {"generation:", absl::StrCat(j.generation())},
               {"expected start:", Start(j)},
-              {"pending reason:", j.pending_reason().empty() ? "-" : j.pending_reason()}});
+              {"pending reason:", j.pending_reason().empty() ? "-" : j.pending_reason()},
+              {"speed model:", j.speed_model().empty() ? "-" : j.speed_model()}});
   std::vector<std::vector<std::string>> rows = {{"TASK", "STATE", "NODE", "GPUS", "RANK"}};
   for (const admin::Task& t : j.tasks()) {
     rows.push_back({t.name(), t.state(), t.node().empty() ? "-" : t.node(),

@@ -9,12 +9,6 @@
 namespace ringmaster::plugins {
 namespace {
 
-// GPUs of one member (the job's first role: the sizes that grow).
-int GpusPerMember(const scheduler::Job& job) {
-  if (job.spec().roles.empty()) return 0;
-  return static_cast<int>(job.spec().roles.back().gpu.count);
-}
-
 double RateAt(const scheduler::SpeedModel& m, int gpus, int gpus_per_node) {
   const int nodes = std::max(1, (gpus + gpus_per_node - 1) / gpus_per_node);
   return m.Rate(gpus, std::min(nodes, gpus));
@@ -53,7 +47,7 @@ int SpeedupPlugin::GpusPerNode(const scheduler::Session& s) {
 
 std::optional<double> SpeedupPlugin::Speedup(const scheduler::Job& job, int members, int gpus_per_node) {
   const scheduler::SpeedModel* m = job.spec().speed.get();
-  const int g = GpusPerMember(job);
+  const int g = job.GpusPerMember();
   if (m == nullptr || g <= 0 || members < 0) return std::nullopt;
   if (members == 0) return 0.0;
   const double one = RateAt(*m, g, gpus_per_node);
@@ -64,7 +58,7 @@ std::optional<double> SpeedupPlugin::Speedup(const scheduler::Job& job, int memb
 bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, double a, int to, double b) const {
   if (to <= from || from <= 0) return true;
   if (!(b * (horizon_s_ - reform_pause_s_) > a * horizon_s_)) return false;
-  const int gpus = (to - from) * std::max(1, GpusPerMember(job));
+  const int gpus = (to - from) * std::max(1, job.GpusPerMember());
   return (b - a) / gpus >= min_gain_per_gpu_;
 }
 
@@ -77,7 +71,7 @@ bool SpeedupPlugin::Pays(const scheduler::Job& job, int from, int to, int gpus_p
 
 std::optional<double> SpeedupPlugin::Placed(const scheduler::Job& job, int gpus_per_node) {
   const scheduler::SpeedModel* m = job.spec().speed.get();
-  const int g = GpusPerMember(job);
+  const int g = job.GpusPerMember();
   if (m == nullptr || g <= 0) return std::nullopt;
   int gpus = 0;
   std::vector<uint32_t> nodes;
@@ -135,6 +129,15 @@ void SpeedupPlugin::OnSessionOpen(scheduler::Session& s) {
     if (scanned_ > st.num_jobs()) {  // another state
       scanned_ = 0;
       modelled_.clear();
+    }
+    if (speed_changes_ != st.speed_changes()) {
+      // A job's model was replaced (a learned one): the active jobs again.
+      speed_changes_ = st.speed_changes();
+      modelled_.clear();
+      for (scheduler::JobId id : st.active_jobs()) {
+        if (st.job(id).spec().speed != nullptr) modelled_.push_back(id);
+      }
+      scanned_ = st.num_jobs();
     }
     for (; scanned_ < st.num_jobs(); ++scanned_) {
       const scheduler::JobId id(static_cast<uint32_t>(scanned_));

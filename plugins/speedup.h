@@ -91,6 +91,7 @@ class SpeedupPlugin : public scheduler::Plugin {
   // still active at the last session (OnSessionOpen).
   std::vector<scheduler::JobId> modelled_;
   size_t scanned_ = 0;
+  uint64_t speed_changes_ = 0;  // State::speed_changes() when last looked
 };
 
 }  // namespace ringmaster::plugins

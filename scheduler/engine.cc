@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "scheduler/session.h"
 #include "scheduler/statement.h"
@@ -32,6 +34,42 @@ absl::StatusOr<Engine::Configured> Engine::Configure(const Policy& policy, const
 }
 
 namespace {
+
+// A grow's reason; for a job with a speed model, what it says the grow
+// gained: "grew into idle GPUs: 2 -> 4 GPUs on 1 -> 1 node, x1.9 the rate
+// (speed model: ...)". `binds`: the cycle's, the grow's new members among
+// them.
+std::string GrowReason(const Job& job, const std::vector<Bind>& binds) {
+  if (job.spec().speed == nullptr) return "grew into idle GPUs";
+  absl::flat_hash_set<uint32_t> added;
+  for (const Bind& b : binds) {
+    if (b.job == job.id()) added.insert(b.task);
+  }
+  int gpus_before = 0, gpus_after = 0;
+  absl::flat_hash_set<uint32_t> nodes_before, nodes_after;
+  for (const Task& t : job.tasks()) {
+    const bool ready = t.state == TaskState::kAllocated || t.state == TaskState::kBinding ||
+                       t.state == TaskState::kBound || t.state == TaskState::kRunning;
+    if (!ready || !t.node.valid()) continue;
+    const int g = static_cast<int>(job.gpu(t.index).count);
+    gpus_after += g;
+    nodes_after.insert(t.node.value());
+    if (!added.contains(t.index)) {
+      gpus_before += g;
+      nodes_before.insert(t.node.value());
+    }
+  }
+  const SpeedModel& m = *job.spec().speed;
+  std::string gain;
+  if (gpus_before > 0 && gpus_after > 0) {
+    const double before = m.Rate(gpus_before, static_cast<int>(nodes_before.size()));
+    const double after = m.Rate(gpus_after, static_cast<int>(nodes_after.size()));
+    if (before > 0) gain = absl::StrFormat(", x%.2f the rate", after / before);
+  }
+  return absl::StrCat("grew into idle GPUs: ", gpus_before, " -> ", gpus_after, " GPUs on ", nodes_before.size(), " -> ",
+                      nodes_after.size(), nodes_after.size() == 1 ? " node" : " nodes", gain, " (speed model: ",
+                      m.Describe(), ")");
+}
 absl::StatusOr<queue::QueueTree> QueuesOf(const Policy& policy) {
   if (policy.queues.empty()) return queue::QueueTree::Default();
   return queue::QueueTree::Build(policy.queues);
@@ -482,6 +520,13 @@ absl::StatusOr<int64_t> Engine::SetForeignUsage(std::string_view node, const Res
   return short_by;
 }
 
+absl::Status Engine::SetJobSpeed(JobId id, std::shared_ptr<const SpeedModel> model) {
+  if (!id.valid() || !state_->active_jobs().contains(id)) return absl::NotFoundError("no such active job");
+  state_->SetJobSpeed(id, std::move(model));
+  touched_ = true;  // an event: the next cycle may size the job anew
+  return absl::OkStatus();
+}
+
 absl::Status Engine::RemoveNode(std::string_view name) { return LoseNode(name, "node removed"); }
 absl::Status Engine::FailNode(std::string_view name) { return LoseNode(name, "node failed"); }
 
@@ -677,7 +722,7 @@ void Engine::AfterClose(Decisions& d) {
     job.set_pending_reason("");
     job.set_generation(job.generation() + 1);
     d.membership.push_back(Membership(job, starting ? MembershipChange::Kind::kStart : MembershipChange::Kind::kGrow,
-                                      starting ? "started" : "grew into idle GPUs"));
+                                      starting ? "started" : GrowReason(job, d.binds)));
   }
 }
 

@@ -134,6 +134,10 @@ class Engine {
   // could not be counted because ringmaster's tasks hold them; NotFound for
   // a node the engine does not have.
   absl::StatusOr<int64_t> SetForeignUsage(std::string_view node, const Resources& req, int64_t gpus);
+  // Replaces a job's speed model (null: none), e.g. with one learned from
+  // its workers' step times; the speedup plugin reads it from the next
+  // cycle on. NotFound for an unknown or ended job.
+  absl::Status SetJobSpeed(JobId id, std::shared_ptr<const SpeedModel> model);
   // Removes a node (drained by the admin) or marks it failed. Tasks on it
   // fail; a gang left below its minimum is released whole and waits again;
   // an elastic gang still at or above its minimum keeps running smaller.

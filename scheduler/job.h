@@ -211,6 +211,12 @@ class Job {
   int32_t priority() const { return priority_; }
   JobPhase phase() const { return phase_; }
   void set_phase(JobPhase p) { phase_ = p; }
+  // Only State::SetJobSpeed replaces the speed model (a daemon's model
+  // learned from the workers' reports).
+  void set_speed(std::shared_ptr<const SpeedModel> m) { spec_.speed = std::move(m); }
+  // GPUs of one member: the last role's (the members an elastic job grows
+  // and shrinks by); 0 for a job without GPUs.
+  int GpusPerMember() const { return spec_.roles.empty() ? 0 : static_cast<int>(spec_.roles.back().gpu.count); }
 
   // The gang minimum (tasks that must run together): spec().size.Min of the
   // replicas it was made with.

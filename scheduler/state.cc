@@ -348,6 +348,12 @@ std::vector<std::pair<JobId, uint32_t>> State::TasksOn(NodeId n) const {
   return node_tasks_[n.value()];
 }
 
+void State::SetJobSpeed(JobId id, std::shared_ptr<const SpeedModel> model) {
+  job(id).set_speed(std::move(model));
+  ++speed_changes_;
+  Touch();
+}
+
 void State::SetReservation(std::optional<Reservation> r) {
   Touch();
   std::fill(reserved_.begin(), reserved_.end(), false);

@@ -219,6 +219,12 @@ class State {
   // A number no session closed on this state had before (Session::Close).
   uint64_t NewSession() { return ++sessions_; }
 
+  // Replaces a job's speed model (null: none). A new epoch (what a start is
+  // judged by changed) and a new speed_changes(): a plugin that keeps the
+  // jobs with a model across sessions looks at all of them again.
+  void SetJobSpeed(JobId id, std::shared_ptr<const SpeedModel> model);
+  uint64_t speed_changes() const { return speed_changes_; }
+
  private:
   void AddUsage(Job& job, uint32_t i, int sign);
   void UpdateWaiting(const Job& job);
@@ -261,6 +267,7 @@ class State {
   const Clock* clock_ = nullptr;
   uint64_t epoch_ = 1;
   uint64_t last_epoch_ = 1;
+  uint64_t speed_changes_ = 0;
   uint64_t sessions_ = 0;
   Timestamp Now() const { return clock_ ? clock_->Now() : 0; }
 };

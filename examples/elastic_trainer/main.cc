@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -60,6 +61,12 @@ struct Config {
   int commit_every = 4;
   uint64_t seed = 1;
   int step_delay_ms = 0;
+  // A stand-in for a model's cost (the scheduler learns its scaling from the
+  // step times reported): each step sleeps compute_ms / world size (the
+  // batch's compute, split) plus allreduce_ms x (world size - 1) (the
+  // synchronization each further worker adds).
+  double compute_ms = 0;
+  double allreduce_ms = 0;
   int rendezvous_delay_ms = 0;
   std::string backend = "gloo";
   std::string out;
@@ -274,9 +281,18 @@ int RunElastic(const Config& c) {
     (void)s.Leave(false);
     return 0;
   };
+  // The steps' mean time since the last commit of this generation, reported
+  // with the next commit (Shim::ReportStep).
+  double timed_seconds = 0;
+  int64_t timed_steps = 0, timed_generation = s.generation();
   while (p.position < total) {
+    const auto step_start = std::chrono::steady_clock::now();
     if (c.step_delay_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(c.step_delay_ms));
+    }
+    if (c.compute_ms > 0 || c.allreduce_ms > 0) {
+      const double ms = c.compute_ms / s.world_size() + c.allreduce_ms * (s.world_size() - 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
     }
     const int64_t len = std::min<int64_t>(c.batch, total - p.position);
     std::vector<double> buf = LocalStep(data, w, p, len, s.rank(), s.world_size());
@@ -295,11 +311,21 @@ int RunElastic(const Config& c) {
       continue;  // state restored to the last commit and synced
     }
     ApplyStep(c, buf, len, s.world_size(), w, p);
+    if (s.generation() != timed_generation) {
+      timed_generation = s.generation();
+      timed_seconds = 0;
+      timed_steps = 0;
+    }
+    timed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    ++timed_steps;
     if (p.step % c.commit_every == 0 || p.position == total) {
+      (void)s.ReportStep(timed_seconds / static_cast<double>(timed_steps), static_cast<double>(len));
       if (auto cs = s.Commit(p.step, p.position); !cs.ok()) {
         std::cerr << cs << "\n";
         return 1;
       }
+      timed_seconds = 0;
+      timed_steps = 0;
     }
     auto b = s.StepBoundary();
     if (!b.ok()) {
@@ -348,6 +374,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", c.seed, "data seed");
   app.add_option("--step-delay-ms", c.step_delay_ms, "sleep per step (tests)");
+  app.add_option("--compute-ms", c.compute_ms,
+                 "a step's compute on one worker, split across the workers (sleeps compute-ms / world size)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--allreduce-ms", c.allreduce_ms,
+                 "synchronization per step that each further worker adds (sleeps allreduce-ms x (world size - 1))")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--rendezvous-delay-ms", c.rendezvous_delay_ms,
                  "sleep before each rendezvous (tests)");
   app.add_option("--backend", c.backend, "gloo or nccl");

@@ -160,7 +160,7 @@ class ElasticAction : public Action {
     std::vector<Plan> plans;
     std::vector<Job*> rest;
     for (Job* j : grow) {
-      const int g = j->spec().roles.empty() ? 0 : static_cast<int>(j->spec().roles.back().gpu.count);
+      const int g = j->GpusPerMember();
       if (g <= 0 || !s.JobSpeedup(*j, 1)) {
         rest.push_back(j);
         continue;

@@ -142,7 +142,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
   // goes first among shrinks of one priority. A job without a model counts
   // as scaling linearly (one member's speed per member).
   const bool by_speed = s_.has_job_speedup();
-  const int member_gpus = v.spec().roles.empty() ? 1 : std::max<int>(1, static_cast<int>(v.spec().roles.back().gpu.count));
+  const int member_gpus = std::max(1, v.GpusPerMember());
   auto loss = [&](int members) -> int64_t {
     if (!by_speed) return 0;
     const std::optional<double> a = s_.JobSpeedup(v, members);

@@ -139,6 +139,7 @@ admin::Job JobToProto(const scheduler::Engine& engine, scheduler::JobId id, JobV
   p.set_generation(job.generation());
   if (view != JobView::kFull) return p;
   *p.mutable_spec() = JobSpecToProto(job.spec());
+  if (job.spec().speed != nullptr) p.set_speed_model(job.spec().speed->Describe());
   std::vector<int32_t> rank_of(job.tasks().size(), -1);
   for (const scheduler::Member& m : engine.RingOrder(id)) {
     if (m.task < rank_of.size()) rank_of[m.task] = m.rank;

@@ -245,9 +245,7 @@ absl::StatusOr<std::vector<std::string>> Coordinator::KvWait(
   absl::MutexLock lock(&mu_);
   {
     RM_ASSIGN_OR_RETURN(auto job, FindJob(request.job()));
-    if (auto s = CheckGeneration(*job, request.generation()); !s.ok()) {
-      return s;
-    }
+    RM_RETURN_IF_ERROR(CheckGeneration(*job, request.generation()));
   }
   while (true) {
     if (shutdown_) return absl::CancelledError("coordinator shutting down");
@@ -447,6 +445,25 @@ absl::StatusOr<api::JobStatus> Coordinator::GetJob(
     m->set_step_seconds(sp.seconds / static_cast<double>(sp.reports));
     m->set_step_samples(sp.samples_reports > 0 ? sp.samples / static_cast<double>(sp.samples_reports) : 0);
     m->set_reports(sp.reports);
+  }
+  return out;
+}
+
+std::vector<Coordinator::SpeedReports> Coordinator::AllSpeedReports() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SpeedReports> out;
+  for (const auto& [name, job] : jobs_) {
+    if (job.speed.empty()) continue;
+    SpeedReports& r = out.emplace_back();
+    r.job = name;
+    for (const auto& [size, sp] : job.speed) {
+      r.sizes.push_back({.gpus = size.first,
+                         .nodes = size.second,
+                         .step_seconds = sp.seconds / static_cast<double>(sp.reports),
+                         .step_samples = sp.samples_reports > 0 ? sp.samples / static_cast<double>(sp.samples_reports) : 0,
+                         .reports = sp.reports});
+      r.reports += sp.reports;
+    }
   }
   return out;
 }

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/coordinator.pb.h"
+#include "server/coordinator/learned_speed.h"
 
 namespace ringmaster::server {
 
@@ -153,6 +154,17 @@ class Coordinator {
   void DropJob(const std::string& job);
 
   absl::StatusOr<api::JobStatus> GetJob(const std::string& job) const;
+  // Each job's speed reports so far (rank 0's step times at its commits,
+  // docs/SHIM.md "Speed reports"): the means per generation size, as
+  // GetJob's `speed`; `reports` (all sizes together) grows with every
+  // report counted, so a reader sees what is new. Jobs without any are left
+  // out; a dropped job's are gone.
+  struct SpeedReports {
+    std::string job;
+    int64_t reports = 0;
+    std::vector<SpeedObservation> sizes;
+  };
+  std::vector<SpeedReports> AllSpeedReports() const;
 
   // Declares members with late heartbeats failed and ends adoption grace
   // periods; the service calls it periodically, tests call it directly.

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace ringmaster::server {
 namespace {
@@ -126,6 +130,70 @@ std::string LearnedSpeedModel::Describe() const {
   }
   return absl::StrFormat("learned from %d reports (%s): rate(g, n) = g / (%.4g + %.4g (g-1) + %.4g (n-1)) samples/s",
                          reports, sizes, a_, b_, c_);
+}
+
+std::string SpeedObservationsText(const std::vector<SpeedObservation>& obs) {
+  std::string out;
+  for (const SpeedObservation& o : obs) {
+    absl::StrAppend(&out, o.gpus, " ", o.nodes, " ", o.reports, " ", absl::StrFormat("%.17g %.17g", o.step_seconds, o.step_samples),
+                    "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SpeedObservation>> ParseSpeedObservations(std::string_view text) {
+  std::vector<SpeedObservation> out;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n', absl::SkipEmpty())) {
+    ++line_no;
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    auto bad = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat("speed observations line ", line_no, ": ", what));
+    };
+    if (f.size() != 5) return bad(absl::StrCat(f.size(), " fields, want 5 (GPUS NODES REPORTS STEP_SECONDS STEP_SAMPLES)"));
+    SpeedObservation o;
+    if (!absl::SimpleAtoi(f[0], &o.gpus) || o.gpus < 1 || o.gpus > 1'000'000) return bad("GPUS is not in 1..1000000");
+    if (!absl::SimpleAtoi(f[1], &o.nodes) || o.nodes < 1 || o.nodes > o.gpus) return bad("NODES is not in 1..GPUS");
+    if (!absl::SimpleAtoi(f[2], &o.reports) || o.reports < 1) return bad("REPORTS is not a positive integer");
+    if (!absl::SimpleAtod(f[3], &o.step_seconds) || !(o.step_seconds > 0) || !std::isfinite(o.step_seconds)) {
+      return bad("STEP_SECONDS is not a positive number");
+    }
+    if (!absl::SimpleAtod(f[4], &o.step_samples) || !(o.step_samples >= 0) || !std::isfinite(o.step_samples)) {
+      return bad("STEP_SAMPLES is not a number >= 0");
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<SpeedObservation> MergeSpeedObservations(const std::vector<SpeedObservation>& a,
+                                                     const std::vector<SpeedObservation>& b) {
+  struct Sum {
+    double seconds = 0, samples = 0;
+    int64_t reports = 0, samples_reports = 0;
+  };
+  std::map<std::pair<int, int>, Sum> sums;
+  for (const auto* set : {&a, &b}) {
+    for (const SpeedObservation& o : *set) {
+      if (o.reports < 1) continue;
+      Sum& s = sums[{o.gpus, o.nodes}];
+      s.seconds += o.step_seconds * static_cast<double>(o.reports);
+      s.reports += o.reports;
+      if (o.step_samples > 0) {
+        s.samples += o.step_samples * static_cast<double>(o.reports);
+        s.samples_reports += o.reports;
+      }
+    }
+  }
+  std::vector<SpeedObservation> out;
+  for (const auto& [size, s] : sums) {
+    out.push_back({.gpus = size.first,
+                   .nodes = size.second,
+                   .step_seconds = s.seconds / static_cast<double>(s.reports),
+                   .step_samples = s.samples_reports > 0 ? s.samples / static_cast<double>(s.samples_reports) : 0,
+                   .reports = s.reports});
+  }
+  return out;
 }
 
 }  // namespace ringmaster::server

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,20 @@ struct SpeedObservation {
   double step_samples = 0;  // 0: unknown
   int64_t reports = 0;
 };
+
+// The journal's text of observations (server/journal/journal.h, job_speed):
+// one line per size, "GPUS NODES REPORTS STEP_SECONDS STEP_SAMPLES", in the
+// order given; the numbers round-trip exactly.
+std::string SpeedObservationsText(const std::vector<SpeedObservation>& obs);
+// Its inverse: InvalidArgument naming the line and the field that does not
+// parse or is out of range (sizes 1..1e6 with nodes <= GPUs, reports >= 1,
+// seconds > 0, samples >= 0, all finite).
+absl::StatusOr<std::vector<SpeedObservation>> ParseSpeedObservations(std::string_view text);
+// Both sets of observations as one, per (GPUs, nodes): reports add up,
+// seconds and samples are means weighted by reports (samples over the
+// reports that said, i.e. a 0 counts as unknown). Ordered by (GPUs, nodes).
+std::vector<SpeedObservation> MergeSpeedObservations(const std::vector<SpeedObservation>& a,
+                                                     const std::vector<SpeedObservation>& b);
 
 class LearnedSpeedModel : public scheduler::SpeedModel {
  public:

@@ -52,6 +52,13 @@ absl::Status MembershipBridge::Apply(const scheduler::MembershipChange& m) {
                 {{"job", t.job}, {"engine_job", m.job_name}, {"engine_generation", m.generation}, {"error", std::string(g.status().message())}});
     return g.status();
   }
+  if (m.kind != scheduler::MembershipChange::Kind::kStart) {
+    // A resize in serve's log with the engine's reason (the grow's gain by
+    // the job's speed model, the shrink's preemptor).
+    common::Log(common::LogLevel::info, "membership changed",
+                {{"job", m.job_name}, {"kind", std::string(scheduler::MembershipKindName(m.kind))},
+                 {"members", m.members.size()}, {"generation", m.generation}, {"why", m.reason}});
+  }
   return absl::OkStatus();
 }
 

@@ -242,6 +242,11 @@ absl::Status Daemon::Readopt(Recovered recovered) {
   std::vector<StoredRecord> stored;
   for (ExtenderRecord& r : recovered.extender) stored.push_back({r.kind, r.name, std::move(r.value)});
   RM_RETURN_IF_ERROR(extender_->Restore(stored));
+  {
+    absl::MutexLock lock(&engine_mu_);
+    speeds_ = std::make_unique<SpeedLearner>([c = coordinator_.get()] { return c->AllSpeedReports(); }, journal_.get());
+    speeds_->Restore(recovered.speeds, *engine_);
+  }
   recovered_ = recovered.jobs.size();
   return absl::OkStatus();
 }
@@ -351,10 +356,12 @@ void Daemon::OnCycle(const scheduler::Decisions& dec) {
 }
 
 void Daemon::Background() {
-  while (!stop_background_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+  for (int64_t tick = 1; !stop_background_.WaitForNotificationWithTimeout(absl::Milliseconds(100)); ++tick) {
     coordinator_->Tick();
     absl::MutexLock lock(&engine_mu_);
     if (executor_) executor_->Poll();
+    // Once a second: the workers' speed reports into the jobs' models.
+    if (tick % 10 == 0 && speeds_) speeds_->Learn(*engine_, absl::Now());
   }
 }
 

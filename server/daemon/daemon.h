@@ -31,7 +31,8 @@
 //  3. Makes the surfaces on the engine: the admin service, the coordinator
 //     and its bridge, the extender; adds the sinks to the loop.
 //  4. Re-adopts the journal's jobs (running ones where they ran), then the
-//     extender's gangs (reservations and bound pods where they were).
+//     extender's gangs (reservations and bound pods where they were), then
+//     the jobs' learned speed models (server/daemon/speed_learner.h).
 //  5. Starts the HTTP servers (the extender's, the health port's) and the
 //     gRPC servers: the admin API, and the coordinator on the admin API's
 //     port or on its own plaintext address (coordinator_address).
@@ -42,7 +43,8 @@
 // Run: a cycle every period (wall clock) until SIGTERM or SIGINT; SIGHUP
 // re-reads the --policy file (an invalid one is rejected, the old stays).
 // A second thread ticks the coordinator (heartbeat timeouts) and polls the
-// local executor's processes every 100 ms.
+// local executor's processes every 100 ms, and once a second turns the
+// workers' speed reports into the jobs' speed models.
 // Shutdown: the executor's processes get SIGTERM (SIGKILL after
 // shutdown_grace_ms), the coordinator ends every shim's membership stream
 // (UNAVAILABLE "coordinator shutting down": a shim re-joins a restarted
@@ -64,6 +66,7 @@
 #include "scheduler/engine.h"
 #include "server/admin/queue_sources.h"
 #include "server/coordinator/coordinator.h"
+#include "server/daemon/speed_learner.h"
 #include "server/extender/extender.h"
 #include "server/executor/local_executor.h"
 #include "server/http/http_server.h"
@@ -207,6 +210,9 @@ class Daemon : private CycleSink {
   std::unique_ptr<grpc::Server> coordinator_grpc_;  // with coordinator_address only
   std::string coordinator_address_;
   std::unique_ptr<MembershipBridge> bridge_;
+  // The jobs' speed models learned from their workers' reports (step 4
+  // restores them from the journal; the background thread refits).
+  std::unique_ptr<SpeedLearner> speeds_ ABSL_GUARDED_BY(engine_mu_);
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
   std::thread background_;

@@ -716,7 +716,11 @@ Extender::FilterVerdict Extender::FilterPod(const PodInfo& pod, const nlohmann::
                          " pods before this one arrived; it is not part of the gang"),
             true};
   }
-  if (me->reserved() && !me->bound && !me->offered[engine_.state().cluster().FindNode(me->node).value()] &&
+  const topology::NodeId reserved_on =
+      me->reserved() ? engine_.state().cluster().FindNode(me->node) : topology::NodeId();
+  // A node the engine does not know (or no longer) counts as not offered.
+  const bool offered = reserved_on.valid() && reserved_on.value() < me->offered.size() && me->offered[reserved_on.value()];
+  if (me->reserved() && !me->bound && !offered &&
       std::none_of(gang.members.begin(), gang.members.end(), [](const Member& o) { return o.bound; })) {
     Replan(gang, *me);  // step 4: other pods took the reserved node
   }

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   PRIMARY KEY (job, task)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS extender_state (
   kind TEXT NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (kind, name));
+CREATE TABLE IF NOT EXISTS job_speed (job TEXT PRIMARY KEY, observations TEXT NOT NULL) WITHOUT ROWID;
 )";
 
 std::string GpusText(const std::vector<int16_t>& gpus) { return absl::StrJoin(gpus, ","); }
@@ -362,6 +363,12 @@ class SqliteJournal : public Journal {
           e.value = row.Bytes(2, "value");
           if (row.status().ok()) r.extender.push_back(std::move(e));
         }));
+    RM_RETURN_IF_ERROR(Scan("job_speed", "SELECT job, observations FROM job_speed ORDER BY job", [&](RowReader& row) {
+      std::string job = row.Text(0, "job");
+      row.Key(absl::StrCat("job '", job, "'"));
+      std::string text = row.Text(1, "observations");
+      if (row.status().ok()) r.speeds.emplace_back(std::move(job), std::move(text));
+    }));
     RM_RETURN_IF_ERROR(Scan("meta", "SELECT value FROM meta WHERE key='policy'", [&](RowReader& row) {
       row.Key("key 'policy'");
       r.policy_yaml = row.Bytes(0, "value");
@@ -419,6 +426,15 @@ class SqliteJournal : public Journal {
     }, nullptr);
   }
 
+  void SetSpeed(const std::string& job, std::string observations) override {
+    Enqueue([job, observations = std::move(observations)](SqliteJournal& j) {
+      const int rc = observations.empty() ? j.Prepared(kDeleteSpeed).Text(1, job).Run()
+                                          : j.Prepared(kPutSpeed).Text(1, job).Text(2, observations).Run();
+      if (rc != SQLITE_DONE) return j.Error(absl::StrCat("recording the speed of job '", job, "'"));
+      return absl::OkStatus();
+    }, nullptr);
+  }
+
   void SetCommitObserver(std::function<void(double)> observe) override {
     std::lock_guard<std::mutex> lock(mu_);
     observe_commit_ = std::move(observe);
@@ -458,6 +474,8 @@ class SqliteJournal : public Journal {
     kInsertTask,
     kPutExtender,
     kDeleteExtender,
+    kPutSpeed,
+    kDeleteSpeed,
     kNumStmts
   };
 
@@ -473,6 +491,8 @@ class SqliteJournal : public Journal {
         "INSERT INTO extender_state(kind, name, value) VALUES(?,?,?) "
         "ON CONFLICT(kind, name) DO UPDATE SET value=excluded.value",
         "DELETE FROM extender_state WHERE kind=? AND name=?",
+        "INSERT OR REPLACE INTO job_speed(job, observations) VALUES(?,?)",
+        "DELETE FROM job_speed WHERE job=?",
     };
     if (stmts_.empty()) {
       for (const char* sql : kSql) stmts_.push_back(std::make_unique<Stmt>(db_, sql));

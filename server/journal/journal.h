@@ -15,6 +15,11 @@
 //           (members, reservations, bindings) — as opaque text, in order of
 //           first writing. Added within version 1 (CREATE IF NOT EXISTS):
 //           an older journal gets it empty.
+//   job_speed
+//           what each job's workers measured of its speed (the daemon's
+//           learned speed models, server/coordinator/learned_speed.h): one
+//           row per job name, the observations as text (SpeedObservationsText).
+//           Added within version 1 like extender_state.
 // Queues are the policy's, so they are journaled with it.
 //
 // Writes go through one writer thread in the order they were called. Durable
@@ -35,6 +40,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,6 +76,7 @@ struct Recovered {
   std::vector<JournaledJob> jobs;  // by seq
   std::string policy_yaml;         // empty: none was set through the API
   std::vector<ExtenderRecord> extender;  // in order of first writing
+  std::vector<std::pair<std::string, std::string>> speeds;  // (job, observations) by job name
 };
 
 struct JournalOpenOptions {
@@ -121,6 +128,10 @@ class Journal {
   // name) is now `value`; an empty value removes it. A record keeps its
   // place in the order of Load when it is overwritten.
   virtual void PutExtenderState(const std::string& kind, const std::string& name, std::string value) = 0;
+  // Queued, not waited for: what the job's workers measured of its speed
+  // (an empty text removes the row). A crash may lose the last ones: the
+  // model is learned again from the next reports.
+  virtual void SetSpeed(const std::string& job, std::string observations) = 0;
   // Called with each transaction's duration in seconds (BEGIN to COMMIT,
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.

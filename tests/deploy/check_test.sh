@@ -24,6 +24,8 @@ cases=(
   "deployment.yaml|s#containerPort: 9090#containerPort: 8080#|is the extender's --http port"
   "service.yaml|s#targetPort: metrics#targetPort: 8080#|the Service exposes port 8080, the extender's --http port"
   "deployment.yaml|0,/port: metrics}/s#port: metrics}#port: 8080}#|readinessProbe uses port 8080"
+  "deployment.yaml|/--state=/d|ringmaster serve needs --state DIR"
+  "deployment.yaml|s#--state=/var/lib/ringmaster#--state=/var/lib/other#|--state /var/lib/other is not the mountPath"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r file expr want <<<"$c"

@@ -499,6 +499,18 @@ TEST(CoordinatorSpeed, ReportsAreKeptByTheGenerationsSizeAndOldOnesDropped) {
   EXPECT_EQ(st->speed(0).nodes(), 1);
   EXPECT_DOUBLE_EQ(st->speed(0).step_seconds(), 0.4);
   EXPECT_DOUBLE_EQ(st->speed(1).step_seconds(), 0.6) << "generation 1's mean unchanged by its late report";
+  // The daemon's reader (SpeedLearner) gets the same means, and a count of
+  // every report so far.
+  const std::vector<Coordinator::SpeedReports> all = coord.AllSpeedReports();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].job, "j");
+  EXPECT_EQ(all[0].reports, 3);
+  ASSERT_EQ(all[0].sizes.size(), 2u);
+  EXPECT_EQ(all[0].sizes[1].gpus, 4);
+  EXPECT_EQ(all[0].sizes[1].nodes, 2);
+  EXPECT_DOUBLE_EQ(all[0].sizes[1].step_seconds, 0.6);
+  EXPECT_DOUBLE_EQ(all[0].sizes[1].step_samples, 256);
+  EXPECT_EQ(all[0].sizes[1].reports, 2);
   // Refused: what no clock measures.
   absl::Status bad = commit(2, -1, 0);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
