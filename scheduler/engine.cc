@@ -727,15 +727,18 @@ void Engine::AfterClose(Decisions& d) {
 }
 
 bool Engine::Quiet() const {
-  // With the fast paths, for a policy that reads no clock and no driver
-  // predicate (whose answers may change without an event), no event since
-  // a quiet cycle and no release due: this cycle would start from the
-  // state the last one ended in and decide, and explain, the same.
+  // With the fast paths and no driver predicate (whose answers may change
+  // without an event), no event since a quiet cycle and no release due:
+  // this cycle would start from the state the last one ended in and decide,
+  // and explain, the same: for a policy that reads no clock, always; for
+  // one that does, until one of its time-based conditions turns (the last
+  // quiet cycle's NextWakeup, by which a simulator skips its wake-ups).
   if (!options_.fast_paths || cycle_ == 0 || touched_ || !last_cycle_quiet_ || driver_predicate_) return false;
   if (!carry_.evictions.empty() || !carry_.membership.empty()) return false;
+  const Timestamp now = clock_.Now();
   const Timestamp deadline = NextDeadline();
-  if (deadline >= 0 && deadline <= clock_.Now()) return false;
-  return !ReadsClock();
+  if (deadline >= 0 && deadline <= now) return false;
+  return !ReadsClock() || now < quiet_until_;
 }
 
 Decisions Engine::RunCycle() {
@@ -792,6 +795,9 @@ Decisions Engine::RunCycle() {
   carry_ = Decisions();
   last_cycle_changed_ = changed || !d.empty();
   last_cycle_quiet_ = quiet && d.empty();
+  // Asked after the cycle, as a simulator asks: a condition that turns at
+  // this very time was seen by the cycle; the next one turns later.
+  quiet_until_ = last_cycle_quiet_ && !last_cycle_changed_ && options_.fast_paths && ReadsClock() ? NextWakeup() : 0;
   CheckAfterCycle();
   return d;
 }

@@ -263,6 +263,10 @@ class Engine {
   // The last cycle ran and changed nothing but admissions, leaving no job
   // to admit: the next, with no event between, would decide the same.
   bool last_cycle_quiet_ = false;
+  // For a policy that reads the clock: the last quiet cycle's NextWakeup,
+  // the first time one of its time-based conditions turns; until then the
+  // next cycle, with no event between, would decide the same.
+  Timestamp quiet_until_ = 0;
   // What remembered placement verdicts depend on besides the state
   // (session.h, VerdictContext).
   VerdictContext verdict_context_;

@@ -143,11 +143,16 @@ TEST(ProportionPlugin, DecayedUsageHalvesEveryHalfLife) {
   EXPECT_NEAR(p.UsageGpus(a), 4, 1e-9);
   EXPECT_NEAR(p.DecayedGpuSeconds(a), u1, 1e-6);
   EXPECT_NEAR(p.DecayedGpuSeconds(a), 20'774.8, 0.1);
+  // The plugin's figures are those of the last cycle that ran: with nothing
+  // waiting to reorder, a cycle with no event between would be skipped
+  // (Engine::Quiet), so an event (a gang that never fits, in b) runs each.
+  h.Submit(JobBuilder("b-never-1").Queue("b").Gang(2).GpusPerTask(8).Build());
   CycleAt(h, 2 * kHour);
   EXPECT_NEAR(p.UsageGpus(a), 2, 1e-9);
   EXPECT_NEAR(p.DecayedGpuSeconds(a), u1 / 2, 1e-6);
   // Two half-lives without a cycle: the same as two cycles (the allocation
   // was constant, zero, throughout).
+  h.Submit(JobBuilder("b-never-2").Queue("b").Gang(2).GpusPerTask(8).Build());
   CycleAt(h, 4 * kHour);
   EXPECT_NEAR(p.UsageGpus(a), 0.5, 1e-9);
   EXPECT_EQ(p.UsageGpus(b), 0);

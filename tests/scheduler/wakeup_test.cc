@@ -114,6 +114,38 @@ TEST(Wakeup, ALasThresholdWakesItAtTheCrossing) {
   EXPECT_TRUE(h.Running("b")) << "b, now of a higher level, preempts a";
 }
 
+TEST(Wakeup, APolicyThatReadsTheClockSkipsCyclesUntilItsNextWakeup) {
+  // The las case above: b waits at a's level until a crosses 100 GPU-s.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
+                  PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
+                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 0}}\n"
+                                 "tiers:\n- plugins:\n  - name: las\n    arguments: {thresholds: \"100\"}\n"
+                                 "  - name: gang\n"));
+  ASSERT_TRUE(h.engine().ReadsClock());
+  h.Submit(JobBuilder("a").GpusPerTask(2).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+  h.Cycle();
+  Settle(h);
+  const Timestamp crossed = h.job("a").started() + 50'000;
+  ASSERT_EQ(h.engine().NextWakeup(), crossed);
+  const std::string reason = h.job("b").pending_reason();
+  for (const Timestamp t : {crossed - 40'000, crossed - 1}) {
+    h.clock().Set(t);
+    h.engine().RunCycle();
+    EXPECT_FALSE(h.engine().last_cycle_work().ran) << "nothing turns before the crossing: not run, at " << t;
+    EXPECT_EQ(h.job("b").pending_reason(), reason) << "a skipped cycle keeps the reason";
+  }
+  // An event in between: the next cycle runs.
+  ASSERT_TRUE(h.engine().SetJobSpeed(h.engine().FindJob("a"), nullptr).ok());
+  h.engine().RunCycle();
+  EXPECT_TRUE(h.engine().last_cycle_work().ran) << "an event wakes it";
+  EXPECT_FALSE(h.Running("b"));
+  h.clock().Set(crossed);
+  h.engine().RunCycle();
+  EXPECT_TRUE(h.engine().last_cycle_work().ran) << "the crossing";
+  EXPECT_TRUE(h.Running("b")) << "b, now of a higher level, preempts a";
+}
+
 TEST(Wakeup, EventsAPolicyReloadAndANewNodeWakeAtOnce) {
   // Tiers that do not read the clock (the default policy's las does).
   auto policy = PolicyFromYaml("actions: \"enqueue, allocate, elastic\"\n"
