@@ -13,8 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (jobs.ok()) {
     for (size_t i = 0; i < jobs->size(); ++i) {
       const simulator::TraceJob& j = (*jobs)[i];
-      if (j.tasks < 1) fuzz::Fail("a job without tasks", j.id);
-      if (i > 0 && j.submit_s < (*jobs)[i - 1].submit_s) fuzz::Fail("not sorted by submit time", j.id);
+      if (j.tasks() < 1) fuzz::Fail("a job without tasks", j.id());
+      if (i > 0 && j.submit_s < (*jobs)[i - 1].submit_s) fuzz::Fail("not sorted by submit time", j.id());
     }
   }
   (void)topology::ParseOpenbNodeList(text, "fuzz.csv");

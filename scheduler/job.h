@@ -96,8 +96,8 @@ enum class TopologyMode { kNone, kHard, kSoft };
 inline constexpr int kMaxTasksPerJob = 100'000;
 
 // How many tasks a job runs, beside the count it asks for (its desired
-// count: a JobSpec's roles' replicas, total_replicas(); a TraceJob's
-// `tasks`, which stay the one source of it): `min` at once or none (the gang
+// count: a JobSpec's roles' replicas, total_replicas(), which stay the one
+// source of it, a trace job's too): `min` at once or none (the gang
 // minimum), `max` at most. A job with a max is elastic: it starts with its
 // desired count and grows and shrinks inside [min, max] (the elastic
 // action); one without is rigid. 0 leaves either to the desired count, so {}

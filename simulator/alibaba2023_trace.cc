@@ -16,7 +16,7 @@ constexpr const char* kColNames[kNumCols] = {"name",     "cpu_milli",     "memor
 absl::Status ReadPod(const TraceTable& t, const TableRow& r, const int (&c)[kNumCols], int spec,
                      TraceJob& j) {
   RM_ASSIGN_OR_RETURN(auto name, t.Text(r, c[kName], kColNames[kName], true));
-  j.id = std::string(name);
+  j.spec.name = std::string(name);
   int64_t v[kNumCols] = {};
   for (int k : {kCpu, kMemory, kNumGpu, kGpuMilli}) {
     RM_ASSIGN_OR_RETURN(auto x, t.Int(r, c[k], kColNames[k], 0, true));
@@ -24,12 +24,15 @@ absl::Status ReadPod(const TraceTable& t, const TableRow& r, const int (&c)[kNum
     v[k] = x;
   }
   if (v[kNumGpu] > 64) return t.Error(r.line, "num_gpu", "must be <= 64");
+  for (int k : {kCpu, kMemory}) {
+    if (v[k] > kMaxTaskQuantity) return t.Error(r.line, kColNames[k], "must be <= 2^40");
+  }
   if (v[kGpuMilli] > topology::kMilliPerGpu) return t.Error(r.line, "gpu_milli", "must be <= 1000");
-  j.cpu_milli_per_task = v[kCpu];
-  j.memory_mib_per_task = v[kMemory];
-  j.gpus_per_task = static_cast<int>(v[kNumGpu]);
-  j.gpu_milli = v[kNumGpu] == 0 ? topology::kMilliPerGpu : v[kGpuMilli];
-  if (j.gpu_milli < topology::kMilliPerGpu && j.gpus_per_task > 1) {
+  scheduler::RoleSpec& worker = j.worker();
+  worker.request.set_cpu_milli(v[kCpu]).set_memory(v[kMemory] << 20);
+  worker.gpu.count = static_cast<int>(v[kNumGpu]);
+  worker.gpu.milli = v[kNumGpu] == 0 ? topology::kMilliPerGpu : v[kGpuMilli];
+  if (!worker.gpu.whole() && worker.gpu.count > 1) {
     return t.Error(r.line, "gpu_milli", "a share below 1000 needs num_gpu 1");
   }
   double times[2];
@@ -43,7 +46,7 @@ absl::Status ReadPod(const TraceTable& t, const TableRow& r, const int (&c)[kNum
   j.duration_s = times[1] - times[0];
   if (spec >= 0) {
     RM_ASSIGN_OR_RETURN(auto models, t.Text(r, spec, "gpu_spec", false));
-    if (!models.empty()) j.gpu_models = absl::StrSplit(std::string(models), '|', absl::SkipEmpty());
+    if (!models.empty()) j.spec.gpu_models = absl::StrSplit(std::string(models), '|', absl::SkipEmpty());
   }
   return absl::OkStatus();
 }

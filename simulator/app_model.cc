@@ -373,13 +373,13 @@ absl::Status AttachAppModels(std::vector<TraceJob>& trace, const AppModels& mode
     if (j.batch_size < 1) return bad("batch_size", "a job with an application model needs its global batch size");
     if (j.gpus() < 1) return bad("tasks", "a job with an application model needs at least one GPU");
     j.app = it->second;
-    j.speed = AppSpeedModel(j.app, j.batch_size);
+    j.spec.speed = AppSpeedModel(j.app, j.batch_size);
     // One GPU per task: the model's speed depends on the GPUs of each node.
     const int gpus = j.gpus();
-    j.tasks = gpus;
-    j.gpus_per_task = 1;
-    j.size = elastic ? scheduler::GangSize::FromBounds(1, std::max(gpus, j.app->MaxReplicas(j.batch_size)), gpus)
-                     : scheduler::GangSize{};
+    j.worker().replicas = gpus;
+    j.worker().gpu.count = 1;
+    j.spec.size = elastic ? scheduler::GangSize::FromBounds(1, std::max(gpus, j.app->MaxReplicas(j.batch_size)), gpus)
+                          : scheduler::GangSize{};
     if (j.reform_pause_s < 0) j.reform_pause_s = kAppReformPauseS;
   }
   return absl::OkStatus();

@@ -29,19 +29,22 @@ absl::StatusOr<Instance> ReadInstance(const TraceTable& t, const TableRow& r,
   TraceJob& j = in.job;
   j.line = r.line;
   RM_ASSIGN_OR_RETURN(auto sn, t.Text(r, c[kSn], kColNames[kSn], true));
-  j.id = std::string(sn);
+  j.spec.name = std::string(sn);
   double v[kNumCols] = {};
   for (int k : {kCpu, kGpu, kMemory}) {
     RM_ASSIGN_OR_RETURN(auto x, t.Double(r, c[k], kColNames[k], 0, true));
     if (x < 0) return t.Error(r.line, kColNames[k], "must be >= 0");
+    // Cores and GiB: a billion of either is far above any node, and its
+    // milli-cores and bytes fit the engine's quantities.
+    if (k != kGpu && x > 1e9) return t.Error(r.line, kColNames[k], "must be <= 1e9");
     v[k] = x;
   }
   if (v[kGpu] != std::floor(v[kGpu]) || v[kGpu] > 64) {
     return t.Error(r.line, "gpu_request", "must be a whole number of GPUs in [0, 64]");
   }
-  j.cpu_milli_per_task = std::llround(v[kCpu] * 1000);
-  j.memory_mib_per_task = std::llround(v[kMemory] * 1024);
-  j.gpus_per_task = static_cast<int>(v[kGpu]);
+  scheduler::RoleSpec& worker = j.worker();
+  worker.request.set_cpu_milli(std::llround(v[kCpu] * 1000)).set_memory(std::llround(v[kMemory] * 1024) << 20);
+  worker.gpu.count = static_cast<int>(v[kGpu]);
   std::optional<double> times[3];
   for (int k : {kCreation, kScheduled, kDeletion}) {
     RM_ASSIGN_OR_RETURN(auto x, t.Double(r, c[k], kColNames[k], -1, false));

@@ -42,8 +42,8 @@ absl::StatusOr<std::vector<TraceJob>> GavelTraceReader::Parse(std::string_view t
     }
     TraceJob j;
     j.line = r.line;
-    j.id = absl::StrCat(queue, "-", jobs.size() + 1);
-    j.queue = queue;
+    j.spec.name = absl::StrCat(queue, "-", jobs.size() + 1);
+    j.spec.queue = queue;
     RM_ASSIGN_OR_RETURN(auto steps, t.Int(r, kTotalSteps, "total_steps", 0, true));
     if (steps < 0) return t.Error(r.line, "total_steps", "must be >= 0");
     j.duration_s = static_cast<double>(steps) * kSecondsPerStep;

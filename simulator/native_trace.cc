@@ -43,6 +43,10 @@ absl::StatusOr<NativeColumns> FindColumns(const TraceTable& t) {
   return c;
 }
 
+// The longest walltime_s: far above any job's, and low enough that its
+// milliseconds fit the engine's clock.
+constexpr double kMaxWalltimeS = 1e12;
+
 // Sets `out` from an integer field in [lo, hi] (`def` when empty or absent).
 absl::Status IntField(const TraceTable& t, const TableRow& r, int col, std::string_view name,
                       int64_t def, int64_t lo, int64_t hi, int64_t& out) {
@@ -64,35 +68,40 @@ absl::Status ReadShape(const TraceTable& t, const TableRow& r, const NativeColum
         {c.highest_tier, "highest_tier", 0, 0, 16, &tier}}) {
     RM_RETURN_IF_ERROR(IntField(t, r, col, name, def, lo, hi, *out));
   }
-  j.tasks = static_cast<int>(tasks);
-  j.gpus_per_task = static_cast<int>(gpus);
-  j.size = scheduler::GangSize::FromBounds(static_cast<int>(min), static_cast<int>(max), j.tasks);
-  j.priority = static_cast<int32_t>(prio);
-  j.highest_tier = static_cast<int>(tier);
+  j.worker().replicas = static_cast<int>(tasks);
+  j.worker().gpu.count = static_cast<int>(gpus);
+  j.spec.size = scheduler::GangSize::FromBounds(static_cast<int>(min), static_cast<int>(max), j.tasks());
+  j.spec.priority = static_cast<int32_t>(prio);
+  j.spec.highest_tier = static_cast<int>(tier);
   return absl::OkStatus();
 }
 
 absl::Status ReadResources(const TraceTable& t, const TableRow& r, const NativeColumns& c,
                            TraceJob& j) {
-  int64_t milli = 0;
-  constexpr int64_t kBig = int64_t{1} << 40;
+  int64_t cpu_milli = 0, memory_mib = 0, milli = 0;
   for (auto [col, name, def, hi, out] :
-       {std::tuple{c.cpu_milli, "cpu_milli_per_task", int64_t{0}, kBig, &j.cpu_milli_per_task},
-        {c.memory_mib, "memory_mib_per_task", 0, kBig, &j.memory_mib_per_task},
+       {std::tuple{c.cpu_milli, "cpu_milli_per_task", int64_t{0}, kMaxTaskQuantity, &cpu_milli},
+        {c.memory_mib, "memory_mib_per_task", 0, kMaxTaskQuantity, &memory_mib},
         {c.gpu_milli, "gpu_milli", topology::kMilliPerGpu, topology::kMilliPerGpu, &milli}}) {
     RM_RETURN_IF_ERROR(IntField(t, r, col, name, def, 0, hi, *out));
   }
-  j.gpu_milli = milli;
+  scheduler::RoleSpec& worker = j.worker();
+  worker.request.set_cpu_milli(cpu_milli).set_memory(memory_mib << 20);
+  // A task without GPUs has no share of one.
+  worker.gpu.milli = worker.gpu.count == 0 ? topology::kMilliPerGpu : milli;
+  if (!worker.gpu.whole() && worker.gpu.count > 1) {
+    return t.Error(r.line, "gpu_milli", "a share below 1000 needs gpus_per_task 1");
+  }
   RM_ASSIGN_OR_RETURN(auto mode, t.Text(r, c.topology_mode, "topology_mode", false));
   if (mode == "hard") {
-    j.topology_mode = scheduler::TopologyMode::kHard;
+    j.spec.topology_mode = scheduler::TopologyMode::kHard;
   } else if (mode == "soft") {
-    j.topology_mode = scheduler::TopologyMode::kSoft;
+    j.spec.topology_mode = scheduler::TopologyMode::kSoft;
   } else if (!mode.empty() && mode != "none") {
     return t.Error(r.line, "topology_mode", absl::StrCat("'", std::string(mode), "': expected none, soft or hard"));
   }
   RM_ASSIGN_OR_RETURN(auto model, t.Text(r, c.gpu_model, "gpu_model", false));
-  if (!model.empty()) j.gpu_models = absl::StrSplit(std::string(model), '|', absl::SkipEmpty());
+  if (!model.empty()) j.spec.gpu_models = absl::StrSplit(std::string(model), '|', absl::SkipEmpty());
   RM_ASSIGN_OR_RETURN(auto app, t.Text(r, c.application, "application", false));
   j.application = std::string(app);
   int64_t batch = 0;
@@ -105,15 +114,20 @@ absl::Status ReadResources(const TraceTable& t, const TableRow& r, const NativeC
 }
 
 absl::Status ReadTimes(const TraceTable& t, const TableRow& r, const NativeColumns& c, TraceJob& j) {
+  double walltime_s = 0;
   for (auto [col, name, def, required, out] :
        {std::tuple{c.submit, "submit_time_s", 0.0, true, &j.submit_s},
         {c.duration, "duration_s", 0.0, true, &j.duration_s},
-        {c.walltime, "walltime_s", 0.0, false, &j.walltime_s},
+        {c.walltime, "walltime_s", 0.0, false, &walltime_s},
         {c.checkpoint, "checkpoint_interval_s", 0.0, false, &j.checkpoint_interval_s},
         {c.comm_fraction, "comm_fraction", -1.0, false, &j.comm_fraction},
         {c.reform_pause, "reform_pause_s", -1.0, false, &j.reform_pause_s}}) {
     RM_ASSIGN_OR_RETURN(*out, t.Double(r, col, name, def, required));
   }
+  if (!(walltime_s >= 0 && walltime_s <= kMaxWalltimeS)) {
+    return t.Error(r.line, "walltime_s", "must be in [0, 1e12] seconds");
+  }
+  j.spec.walltime_ms = SecondsToMs(walltime_s);
   if (c.comm_fraction >= 0 && j.comm_fraction != -1.0 && (j.comm_fraction < 0 || j.comm_fraction > 1)) {
     return t.Error(r.line, "comm_fraction", "must be in [0, 1]");
   }
@@ -140,9 +154,9 @@ absl::StatusOr<std::vector<TraceJob>> NativeTraceReader::Parse(std::string_view 
     TraceJob j;
     j.line = r.line;
     RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols.job_id, "job_id", true));
-    j.id = std::string(id);
+    j.spec.name = std::string(id);
     RM_ASSIGN_OR_RETURN(auto queue, t.Text(r, cols.queue, "queue", false));
-    if (!queue.empty()) j.queue = std::string(queue);
+    if (!queue.empty()) j.spec.queue = std::string(queue);
     for (auto step : {ReadShape, ReadResources, ReadTimes}) {
       RM_RETURN_IF_ERROR(step(t, r, cols, j));
     }

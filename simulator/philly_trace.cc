@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view 
   for (const TableRow& r : t.rows()) {
     TraceJob j;
     j.line = r.line;
-    j.id = absl::StrCat("philly-", jobs.size() + 1);
+    j.spec.name = absl::StrCat("philly-", jobs.size() + 1);
     RM_ASSIGN_OR_RETURN(auto stamp, t.Text(r, cols[0], "timestamp", true));
     const std::optional<int64_t> secs = ParseDateTime(stamp);
     if (!secs) return t.Error(r.line, "timestamp", absl::StrCat("'", std::string(stamp), "': expected YYYY-MM-DD HH:MM:SS"));
@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view 
     if (gpus < 0 || gpus > 100000) return t.Error(r.line, "num_gpus", "must be in [0, 100000]");
     SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);
     RM_ASSIGN_OR_RETURN(auto vc, t.Text(r, cols[3], "cluster", true));
-    j.queue = std::string(vc);
+    j.spec.queue = std::string(vc);
     jobs.push_back(std::move(j));
   }
   if (!stamps.empty()) {

@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<TraceJob>> PolluxTraceReader::Parse(std::string_view 
     TraceJob j;
     j.line = r.line;
     RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols[0], "name", true));
-    j.id = std::string(id);
+    j.spec.name = std::string(id);
     RM_ASSIGN_OR_RETURN(auto submit, t.Double(r, cols[1], "time", 0, true));
     if (!(submit >= 0 && submit < 1e12)) return t.Error(r.line, "time", "must be in [0, 1e12) seconds");
     j.submit_s = submit;
@@ -37,8 +37,7 @@ absl::StatusOr<std::vector<TraceJob>> PolluxTraceReader::Parse(std::string_view 
     if (replicas < 1 || replicas > kMaxReplicas) {
       return t.Error(r.line, "num_replicas", absl::StrCat("must be in [1, ", kMaxReplicas, "]"));
     }
-    j.tasks = static_cast<int>(replicas);  // a rigid gang (size {})
-    j.gpus_per_task = 1;
+    j.worker().replicas = static_cast<int>(replicas);  // one GPU each, a rigid gang (size {})
     RM_ASSIGN_OR_RETURN(auto batch, t.Int(r, cols[4], "batch_size", 0, true));
     if (batch < 1 || batch > (int64_t{1} << 30)) return t.Error(r.line, "batch_size", "must be in [1, 2^30]");
     j.batch_size = static_cast<int>(batch);

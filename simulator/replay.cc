@@ -25,12 +25,13 @@ using scheduler::Decisions;
 using scheduler::JobId;
 using scheduler::JobPhase;
 
-int64_t Ms(double seconds) { return std::llround(seconds * 1000); }
+int64_t Ms(double seconds) { return SecondsToMs(seconds); }
 
 // The driver's view of one trace job while it runs.
 struct JobRun {
   JobId id;
   int traced_tasks = 1;
+  int grow_max = 0;             // an elastic job grows up to this many tasks; 0: it does not grow
   double comm_fraction = 0;
   double work_total = 0;        // task-ms at the traced size and an ideal placement
   double work_done = 0;
@@ -201,7 +202,7 @@ class Driver {
 absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   if (policy.queues.empty() && o_.queues_from_trace) {
     std::set<std::string> names;
-    for (const TraceJob& j : trace_) names.insert(j.queue);
+    for (const TraceJob& j : trace_) names.insert(j.spec.queue);
     for (const std::string& n : names) {
       queue::QueueSpec q;
       q.name = n;
@@ -224,16 +225,22 @@ absl::Status Driver::Init(topology::Cluster cluster, scheduler::Policy policy) {
   for (size_t i = 0; i < trace_.size(); ++i) {
     const TraceJob& t = trace_[i];
     JobOutcome& out = result_.jobs[i];
-    out.id = t.id;
-    out.queue = t.queue;
+    out.id = t.id();
+    out.queue = t.spec.queue;
     out.gpus = t.gpus();
     out.submit_ms = Ms(t.submit_s);
     JobRun& r = runs_[i];
-    r.traced_tasks = t.tasks;
+    r.traced_tasks = t.tasks();
+    // What the wake-up cycles count as growable: an elastic range, except
+    // one of a single count ({n, n}: a jobs file's; the readers make it
+    // rigid), which the engine may still regrow after a shrink but which
+    // has never kept the wake-up chain going.
+    const scheduler::GangSize& size = t.spec.size;
+    if (size.elastic() && !(size.min == r.traced_tasks && size.max == r.traced_tasks)) r.grow_max = size.max;
     r.comm_fraction = t.comm_fraction >= 0 ? t.comm_fraction : o_.comm_fraction;
     r.reform_pause_ms = Ms(t.reform_pause_s >= 0 ? t.reform_pause_s : o_.reform_pause_s);
-    r.work_total = static_cast<double>(Ms(t.duration_s)) * t.tasks;
-    r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * t.tasks;
+    r.work_total = static_cast<double>(Ms(t.duration_s)) * r.traced_tasks;
+    r.checkpoint_step = static_cast<double>(Ms(t.checkpoint_interval_s)) * r.traced_tasks;
     if (t.app) r.app = std::make_unique<AppRun>(t.app, t.batch_size);
   }
   return absl::OkStatus();
@@ -347,7 +354,7 @@ void Driver::AskCycle(int64_t now) {
 
 absl::Status Driver::Arrive(size_t j) {
   ++result_.events;
-  auto id = engine_->SubmitJob(JobSpecOf(trace_[j]));
+  auto id = engine_->SubmitJob(trace_[j].spec);
   if (!id.ok()) {
     const std::string where = trace_[j].line > 0 ? absl::StrCat(trace_name_, ":", trace_[j].line) : trace_name_;
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", std::string(id.status().message())));
@@ -428,7 +435,7 @@ void Driver::Complete(size_t j, int64_t now) {
   Progress(r, now);
   if (const absl::Status s = engine_->FinishJob(r.id, true); !s.ok()) {
     // The driver finishes only jobs the engine runs: anything else is a bug.
-    std::fprintf(stderr, "replay: FinishJob(%s): %s\n", trace_[j].id.c_str(), std::string(s.message()).c_str());
+    std::fprintf(stderr, "replay: FinishJob(%s): %s\n", trace_[j].id().c_str(), std::string(s.message()).c_str());
     std::abort();
   }
   r.running = false;
@@ -571,8 +578,8 @@ void Driver::SetPlacement(size_t j, const scheduler::Job& job, int64_t now) {
 }
 
 void Driver::SetGrowable(size_t j, int size) {
-  if (!trace_[j].size.elastic()) return;
-  const int max = trace_[j].size.max;
+  const int max = runs_[j].grow_max;
+  if (max == 0) return;
   growable_ += (size > 0 && size < max) - (runs_[j].size > 0 && runs_[j].size < max);
 }
 
@@ -690,48 +697,16 @@ void Driver::RecordTimeline(int64_t now) {
 
 }  // namespace
 
-scheduler::JobSpec JobSpecOf(const TraceJob& t) {
-  if (t.spec) return *t.spec;
-  scheduler::JobSpec s;
-  s.name = t.id;
-  s.queue = t.queue;
-  s.priority = t.priority;
-  scheduler::RoleSpec role;
-  role.replicas = t.tasks;
-  role.request.set_cpu_milli(t.cpu_milli_per_task).set_memory(t.memory_mib_per_task << 20);
-  role.gpu.count = t.gpus_per_task;
-  role.gpu.milli = t.gpus_per_task == 0 ? topology::kMilliPerGpu : t.gpu_milli;
-  s.roles.push_back(role);
-  s.size = t.size;
-  s.topology_mode = t.topology_mode;
-  s.highest_tier = t.highest_tier;
-  s.gpu_models = t.gpu_models;
-  s.walltime_ms = Ms(t.walltime_s);
-  s.speed = t.speed;
-  return s;
-}
-
 std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& jobs) {
   std::vector<TraceJob> out;
   out.reserve(jobs.size());
   for (const scheduler::TimedJob& tj : jobs) {
-    const scheduler::JobSpec& spec = tj.spec;
     TraceJob t;
-    t.id = spec.name;
-    t.queue = spec.queue;
-    t.priority = spec.priority;
+    t.spec = tj.spec;
     t.submit_s = static_cast<double>(tj.submit_ms) / 1000.0;
     t.endless = tj.duration_ms < 0;
     t.duration_s = t.endless ? 0 : static_cast<double>(tj.duration_ms) / 1000.0;
-    t.tasks = spec.total_replicas();
-    // The replay's own view of the size (what may grow): the spec's elastic
-    // range; a one-count range ({n, n}) or a rigid gang does not grow.
-    t.size = spec.size.elastic() ? scheduler::GangSize::FromBounds(spec.size.min, spec.size.max, t.tasks)
-                                 : scheduler::GangSize{};
-    t.gpus_per_task = spec.roles.empty() ? 0 : spec.roles.front().gpu.count;
-    t.walltime_s = static_cast<double>(spec.walltime_ms) / 1000.0;
-    t.checkpoint_interval_s = static_cast<double>(spec.checkpoint_interval_ms) / 1000.0;
-    t.spec = spec;
+    t.checkpoint_interval_s = static_cast<double>(tj.spec.checkpoint_interval_ms) / 1000.0;
     out.push_back(std::move(t));
   }
   return out;

@@ -128,7 +128,7 @@ struct ReplayOptions {
 struct JobOutcome {
   std::string id;
   std::string queue;
-  int gpus = 0;          // traced GPUs (tasks x gpus_per_task)
+  int gpus = 0;          // GPUs asked for (TraceJob::gpus)
   int64_t submit_ms = 0;
   int64_t start_ms = -1;  // first start; -1 never started
   int64_t end_ms = -1;    // -1 never ended
@@ -169,8 +169,9 @@ struct ReplayResult {
   std::optional<InvariantViolation> violation;
 };
 
-// The jobs of a jobs file (`ringmaster schedule`) as a trace: size and
-// timing from each spec, the spec itself kept.
+// The jobs of a jobs file (`ringmaster schedule`) as a trace: each spec as
+// the engine's job, its submit time and duration, and its checkpoint
+// interval for the replay's progress model too.
 std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& jobs);
 
 // Replays `trace` (sorted by submit time, as the readers return it) on
@@ -181,10 +182,6 @@ std::vector<TraceJob> TraceOfJobFile(const std::vector<scheduler::TimedJob>& job
 absl::StatusOr<ReplayResult> Replay(topology::Cluster cluster, scheduler::Policy policy,
                                     const std::vector<TraceJob>& trace, std::string_view trace_name,
                                     const ReplayOptions& options);
-
-// The engine's job for a trace job: its `spec` when it has one, else one
-// role "worker" built from its fields.
-scheduler::JobSpec JobSpecOf(const TraceJob& job);
 
 }  // namespace ringmaster::simulator
 

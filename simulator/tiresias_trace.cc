@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<TraceJob>> TiresiasTraceReader::Parse(std::string_vie
     TraceJob j;
     j.line = r.line;
     RM_ASSIGN_OR_RETURN(auto id, t.Text(r, cols[0], "job_id", true));
-    j.id = absl::StrCat("tiresias-", std::string(id));
+    j.spec.name = absl::StrCat("tiresias-", std::string(id));
     RM_ASSIGN_OR_RETURN(auto gpus, t.Int(r, cols[1], "num_gpu", 0, true));
     if (gpus < 0 || gpus > 100000) return t.Error(r.line, "num_gpu", "must be in [0, 100000]");
     SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);

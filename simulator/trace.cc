@@ -48,34 +48,33 @@ bool Recognizes(TraceFormat f, std::string_view first) {
 }
 
 absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
+  const std::string where = absl::StrCat(std::string(filename), ":", j.line, ": ");
   auto bad = [&](std::string_view field, std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(filename), ":", j.line, ": ", std::string(field), ": ", std::string(what)));
+    return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": ", std::string(what)));
   };
-  if (j.id.empty()) return bad("job_id", "empty");
+  if (j.id().empty()) return bad("job_id", "empty");
   if (j.submit_s < 0) return bad("submit_time_s", "must be >= 0");
   if (j.duration_s < 0) return bad("duration_s", "must be >= 0");
-  if (j.tasks < 1) return bad("tasks", "must be >= 1");
-  if (j.gpus_per_task < 0 || j.gpus_per_task > 64) return bad("gpus_per_task", "must be in [0, 64]");
-  if (absl::Status s = j.size.Validate(j.tasks, {.min = "min_tasks", .range_min = "min_tasks", .range_max = "max_tasks"});
-      !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(filename), ":", j.line, ": ", s.message()));
-  }
-  if (j.cpu_milli_per_task < 0) return bad("cpu_milli_per_task", "must be >= 0");
-  if (j.memory_mib_per_task < 0) return bad("memory_mib_per_task", "must be >= 0");
-  if (j.gpu_milli < 0 || j.gpu_milli > topology::kMilliPerGpu) return bad("gpu_milli", "must be in [0, 1000]");
-  if (j.gpu_milli < topology::kMilliPerGpu && j.gpus_per_task > 1) {
-    return bad("gpu_milli", "a share below 1000 needs gpus_per_task 1");
-  }
-  if (j.highest_tier < 0) return bad("highest_tier", "must be >= 0");
-  if (j.walltime_s < 0) return bad("walltime_s", "must be >= 0");
   if (j.checkpoint_interval_s < 0) return bad("checkpoint_interval_s", "must be >= 0");
   if (j.comm_fraction > 1) return bad("comm_fraction", "must be in [0, 1]");
   if (j.reform_pause_s > 1e9) return bad("reform_pause_s", "must be in [0, 1e9]");
+  // The size first in the trace's words (its columns are min_tasks and
+  // max_tasks), then the whole spec, as the engine will check it.
+  const scheduler::GangSize::Fields columns{.min = "min_tasks", .range_min = "min_tasks", .range_max = "max_tasks"};
+  if (absl::Status s = j.spec.size.Validate(j.tasks(), columns); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
+  }
+  if (absl::Status s = j.spec.Validate(); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
   return absl::OkStatus();
 }
 
 }  // namespace
+
+int TraceJob::gpus() const {
+  int n = 0;
+  for (const scheduler::RoleSpec& r : spec.roles) n += r.replicas * r.gpu.count;
+  return n;
+}
 
 std::string_view TraceFormatName(TraceFormat f) {
   switch (f) {
@@ -151,10 +150,10 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
   std::map<std::string_view, int> first_line;
   for (const TraceJob& j : jobs) {
     RM_RETURN_IF_ERROR(CheckJob(j, filename));
-    auto [it, fresh] = first_line.emplace(j.id, j.line);
+    auto [it, fresh] = first_line.emplace(j.id(), j.line);
     if (!fresh) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(filename), ":", j.line,
-                                                     ": job_id: '", j.id, "' already on line ",
+                                                     ": job_id: '", j.id(), "' already on line ",
                                                      it->second));
     }
   }
@@ -181,8 +180,8 @@ std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& s
     if (slice.until_s >= 0 && j.submit_s >= slice.until_s) break;
     if (slice.max_jobs > 0 && static_cast<int64_t>(out.size()) >= slice.max_jobs) break;
     j.submit_s -= slice.from_s;
-    if (!slice.one_queue.empty()) j.queue = slice.one_queue;
-    if (slice.walltime_oracle && j.walltime_s <= 0) j.walltime_s = j.duration_s;
+    if (!slice.one_queue.empty()) j.spec.queue = slice.one_queue;
+    if (slice.walltime_oracle && j.spec.walltime_ms <= 0) j.spec.walltime_ms = SecondsToMs(j.duration_s);
     if (slice.checkpoint_interval_s > 0 && j.checkpoint_interval_s <= 0) {
       j.checkpoint_interval_s = slice.checkpoint_interval_s;
     }
@@ -197,9 +196,9 @@ void SplitGang(int gpus, int max_per_task, TraceJob& job) {
     tasks = (gpus + max_per_task - 1) / max_per_task;
     while (gpus % tasks != 0) ++tasks;
   }
-  job.tasks = tasks;
-  job.size = {};
-  job.gpus_per_task = gpus / tasks;
+  job.worker().replicas = tasks;
+  job.worker().gpu.count = gpus / tasks;
+  job.spec.size = {};
 }
 
 }  // namespace ringmaster::simulator

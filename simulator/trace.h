@@ -14,9 +14,9 @@
 #ifndef RINGMASTER_SIMULATOR_TRACE_H_
 #define RINGMASTER_SIMULATOR_TRACE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,50 +28,49 @@ namespace ringmaster::simulator {
 
 class AppModel;  // simulator/app_model.h
 
-// One job of a trace. Times in seconds from the trace's start.
+// One job of a trace: the engine's job as the replay submits it (`spec`)
+// and what only the replay reads (times, the progress model, the
+// application). Times in seconds from the trace's start.
 struct TraceJob {
-  std::string id;
+  // The engine's job; its name is the job's id. A trace reader's job has
+  // one role, "worker" (worker()): its tasks and each task's GPUs, cpu and
+  // memory; `size` a rigid gang of every task unless the trace gives a range
+  // (the native trace's min_tasks and max_tasks: GangSize::FromBounds). A
+  // jobs file's job is the file's spec, roles and all.
+  scheduler::JobSpec spec{.roles = {scheduler::RoleSpec{.gpu = {.count = 1}}}};
   double submit_s = 0;
-  // Run time at `tasks` tasks on an ideal placement: the job's work.
+  // Run time at tasks() tasks on an ideal placement: the job's work.
   double duration_s = 0;
-  std::string queue = "default";
-  int32_t priority = 0;
-  int tasks = 1;
-  int gpus_per_task = 1;
-  // The gang minimum and, for an elastic job, its range around `tasks` (the
-  // native trace's min_tasks and max_tasks: GangSize::FromBounds). {}: a
-  // rigid gang of every task.
-  scheduler::GangSize size;
-  topology::Quantity cpu_milli_per_task = 0;
-  int64_t memory_mib_per_task = 0;
-  topology::Quantity gpu_milli = topology::kMilliPerGpu;  // share of each GPU
-  scheduler::TopologyMode topology_mode = scheduler::TopologyMode::kNone;
-  int highest_tier = 0;
-  double walltime_s = 0;             // 0: unknown
-  double checkpoint_interval_s = 0;  // 0: no checkpoints (an eviction loses all progress)
-  std::vector<std::string> gpu_models;  // allowed models; empty: any
-  double comm_fraction = -1;            // < 0: the replay's default
-  double reform_pause_s = -1;           // no progress after a resize; < 0: the replay's default
-  int line = 0;                         // where the job's row is in its file (0: none)
-  // The engine's job as given (a jobs file: roles, tolerations, node
-  // selector...); the fields above then describe its size and timing only.
-  // Empty: built from the fields above (simulator::JobSpecOf).
-  std::optional<scheduler::JobSpec> spec;
+  // Progress is saved every this much work (0: no checkpoints, an eviction
+  // loses all progress). The replay's model only: a trace reader leaves the
+  // engine's spec.checkpoint_interval_ms at 0, as preemption has never been
+  // told a trace job's interval (telling it changes which victims it picks:
+  // a policy change, with its golden update). A jobs file's job has both.
+  double checkpoint_interval_s = 0;
+  double comm_fraction = -1;   // < 0: the replay's default
+  double reform_pause_s = -1;  // no progress after a resize; < 0: the replay's default
+  int line = 0;                // where the job's row is in its file (0: none)
   // Runs until the replay ends (a jobs file's job without a duration);
   // readers never set it.
   bool endless = false;
   // A measured application model (simulator/app_model.h) instead of a
   // duration: the trace names it (`application`, with the job's global
-  // `batch_size`), AttachAppModels resolves it. With a model the job runs
-  // one GPU per task, progresses at the model's speed for its placement
-  // and finishes after the model's epochs; duration_s is unused.
+  // `batch_size`), AttachAppModels resolves it and sets spec.speed (the
+  // engine's view of the model's speed). With a model the job runs one GPU
+  // per task, progresses at the model's speed for its placement and
+  // finishes after the model's epochs; duration_s is unused.
   std::string application;
   int batch_size = 0;
   std::shared_ptr<const AppModel> app;
-  // The engine's view of the model's speed (JobSpec::speed): set with `app`.
-  std::shared_ptr<const scheduler::SpeedModel> speed;
 
-  int gpus() const { return tasks * gpus_per_task; }
+  const std::string& id() const { return spec.name; }
+  // Tasks asked for: every role's replicas.
+  int tasks() const { return spec.total_replicas(); }
+  // GPUs asked for: every task's.
+  int gpus() const;
+  // A trace reader's one role (the first of a jobs file's).
+  scheduler::RoleSpec& worker() { return spec.roles.front(); }
+  const scheduler::RoleSpec& worker() const { return spec.roles.front(); }
 };
 
 enum class TraceFormat { kAuto, kNative, kPhilly, kGavel, kTiresias, kAlibaba2023, kDlrm2025, kPollux };
@@ -111,16 +110,25 @@ std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& s
 
 // --- For the readers -----------------------------------------------------------
 
-// Checks every job (ranges, unique ids; errors name the job's line and the
-// field) and sorts by submit time, ties by line. Every reader ends with it.
+// Checks every job (its spec with JobSpec::Validate, the trace's own fields,
+// unique ids; errors name the job's line and the field) and sorts by submit
+// time, ties by line. Every reader ends with it.
 absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
                                                   std::string_view filename);
 
+// The most cpu milli or memory MiB a trace's task may ask for: far above
+// any node's, and low enough that the engine's bytes fit in 64 bits.
+inline constexpr int64_t kMaxTaskQuantity = int64_t{1} << 40;
+
 // A gang of `gpus` GPUs as tasks of at most `max_per_task` GPUs each: the
 // fewest tasks that divide `gpus` evenly (16 -> 2 x 8, 12 -> 2 x 6,
-// 20 -> 4 x 5, 7 -> 1 x 7). Sets tasks, size (a rigid gang) and
-// gpus_per_task. gpus 0 gives one task without GPUs.
+// 20 -> 4 x 5, 7 -> 1 x 7). Sets the worker's replicas and GPU count, and
+// size (a rigid gang). gpus 0 gives one task without GPUs.
 void SplitGang(int gpus, int max_per_task, TraceJob& job);
+
+// Seconds as the engine's milliseconds (a spec's walltime_ms; the replay's
+// clock), rounded to the nearest.
+inline int64_t SecondsToMs(double seconds) { return std::llround(seconds * 1000); }
 
 // The first non-blank line of `text`, without its line ending.
 std::string_view FirstLine(std::string_view text);

@@ -188,14 +188,14 @@ TEST(PolluxTrace, ElasticJobsSpanOneGpuToTheLargestSupportedSize) {
   ASSERT_TRUE(models.ok());
   std::vector<TraceJob> rigid = *jobs;
   ASSERT_TRUE(AttachAppModels(rigid, *models, false, "w.csv").ok());
-  EXPECT_EQ(rigid[0].size, scheduler::GangSize{});  // every one of its 6 tasks
-  EXPECT_EQ(rigid[0].tasks, 6);
+  EXPECT_EQ(rigid[0].spec.size, scheduler::GangSize{});  // every one of its 6 tasks
+  EXPECT_EQ(rigid[0].tasks(), 6);
   ASSERT_TRUE(AttachAppModels(*jobs, *models, true, "w.csv").ok());
   // cifar10's smallest local batch is 32: 2048 / 64 = 32, so up to 64 GPUs.
-  EXPECT_EQ((*jobs)[0].size, (scheduler::GangSize{1, 64}));
-  EXPECT_EQ((*jobs)[0].tasks, 6);
+  EXPECT_EQ((*jobs)[0].spec.size, (scheduler::GangSize{1, 64}));
+  EXPECT_EQ((*jobs)[0].tasks(), 6);
   // bert's is 4: ceil(384 / 64) = 6 >= 4, 64 as well; a 30 s re-form pause.
-  EXPECT_EQ((*jobs)[1].size.max, 64);
+  EXPECT_EQ((*jobs)[1].spec.size.max, 64);
   EXPECT_EQ((*jobs)[1].reform_pause_s, 30);
 }
 

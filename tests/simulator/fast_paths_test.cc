@@ -23,23 +23,23 @@ std::vector<TraceJob> Contended(uint64_t seed, int n) {
   int64_t t = 0;
   for (int i = 0; i < n; ++i) {
     TraceJob j;
-    j.id = "c" + std::to_string(i);
+    j.spec.name = "c" + std::to_string(i);
     j.line = i + 2;
     t += static_cast<int64_t>(rng() % 120);
     j.submit_s = static_cast<double>(t);
     j.duration_s = static_cast<double>(60 + rng() % 5000);
     const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 4}, {3, 2}};
     const auto& s = shapes[rng() % 8];
-    j.tasks = s[0];  // a rigid gang (size {})
-    j.gpus_per_task = s[1];
+    j.worker().replicas = s[0];  // a rigid gang (size {})
+    j.worker().gpu.count = s[1];
     if (rng() % 4 == 0) {  // elastic: 1-GPU tasks
-      j.gpus_per_task = 1;
-      j.tasks = 2 + static_cast<int>(rng() % 4);
-      j.size = {1, j.tasks * 2};
+      j.worker().gpu.count = 1;
+      j.worker().replicas = 2 + static_cast<int>(rng() % 4);
+      j.spec.size = {1, j.tasks() * 2};
     }
-    j.queue = rng() % 3 == 0 ? "product" : "research";
-    j.priority = rng() % 5 == 0 ? 5 : 0;
-    j.walltime_s = j.duration_s;
+    j.spec.queue = rng() % 3 == 0 ? "product" : "research";
+    j.spec.priority = rng() % 5 == 0 ? 5 : 0;
+    j.spec.walltime_ms = SecondsToMs(j.duration_s);
     j.checkpoint_interval_s = 600;
     jobs.push_back(j);
   }

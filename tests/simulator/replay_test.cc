@@ -40,16 +40,16 @@ std::vector<TraceJob> RandomTrace(uint64_t seed, int n) {
   int64_t t = 0;
   for (int i = 0; i < n; ++i) {
     TraceJob j;
-    j.id = "r" + std::to_string(i);
+    j.spec.name = "r" + std::to_string(i);
     j.line = i + 2;
     t += static_cast<int64_t>(rng() % 60);
     j.submit_s = static_cast<double>(t);
     j.duration_s = static_cast<double>(30 + rng() % 3000);
     const int shapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {2, 4}};
     const auto& s = shapes[rng() % 6];
-    j.tasks = s[0];  // a rigid gang (size {})
-    j.gpus_per_task = s[1];
-    j.queue = rng() % 3 == 0 ? "b" : "a";
+    j.worker().replicas = s[0];  // a rigid gang (size {})
+    j.worker().gpu.count = s[1];
+    j.spec.queue = rng() % 3 == 0 ? "b" : "a";
     jobs.push_back(j);
   }
   return jobs;
@@ -437,6 +437,48 @@ TEST(ReplayFailures, DrawnFailuresAreDeterministicAndConserveGpuSeconds) {
 namespace ringmaster::simulator {
 namespace {
 
+// A jobs file's job is its spec whole (roles, selector, tolerations,
+// checkpoint interval), the engine's job as the file gives it; the replay
+// also reads the checkpoint interval for its progress model.
+TEST(ReplayJobFile, JobsKeepTheirSpecWhole) {
+  auto jobs = scheduler::ParseTimedJobFile(R"(jobs:
+- name: train
+  queue: research
+  priority: 3
+  elastic: {min: 2, max: 8}
+  walltime: 3600
+  checkpoint_interval: 600
+  submit: 5
+  duration: 100
+  node_selector: {pool: training}
+  tolerations: [{key: dedicated, value: ml}]
+  roles:
+  - {name: launcher, replicas: 1, cpu: 2}
+  - {name: worker, replicas: 4, gpus: 2}
+)",
+                                           "jobs.yaml");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const std::vector<TraceJob> trace = TraceOfJobFile(*jobs);
+  ASSERT_EQ(trace.size(), 1u);
+  const TraceJob& t = trace[0];
+  EXPECT_EQ(t.id(), "train");
+  EXPECT_EQ(t.spec.queue, "research");
+  EXPECT_EQ(t.spec.priority, 3);
+  ASSERT_EQ(t.spec.roles.size(), 2u);
+  EXPECT_EQ(t.spec.roles[1].name, "worker");
+  EXPECT_EQ(t.tasks(), 5);
+  EXPECT_EQ(t.gpus(), 8);  // the workers' 4 x 2; the launcher has none
+  EXPECT_EQ(t.spec.size, (scheduler::GangSize{2, 8}));
+  EXPECT_EQ(t.spec.walltime_ms, 3'600'000);
+  EXPECT_EQ(t.spec.checkpoint_interval_ms, 600'000);
+  EXPECT_EQ(t.checkpoint_interval_s, 600);
+  EXPECT_EQ(t.spec.node_selector.at("pool"), "training");
+  ASSERT_EQ(t.spec.tolerations.size(), 1u);
+  EXPECT_EQ(t.submit_s, 5);
+  EXPECT_EQ(t.duration_s, 100);
+  EXPECT_FALSE(t.endless);
+}
+
 // `ringmaster schedule`'s use of the driver: a jobs file, fixed durations,
 // evicted members leaving release_after_s after the decision.
 TEST(ReplayJobFile, FixedDurationsAndDelayedReleases) {
@@ -462,7 +504,7 @@ TEST(ReplayJobFile, FixedDurationsAndDelayedReleases) {
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   const std::vector<TraceJob> trace = TraceOfJobFile(*jobs);
   ASSERT_EQ(trace.size(), 3u);  // submit order: lo, endless, hi
-  EXPECT_EQ(trace[1].id, "endless");
+  EXPECT_EQ(trace[1].id(), "endless");
   EXPECT_TRUE(trace[1].endless);
   std::vector<queue::ConfigError> errors;
   auto policy = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt"

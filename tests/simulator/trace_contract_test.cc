@@ -186,10 +186,10 @@ TYPED_TEST(TraceReaderContract, EveryRowBecomesOneJobSortedBySubmitTime) {
   std::set<std::string> ids;
   for (const TraceJob& j : *jobs) {
     got.insert(j.line);
-    ids.insert(j.id);
+    ids.insert(j.id());
     EXPECT_GE(j.submit_s, 0);
     EXPECT_GE(j.duration_s, 0);
-    EXPECT_GE(j.tasks, 1);
+    EXPECT_GE(j.tasks(), 1);
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(ids.size(), jobs->size());

@@ -22,15 +22,18 @@ TEST(NativeTrace, OptionalColumnsTakeTheirDefaults) {
   auto jobs = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\nj1,0,60\n", "t.csv");
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   const TraceJob& j = jobs->front();
-  EXPECT_EQ(j.queue, "default");
-  EXPECT_EQ(j.priority, 0);
-  EXPECT_EQ(j.tasks, 1);
-  EXPECT_EQ(j.gpus_per_task, 1);
-  EXPECT_EQ(j.size, scheduler::GangSize{});  // a rigid gang of its 1 task
-  EXPECT_EQ(j.gpu_milli, 1000);
-  EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kNone);
+  EXPECT_EQ(j.spec.queue, "default");
+  EXPECT_EQ(j.spec.priority, 0);
+  EXPECT_EQ(j.tasks(), 1);
+  ASSERT_EQ(j.spec.roles.size(), 1u);
+  EXPECT_EQ(j.worker().name, "worker");
+  EXPECT_EQ(j.worker().gpu.count, 1);
+  EXPECT_EQ(j.spec.size, scheduler::GangSize{});  // a rigid gang of its 1 task
+  EXPECT_EQ(j.worker().gpu.milli, 1000);
+  EXPECT_EQ(j.spec.topology_mode, scheduler::TopologyMode::kNone);
+  EXPECT_EQ(j.spec.walltime_ms, 0);
   EXPECT_LT(j.comm_fraction, 0);  // the replay's default
-  EXPECT_FALSE(j.size.elastic());
+  EXPECT_FALSE(j.spec.size.elastic());
 }
 
 TEST(NativeTrace, ReadsEveryColumnInAnyOrder) {
@@ -42,23 +45,40 @@ TEST(NativeTrace, ReadsEveryColumnInAnyOrder) {
       "t.csv");
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   const TraceJob& j = jobs->front();
-  EXPECT_EQ(j.id, "big");
+  EXPECT_EQ(j.id(), "big");
+  EXPECT_EQ(j.spec.name, "big");
   EXPECT_EQ(j.submit_s, 12.5);
   EXPECT_EQ(j.duration_s, 3600);
-  EXPECT_EQ(j.queue, "research");
-  EXPECT_EQ(j.priority, 5);
-  EXPECT_EQ(j.tasks, 4);
-  EXPECT_EQ(j.gpus_per_task, 8);
-  EXPECT_EQ(j.size, (scheduler::GangSize{2, 8}));
-  EXPECT_TRUE(j.size.elastic());
-  EXPECT_EQ(j.cpu_milli_per_task, 4000);
-  EXPECT_EQ(j.memory_mib_per_task, 8192);
-  EXPECT_EQ(j.topology_mode, scheduler::TopologyMode::kHard);
-  EXPECT_EQ(j.highest_tier, 1);
-  EXPECT_EQ(j.walltime_s, 7200);
+  EXPECT_EQ(j.spec.queue, "research");
+  EXPECT_EQ(j.spec.priority, 5);
+  EXPECT_EQ(j.tasks(), 4);
+  EXPECT_EQ(j.worker().replicas, 4);
+  EXPECT_EQ(j.worker().gpu.count, 8);
+  EXPECT_EQ(j.gpus(), 32);
+  EXPECT_EQ(j.spec.size, (scheduler::GangSize{2, 8}));
+  EXPECT_TRUE(j.spec.size.elastic());
+  EXPECT_EQ(j.worker().request.cpu_milli(), 4000);
+  EXPECT_EQ(j.worker().request.memory(), int64_t{8192} << 20);
+  EXPECT_EQ(j.spec.topology_mode, scheduler::TopologyMode::kHard);
+  EXPECT_EQ(j.spec.highest_tier, 1);
+  EXPECT_EQ(j.spec.walltime_ms, 7'200'000);
+  // The replay's progress model; the engine is not told (TraceJob).
   EXPECT_EQ(j.checkpoint_interval_s, 600);
+  EXPECT_EQ(j.spec.checkpoint_interval_ms, 0);
   EXPECT_EQ(j.comm_fraction, 0.3);
-  EXPECT_THAT(j.gpu_models, ElementsAre("A100", "H100"));
+  EXPECT_THAT(j.spec.gpu_models, ElementsAre("A100", "H100"));
+  EXPECT_TRUE(j.spec.Validate().ok());
+}
+
+TEST(NativeTrace, GpuSharesAndTasksWithoutGpus) {
+  auto jobs = NativeTraceReader::Parse(
+      "job_id,submit_time_s,duration_s,gpus_per_task,gpu_milli\nshare,0,1,1,250\ncpu,0,1,0,250\n", "t.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ((*jobs)[0].worker().gpu.count, 1);
+  EXPECT_EQ((*jobs)[0].worker().gpu.milli, 250);
+  EXPECT_EQ((*jobs)[1].worker().gpu.count, 0);
+  EXPECT_EQ((*jobs)[1].worker().gpu.milli, 1000);  // no GPU, no share of one
+  EXPECT_EQ((*jobs)[1].gpus(), 0);
 }
 
 TEST(NativeTrace, ErrorsNameLineAndField) {
@@ -74,6 +94,20 @@ TEST(NativeTrace, ErrorsNameLineAndField) {
   EXPECT_THAT(std::string(dup.status().message()), HasSubstr("t.csv:4: job_id: 'a' already on line 2"));
   auto short_row = NativeTraceReader::Parse("job_id,submit_time_s,duration_s\na,0\n", "t.csv");
   EXPECT_THAT(std::string(short_row.status().message()), HasSubstr("t.csv:2: duration_s: missing"));
+  auto shared =
+      NativeTraceReader::Parse("job_id,submit_time_s,duration_s,gpus_per_task,gpu_milli\na,0,1,2,500\n", "t.csv");
+  EXPECT_THAT(std::string(shared.status().message()),
+              HasSubstr("t.csv:2: gpu_milli: a share below 1000 needs gpus_per_task 1"));
+  auto walltime = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,walltime_s\na,0,1,-1\n", "t.csv");
+  EXPECT_THAT(std::string(walltime.status().message()), HasSubstr("t.csv:2: walltime_s: must be in [0, 1e12]"));
+  auto checkpoint =
+      NativeTraceReader::Parse("job_id,submit_time_s,duration_s,checkpoint_interval_s\na,0,1,-1\n", "t.csv");
+  EXPECT_THAT(std::string(checkpoint.status().message()), HasSubstr("t.csv:2: checkpoint_interval_s: must be >= 0"));
+  // What the engine would refuse is refused on reading, by the spec's own
+  // validation (JobSpec::Validate), with the line.
+  auto no_share = NativeTraceReader::Parse("job_id,submit_time_s,duration_s,gpu_milli\na,0,1,0\n", "t.csv");
+  EXPECT_THAT(std::string(no_share.status().message()),
+              HasSubstr("t.csv:2: job 'a': roles[0] (worker): gpu share must be in (0, 1000] milli"));
 }
 
 TEST(PhillyTrace, DatesCountFromTheEarliestRowAndBigGangsSplit) {
@@ -85,14 +119,14 @@ TEST(PhillyTrace, DatesCountFromTheEarliestRowAndBigGangsSplit) {
       "p.csv");
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 3u);
-  EXPECT_EQ((*jobs)[0].id, "philly-2");  // the earliest: second data row
+  EXPECT_EQ((*jobs)[0].id(), "philly-2");  // the earliest: second data row
   EXPECT_EQ((*jobs)[0].submit_s, 0);
-  EXPECT_EQ((*jobs)[0].tasks, 2);  // 16 GPUs = 2 x 8
-  EXPECT_EQ((*jobs)[0].gpus_per_task, 8);
-  EXPECT_EQ((*jobs)[0].queue, "vcB");
+  EXPECT_EQ((*jobs)[0].tasks(), 2);  // 16 GPUs = 2 x 8
+  EXPECT_EQ((*jobs)[0].worker().gpu.count, 8);
+  EXPECT_EQ((*jobs)[0].spec.queue, "vcB");
   EXPECT_EQ((*jobs)[1].submit_s, 2);   // 00:00:01 is 2 s after 23:59:59
-  EXPECT_EQ((*jobs)[1].tasks, 2);      // 12 GPUs = 2 x 6
-  EXPECT_EQ((*jobs)[1].gpus_per_task, 6);
+  EXPECT_EQ((*jobs)[1].tasks(), 2);    // 12 GPUs = 2 x 6
+  EXPECT_EQ((*jobs)[1].worker().gpu.count, 6);
   EXPECT_EQ((*jobs)[2].submit_s, 7 * 3600 + 1 * 60 + 56);
 }
 
@@ -105,7 +139,7 @@ TEST(SplitGang, FewestEvenTasksOfAtMostEightGpus) {
   TraceJob j;
   auto shape = [&](int gpus) {
     SplitGang(gpus, 8, j);
-    return std::pair{j.tasks, j.gpus_per_task};
+    return std::pair{j.tasks(), j.worker().gpu.count};
   };
   EXPECT_EQ(shape(1), (std::pair{1, 1}));
   EXPECT_EQ(shape(7), (std::pair{1, 7}));
@@ -120,8 +154,8 @@ TEST(SplitGang, FewestEvenTasksOfAtMostEightGpus) {
 TEST(GavelTrace, QueueIsTheFileStemAndStepsAreSeconds) {
   auto jobs = GavelTraceReader::Parse("A3C\tcmd\t-n\t0\t500\t3.5\t2\n", "traces/seed0/0e4a51.trace");
   ASSERT_TRUE(jobs.ok()) << jobs.status();
-  EXPECT_EQ(jobs->front().queue, "0e4a51");
-  EXPECT_EQ(jobs->front().id, "0e4a51-1");
+  EXPECT_EQ(jobs->front().spec.queue, "0e4a51");
+  EXPECT_EQ(jobs->front().id(), "0e4a51-1");
   EXPECT_EQ(jobs->front().duration_s, 500);
   EXPECT_EQ(jobs->front().submit_s, 3.5);
   EXPECT_EQ(jobs->front().gpus(), 2);
@@ -139,15 +173,31 @@ TEST(Dlrm2025Trace, OpenLifetimesCloseAtTheTraceWindow) {
                                          "d.csv");
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 3u);
-  EXPECT_EQ((*jobs)[0].id, "old");  // before the window: submit 0, ends at the last time (300)
+  EXPECT_EQ((*jobs)[0].id(), "old");  // before the window: submit 0, ends at the last time (300)
   EXPECT_EQ((*jobs)[0].duration_s, 300);
-  EXPECT_EQ((*jobs)[0].cpu_milli_per_task, 12000);
-  EXPECT_EQ((*jobs)[0].memory_mib_per_task, 120 * 1024);
-  EXPECT_EQ((*jobs)[1].id, "mid");
+  EXPECT_EQ((*jobs)[0].worker().request.cpu_milli(), 12000);
+  EXPECT_EQ((*jobs)[0].worker().request.memory(), int64_t{120 * 1024} << 20);
+  EXPECT_EQ((*jobs)[1].id(), "mid");
   EXPECT_EQ((*jobs)[1].duration_s, 200);
-  EXPECT_EQ((*jobs)[1].gpus_per_task, 0);
-  EXPECT_EQ((*jobs)[1].memory_mib_per_task, 512);
+  EXPECT_EQ((*jobs)[1].worker().gpu.count, 0);
+  EXPECT_EQ((*jobs)[1].worker().request.memory(), int64_t{512} << 20);
   EXPECT_EQ((*jobs)[2].duration_s, 100);  // 200 -> 300
+}
+
+// Requests whose bytes or milli-cores would not fit the engine's quantities
+// are refused with the line and the column.
+TEST(TraceReaders, HugeRequestsAreRefused) {
+  auto pods = ParseTrace(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\np,1,9999999999999999,1,1000,0,1\n",
+      "pods.csv", TraceFormat::kAlibaba2023);
+  EXPECT_THAT(std::string(pods.status().message()), HasSubstr("pods.csv:2: memory_mib: must be <= 2^40"));
+  auto dlrm = ParseTrace(
+      "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,"
+      "memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,"
+      "scheduled_time,deletion_time\n"
+      "i,HN,a,1e300,1,1,1,0,0,1,1,1,1,8,,,\n",
+      "d.csv", TraceFormat::kDlrm2025);
+  EXPECT_THAT(std::string(dlrm.status().message()), HasSubstr("d.csv:2: cpu_request: must be <= 1e9"));
 }
 
 TEST(TraceFormat, AutoFailsListingTheFormats) {
