@@ -61,13 +61,26 @@ topology::NodeId Resolve(const topology::Cluster& cluster, const NodeObject& obj
   return id;
 }
 
+// The eviction of `m`'s pod from `node` (the UID a precondition: a pod
+// recreated under its name is left alone).
+PodEviction EvictionOf(const GangMember& m, std::string node, std::string reason) {
+  PodEviction ev;
+  const size_t slash = m.key.find('/');
+  ev.pod_namespace = m.key.substr(0, slash);
+  ev.pod_name = m.key.substr(slash + 1);
+  ev.pod_uid = m.uid;
+  ev.node = std::move(node);
+  ev.reason = std::move(reason);
+  return ev;
+}
+
 }  // namespace
 
 Extender::Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options,
                    Binder* binder, CycleLoop* loop)
     : engine_(engine), clock_(clock), options_(std::move(options)), binder_(binder),
       own_loop_(loop ? nullptr : std::make_unique<CycleLoop>(engine, own_mu_)),
-      loop_(loop ? *loop : *own_loop_), mu_(loop_.mutex()), store_(options_.store),
+      loop_(loop ? *loop : *own_loop_), mu_(loop_.mutex()), evictions_(binder_, clock_), store_(options_.store),
       lookup_(binder_, clock_, options_.pod_group_retry_ms, mu_,
               [this](const std::string& name, const absl::StatusOr<int>& min_member) {
                 mu_.AssertHeld();  // the lookup answers under the engine lock
@@ -424,14 +437,7 @@ void Extender::OnCycle(const scheduler::Decisions& d) {
       if (gang.cancelled && e.kind == scheduler::Eviction::Kind::kCancel && (m.bound || m.stopping)) {
         // Cancelled: the pod goes, and its node stays recorded (step 8): a
         // restart before the deadline holds its GPUs again.
-        PodEviction ev;
-        const size_t slash = m.key.find('/');
-        ev.pod_namespace = m.key.substr(0, slash);
-        ev.pod_name = m.key.substr(slash + 1);
-        ev.pod_uid = m.uid;
-        ev.node = e.node_name;
-        ev.reason = e.reason;
-        to_evict_.push_back({std::move(ev), e.deadline});
+        evictions_.Queue(EvictionOf(m, e.node_name, e.reason), e.deadline);
         m.bound = false;
         m.stopping = true;
         gang.cancel_deadline = std::max(gang.cancel_deadline, e.deadline);
@@ -440,14 +446,7 @@ void Extender::OnCycle(const scheduler::Decisions& d) {
       if (m.bound) {
         // Its pod runs on the node: it must go. One only reserved has no pod
         // there yet; its bind now fails and kube-scheduler tries again.
-        PodEviction ev;
-        const size_t slash = m.key.find('/');
-        ev.pod_namespace = m.key.substr(0, slash);
-        ev.pod_name = m.key.substr(slash + 1);
-        ev.pod_uid = m.uid;
-        ev.node = e.node_name;
-        ev.reason = e.reason;
-        to_evict_.push_back({std::move(ev), e.deadline});
+        evictions_.Queue(EvictionOf(m, e.node_name, e.reason), e.deadline);
       }
       m.node.clear();
       m.gpus.clear();
@@ -455,39 +454,6 @@ void Extender::OnCycle(const scheduler::Decisions& d) {
     }
   }
   Persist();
-}
-
-void Extender::CarryOutEvictions() {
-  std::vector<std::pair<PodEviction, scheduler::Timestamp>> batch;
-  {
-    absl::MutexLock lock(&mu_);
-    batch.swap(to_evict_);
-  }
-  if (batch.empty()) return;
-  std::vector<std::pair<PodEviction, scheduler::Timestamp>> retry;
-  std::vector<PodEviction> done;
-  for (auto& [ev, deadline] : batch) {
-    const std::string pod = absl::StrCat(ev.pod_namespace, "/", ev.pod_name);
-    // The grace period left until the deadline, rounded up (a retry asks
-    // for less than the first try).
-    if (deadline >= 0) ev.grace_period_seconds = std::max<int64_t>(0, (deadline - clock_.Now() + 999) / 1000);
-    const absl::Status s = binder_ ? binder_->Evict(ev) : absl::OkStatus();
-    if (s.ok()) {
-      common::Log(common::LogLevel::info, binder_ ? "pod evicted" : "pod eviction recorded",
-                  {{"pod", pod}, {"node", ev.node}, {"grace_s", ev.grace_period_seconds}, {"reason", ev.reason}});
-      done.push_back(std::move(ev));
-      continue;
-    }
-    // Past its deadline the engine counts the GPUs free anyway: retrying
-    // longer would only stop a pod that may have been placed again.
-    const bool again = s.code() == absl::StatusCode::kUnavailable && deadline >= 0 && clock_.Now() < deadline;
-    common::Log(common::LogLevel::err, again ? "eviction refused, trying again" : "eviction failed",
-                {{"pod", pod}, {"node", ev.node}, {"error", s.message()}});
-    if (again) retry.push_back({std::move(ev), deadline});
-  }
-  absl::MutexLock lock(&mu_);
-  for (PodEviction& ev : done) evicted_.push_back(std::move(ev));
-  for (auto& r : retry) to_evict_.push_back(std::move(r));
 }
 
 void Extender::Forget(const std::string& gang_name) {
@@ -521,14 +487,8 @@ void Extender::ExpireReservations() {
       for (const GangMember& m : g.members) {
         if (!m.bound || m.task >= job.tasks().size()) continue;
         const scheduler::Task& t = job.task(m.task);
-        PodEviction ev;
-        const size_t slash = m.key.find('/');
-        ev.pod_namespace = m.key.substr(0, slash);
-        ev.pod_name = m.key.substr(slash + 1);
-        ev.pod_uid = m.uid;
-        ev.node = m.node;
-        ev.reason = "reservation expired: job cancelled";
-        to_evict_.push_back({std::move(ev), t.state == scheduler::TaskState::kReleasing ? t.release_deadline : -1});
+        evictions_.Queue(EvictionOf(m, m.node, "reservation expired: job cancelled"),
+                         t.state == scheduler::TaskState::kReleasing ? t.release_deadline : -1);
       }
     }
     Forget(name);
@@ -565,16 +525,14 @@ ExtenderFilterResult Extender::Filter(const ExtenderArgs& args, std::string_view
   RefreshNodeList(args);
   ExtenderFilterResult learned;
   FilterVerdict v;
-  bool evict = false;
   {
     absl::MutexLock lock(&mu_);
     LookUpPodGroup(*pod);
     LearnNodes(args, who, learned);
     v = FilterPod(*pod, args.pod, args, who);
     Persist();
-    evict = !to_evict_.empty();
   }
-  if (evict) CarryOutEvictions();  // the cycle a completed gang ran decided some
+  evictions_.Send();  // those the cycle a completed gang ran decided, if any
   // The answer is built outside the lock.
   ExtenderFilterResult r;
   const auto at = v.node.empty() ? names.end() : std::find(names.begin(), names.end(), v.node);
@@ -950,10 +908,7 @@ std::vector<std::pair<std::string, std::string>> Extender::bindings() const {
   return bindings_;
 }
 
-std::vector<PodEviction> Extender::evictions() const {
-  absl::MutexLock lock(&mu_);
-  return evicted_;
-}
+std::vector<PodEviction> Extender::evictions() const { return evictions_.done(); }
 
 size_t Extender::gang_count() const {
   absl::MutexLock lock(&mu_);

@@ -59,7 +59,8 @@
 //     are sent after the lock is released (Tick, Filter), so the HTTP calls
 //     never hold up the engine; one the API server refuses (a disruption
 //     budget: 429) is tried again on each Tick until its deadline. The
-//     engine counts the GPUs free at the deadline (the pod is not watched).
+//     engine counts the GPUs free at the deadline (the pod is not watched)
+//     (pod_evictions.h).
 //  8. A gang cancelled (the admin API's CancelJob, JobCancelledLocked) stays
 //     cancelled, across a restart too: its pods' filters fail, unresolvable;
 //     its bound pods are evicted with the engine's cancel grace period and
@@ -78,8 +79,9 @@
 //
 // Beside this file: the gangs it keeps (gang.h), their records in the store
 // and their restore (gang_store.h), the PodGroup lookup thread
-// (podgroup_lookup.h), the poller of what others hold (foreign_pods.h) and
-// the calls on the API server (binder.h).
+// (podgroup_lookup.h), the poller of what others hold (foreign_pods.h), the
+// evictions on their way to the API server (pod_evictions.h) and the calls
+// on the API server (binder.h).
 //
 // Cycles: the extender runs none of its own. It is a sink of the daemon's
 // CycleLoop (server/loop/cycle_loop.h): BeforeCycle releases expired
@@ -115,6 +117,7 @@
 #include "server/extender/gang.h"
 #include "server/extender/gang_store.h"
 #include "server/extender/kube_objects.h"
+#include "server/extender/pod_evictions.h"
 #include "server/extender/podgroup_lookup.h"
 #include "server/loop/cycle_loop.h"
 
@@ -206,7 +209,7 @@ class Extender : public CycleSink {
   // AfterCycle (step 7); the changed gangs are queued for the store.
   void OnCycle(const scheduler::Decisions& d) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the queued evictions (outside the lock).
-  void AfterCycle() override ABSL_LOCKS_EXCLUDED(mu_) { CarryOutEvictions(); }
+  void AfterCycle() override ABSL_LOCKS_EXCLUDED(mu_) { evictions_.Send(); }
 
   // After a restart, before serving: re-learns the stored Node objects and
   // re-forms the stored gangs; a gang that was submitted is restored in the
@@ -309,8 +312,6 @@ class Extender : public CycleSink {
   void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { (void)loop_.RunLocked(); }
   ExtenderBindingResult BindLocked(const ExtenderBindingArgs& args, std::string_view who)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the evictions RunCycle queued (step 7 above).
-  void CarryOutEvictions() ABSL_LOCKS_EXCLUDED(mu_);
   void ExpireReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   GangMember* FindMember(const std::string& pod_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -341,9 +342,8 @@ class Extender : public CycleSink {
   bool check_nodes_ ABSL_GUARDED_BY(mu_) = true;
   std::string api_nodes_error_ ABSL_GUARDED_BY(mu_);  // why the last read failed
   std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
-  // Evictions decided but not yet accepted, with their deadlines.
-  std::vector<std::pair<PodEviction, scheduler::Timestamp>> to_evict_ ABSL_GUARDED_BY(mu_);
-  std::vector<PodEviction> evicted_ ABSL_GUARDED_BY(mu_);
+  // The evictions decided (step 7), until the API server accepts them.
+  PodEvictions evictions_;
   // Times each gang was submitted: a gang formed again after its
   // reservations expired is submitted as "name#N".
   std::map<std::string, int> attempts_ ABSL_GUARDED_BY(mu_);
