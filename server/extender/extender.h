@@ -29,7 +29,7 @@
 //     minMember, read through the Binder on a worker thread: the filter
 //     never waits for the API server; until the answer is in, every node
 //     fails with "looking up PodGroup NS/NAME's minMember" and the next
-//     filter after it uses the value.
+//     filter after it uses the value (podgroup_lookup.h).
 //  3. The pod that completes the gang submits it to the engine as one job
 //     (a role per distinct request shape) and runs a cycle at once.
 //  4. A Bind decision of the engine reserves the member's node (when the
@@ -59,7 +59,8 @@
 //     are sent after the lock is released (Tick, Filter), so the HTTP calls
 //     never hold up the engine; one the API server refuses (a disruption
 //     budget: 429) is tried again on each Tick until its deadline. The
-//     engine counts the GPUs free at the deadline (the pod is not watched).
+//     engine counts the GPUs free at the deadline (the pod is not watched)
+//     (pod_evictions.h).
 //  8. A gang cancelled (the admin API's CancelJob, JobCancelledLocked) stays
 //     cancelled, across a restart too: its pods' filters fail, unresolvable;
 //     its bound pods are evicted with the engine's cancel grace period and
@@ -72,9 +73,15 @@
 //     the engine, so its free counts agree with kube-scheduler's and a gang
 //     is not planned onto GPUs that others hold. When they hold GPUs that
 //     ringmaster gave its own tasks, the two schedulers disagree: a warning
-//     names the node. Without an API server nothing of theirs is counted;
-//     the offered nodes (step 1) still keep a gang off nodes kube-scheduler
-//     finds full, at the cost of a re-plan.
+//     names the node (foreign_pods.h). Without an API server nothing of
+//     theirs is counted; the offered nodes (step 1) still keep a gang off
+//     nodes kube-scheduler finds full, at the cost of a re-plan.
+//
+// Beside this file: the gangs it keeps (gang.h), their records in the store
+// and their restore (gang_store.h), the PodGroup lookup thread
+// (podgroup_lookup.h), the poller of what others hold (foreign_pods.h), the
+// evictions on their way to the API server (pod_evictions.h) and the calls
+// on the API server (binder.h).
 //
 // Cycles: the extender runs none of its own. It is a sink of the daemon's
 // CycleLoop (server/loop/cycle_loop.h): BeforeCycle releases expired
@@ -90,15 +97,12 @@
 #ifndef RINGMASTER_SERVER_EXTENDER_EXTENDER_H_
 #define RINGMASTER_SERVER_EXTENDER_EXTENDER_H_
 
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -107,29 +111,17 @@
 #include "absl/synchronization/mutex.h"
 #include "scheduler/clock.h"
 #include "scheduler/engine.h"
+#include "server/extender/binder.h"
 #include "server/extender/extender_wire.h"
+#include "server/extender/foreign_pods.h"
+#include "server/extender/gang.h"
+#include "server/extender/gang_store.h"
 #include "server/extender/kube_objects.h"
+#include "server/extender/pod_evictions.h"
+#include "server/extender/podgroup_lookup.h"
 #include "server/loop/cycle_loop.h"
 
 namespace ringmaster::server {
-
-// Where the extender keeps what it knows across a restart: the daemon's
-// journal (Journal::PutExtenderState). Records are (kind, name) -> text.
-class ExtenderStore {
- public:
-  virtual ~ExtenderStore() = default;
-  // Queued, not waited for: the record is now `value`; empty removes it.
-  virtual void Put(const std::string& kind, const std::string& name, std::string value) = 0;
-  // Waits until everything Put so far is durable.
-  virtual absl::Status Sync() = 0;
-};
-
-// One record of an ExtenderStore, as read back after a restart.
-struct StoredRecord {
-  std::string kind;
-  std::string name;
-  std::string value;
-};
 
 struct ExtenderOptions {
   // A gang's reservations are released this long after it was placed unless
@@ -165,67 +157,6 @@ struct ExtenderOptions {
   int64_t foreign_pods_refresh_ms = 0;
 };
 
-// A pod bound to a node, as the API server lists it.
-struct BoundPod {
-  std::string key;  // "namespace/name"
-  std::string uid;
-  std::string node;
-  topology::Resources request;  // cpu milli and memory bytes
-  int gpus = 0;                 // whole nvidia.com/gpu devices
-};
-
-// A pod the engine decided to stop (scheduler::Eviction), for the Binder.
-struct PodEviction {
-  std::string pod_name;
-  std::string pod_namespace;
-  std::string pod_uid;  // a precondition: a recreated pod of the same name is left alone
-  // Seconds the pod has to stop (the eviction's deadline, rounded up); -1:
-  // the pod's own terminationGracePeriodSeconds.
-  int64_t grace_period_seconds = -1;
-  std::string node;
-  std::string reason;  // the engine's, for logs
-  bool operator==(const PodEviction&) const = default;
-};
-
-// Carries bindings and evictions to the API server (the Binding and Eviction
-// subresources). The extender calls Bind under its lock and Evict outside
-// it, possibly from two threads at once; each should answer within seconds.
-class Binder {
- public:
-  virtual ~Binder() = default;
-  virtual absl::Status Bind(const ExtenderBindingArgs& binding) = 0;
-  // OK when the pod is evicted or already gone; Unavailable when the API
-  // server asks to try again later (a PodDisruptionBudget: 429).
-  virtual absl::Status Evict(const PodEviction& eviction) = 0;
-  // The minMember of the PodGroup object `ns`/`group` (scheduler-plugins'
-  // scheduling.x-k8s.io or Volcano's scheduling.volcano.sh), read when a gang's
-  // pods do not carry the min-member annotation. NotFound when neither API
-  // group has it; Unimplemented when the binder cannot ask (the default).
-  virtual absl::StatusOr<int> PodGroupMinMember(const std::string& ns, const std::string& group) {
-    (void)ns;
-    (void)group;
-    return absl::UnimplementedError("no API server to read PodGroups from");
-  }
-  // The API server's Nodes, name -> UID, against which Node objects sent in
-  // requests are checked before they are learned. Unimplemented when the
-  // binder cannot ask (the default: nodes are not checked).
-  virtual absl::StatusOr<std::map<std::string, std::string>> ListNodes() {
-    return absl::UnimplementedError("no API server to list Nodes from");
-  }
-  // The pods bound to a node that have not ended (phase neither Succeeded
-  // nor Failed), whoever scheduled them. Unimplemented when the binder
-  // cannot ask (the default: only what ringmaster placed is counted).
-  virtual absl::StatusOr<std::vector<BoundPod>> ListBoundPods() {
-    return absl::UnimplementedError("no API server to list Pods from");
-  }
-  // The API server's Volcano Queue objects (a scheduling.volcano.sh/v1beta1
-  // QueueList, server/extender/volcano_queues.h reads it). Unimplemented when
-  // the binder cannot ask (the default).
-  virtual absl::StatusOr<nlohmann::json> ListVolcanoQueues() {
-    return absl::UnimplementedError("no API server to list Volcano Queues from");
-  }
-};
-
 class Extender : public CycleSink {
  public:
   // `engine` and `clock` must outlive the extender; the engine must be
@@ -237,8 +168,8 @@ class Extender : public CycleSink {
   // loop, with itself as the only sink.
   Extender(scheduler::Engine& engine, const scheduler::Clock& clock, ExtenderOptions options, Binder* binder,
            CycleLoop* loop = nullptr);
-  // Waits for a PodGroup lookup in flight (the Binder's timeout at most) and
-  // clears the engine's driver predicate: the engine must outlive the
+  // Stops its threads (a PodGroup lookup in flight: the Binder's timeout at
+  // most) and clears the engine's driver predicate: the engine must outlive the
   // extender, and one extender serves an engine at a time (destroy the old
   // one before making the next).
   ~Extender();
@@ -278,7 +209,7 @@ class Extender : public CycleSink {
   // AfterCycle (step 7); the changed gangs are queued for the store.
   void OnCycle(const scheduler::Decisions& d) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the queued evictions (outside the lock).
-  void AfterCycle() override ABSL_LOCKS_EXCLUDED(mu_) { CarryOutEvictions(); }
+  void AfterCycle() override ABSL_LOCKS_EXCLUDED(mu_) { evictions_.Send(); }
 
   // After a restart, before serving: re-learns the stored Node objects and
   // re-forms the stored gangs; a gang that was submitted is restored in the
@@ -288,18 +219,21 @@ class Extender : public CycleSink {
   absl::Status Restore(const std::vector<StoredRecord>& records) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reads the bound pods through the Binder (outside the lock) and counts
-  // on each node what the pods ringmaster did not admit hold (step 9).
-  // Unimplemented when the binder cannot list pods.
-  absl::Status RefreshForeignPods() ABSL_LOCKS_EXCLUDED(mu_);
+  // on each node what the pods ringmaster did not admit hold (step 9,
+  // ForeignPods::Refresh). Unimplemented when the binder cannot list pods.
+  absl::Status RefreshForeignPods() ABSL_LOCKS_EXCLUDED(mu_) { return foreign_.Refresh(); }
   // What the last RefreshForeignPods counted on `node` as held by others:
   // (whole GPUs, pods). Tests, `nodes`.
-  std::pair<int64_t, int> ForeignOn(const std::string& node) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::pair<int64_t, int> ForeignOn(const std::string& node) const ABSL_LOCKS_EXCLUDED(mu_) {
+    return foreign_.On(node);
+  }
 
   // The PodGroup's minMember, for groups whose pods carry no min-member
   // annotation (scheduler-plugins keeps it only on the PodGroup object).
-  void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member);
+  void SetPodGroupMinMember(const std::string& ns, const std::string& group, int min_member)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until no PodGroup lookup is queued or in flight (tests).
-  void WaitForPodGroupLookups() ABSL_LOCKS_EXCLUDED(lookup_mu_);
+  void WaitForPodGroupLookups() { lookup_.Wait(); }
 
   // The names a gang's pods know themselves by, for the coordinator: the
   // gang ("NAMESPACE/GROUP", or "NAMESPACE/POD" for a pod without a group)
@@ -321,39 +255,6 @@ class Extender : public CycleSink {
   size_t gang_count() const;
 
  private:
-  static constexpr uint32_t kNoTask = UINT32_MAX;
-  struct Member {
-    std::string key;  // namespace/name
-    std::string uid;
-    PodInfo pod;
-    nlohmann::json raw;  // the Pod object read into `pod` (for the store)
-    uint32_t task = kNoTask;
-    std::string node;  // reserved node (or, when `stopping`, the node it is evicted from); empty when none
-    std::vector<int16_t> gpus;  // on `node`
-    bool bound = false;
-    // Bound, then its gang was cancelled: the pod is being evicted from
-    // `node`, whose GPUs the engine holds until the cancel deadline.
-    bool stopping = false;
-    // The nodes kube-scheduler offered in the last filter of a pod of the
-    // gang with this pod's request shape, by NodeId (empty: no filter since
-    // a restart, no restriction).
-    std::vector<bool> offered;
-    // Reserved and not stopping: the node its filter passes and bind takes.
-    bool reserved() const { return !node.empty() && !stopping; }
-  };
-  struct Gang {
-    std::string name;  // "namespace/group", or "namespace/pod" for a gang of one
-    int min_member = 0;
-    std::string unresolvable;  // why the gang can never be submitted as is
-    std::vector<Member> members;  // in arrival order
-    scheduler::JobId job;  // invalid until submitted
-    scheduler::Timestamp deadline = -1;
-    bool cancelled = false;  // step 8
-    scheduler::Timestamp cancel_deadline = -1;  // its stopping pods' GPUs are free then
-    // The member holding each engine task (indices into `members`).
-    std::vector<uint32_t> member_of_task;
-  };
-
   void LearnNodes(const ExtenderArgs& args, std::string_view who, ExtenderFilterResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Before LearnNodes, outside the lock: reads the API server's Node list
@@ -365,14 +266,14 @@ class Extender : public CycleSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the candidate nodes of `me`'s filter as the offered nodes of
   // every member of its gang with its request shape.
-  void SetOffered(Gang& gang, const Member& me, const ExtenderArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetOffered(Gang& gang, const GangMember& me, const ExtenderArgs& args) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gang that starts (its kStart membership): the pods that carry an index
   // (PodInfo::rank) take, within each request shape, the engine tasks they
   // hold in ring order by index, so a launcher that ranks by index ranks as
   // the placement was chosen for. Before any member is bound.
   void RankByIndex(Gang& gang, const scheduler::MembershipChange& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 4: the member's reservation is outside its offered nodes.
-  void Replan(Gang& gang, const Member& me) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Replan(Gang& gang, const GangMember& me) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An audit line for a refused write.
   static void Refused(std::string_view who, std::string_view what, std::string_view why);
   // What a filter answers: pass `node`, or fail every candidate with `reason`.
@@ -384,40 +285,37 @@ class Extender : public CycleSink {
   FilterVerdict FilterPod(const PodInfo& pod, const nlohmann::json& raw, const ExtenderArgs& args,
                           std::string_view who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For a grouped pod without the min-member annotation whose gang's min
-  // member is not known yet: queues a read of the PodGroup through the
-  // binder for the lookup thread (not again while one is queued, nor within
-  // pod_group_retry_ms of a miss).
+  // member is not known yet: asks the PodGroup lookup to read the PodGroup.
   void LookUpPodGroup(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The lookup thread: one request to the API server at a time, outside
-  // every lock; the answer is recorded under mu_.
-  void LookupLoop() ABSL_LOCKS_EXCLUDED(mu_, lookup_mu_);
-  void SetPodGroupMinMemberLocked(const std::string& name, int min_member) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lookup's answer for PodGroup `name` (on its thread, under the lock):
+  // its gang, when not submitted yet, takes the minMember or the reason.
+  void PodGroupAnswered(const std::string& name, const absl::StatusOr<int>& min_member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The PodGroup's minMember is known: its gang, when not submitted yet, takes it.
+  void MinMemberKnownLocked(const std::string& name, int min_member) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string MinMemberUnknown(const std::string& gang_name);
   Gang& Admit(const PodInfo& pod, const nlohmann::json& raw) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Submit(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang as one job named `job_name`; `tasks` gets its members in task
   // order with their roles.
   scheduler::JobSpec GangSpec(Gang& gang, const std::string& job_name,
-                              std::vector<std::pair<int, Member*>>* tasks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The store: `Touch` marks a gang changed (or gone); `Persist` writes the
-  // marked ones.
-  void Touch(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PutPod(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RestoreGang(const std::string& name, const nlohmann::json& state,
-                           const std::map<std::string, nlohmann::json>& pods) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                              std::vector<std::pair<int, GangMember*>>* tasks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the gangs changed since the last call to the store.
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { store_.Flush(gangs_, attempts_, engine_.state()); }
+  // Restore's steps: a stored Node object learned again; a stored gang
+  // formed again, and restored in the engine when it was submitted.
+  absl::Status RestoreNode(const std::string& name, const nlohmann::json& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreGang(StoredGang stored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the pod's gang has no node for it yet.
   std::string WaitReason(const Gang& gang) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One engine cycle now, through the loop (every sink sees it).
   void RunCycle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { (void)loop_.RunLocked(); }
   ExtenderBindingResult BindLocked(const ExtenderBindingArgs& args, std::string_view who)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the evictions RunCycle queued (step 7 above).
-  void CarryOutEvictions() ABSL_LOCKS_EXCLUDED(mu_);
   void ExpireReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(const std::string& gang_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Member* FindMember(const std::string& pod_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const Member* FindMember(const std::string& pod_key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  GangMember* FindMember(const std::string& pod_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const GangMember* FindMember(const std::string& pod_key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   scheduler::Engine& engine_;
   const scheduler::Clock& clock_;
@@ -431,9 +329,6 @@ class Extender : public CycleSink {
   std::map<std::string, Gang> gangs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> gang_of_pod_ ABSL_GUARDED_BY(mu_);
   std::map<scheduler::JobId, std::string> gang_of_job_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> pod_group_min_ ABSL_GUARDED_BY(mu_);
-  // PodGroups looked up in vain, and when: not asked again for a while.
-  std::map<std::string, scheduler::Timestamp> pod_group_miss_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<scheduler::Timestamp, std::string>> expiries_ ABSL_GUARDED_BY(mu_);
   // The pod ("namespace/name") admitted with each non-empty UID.
   std::map<std::string, std::string> pod_of_uid_ ABSL_GUARDED_BY(mu_);
@@ -447,32 +342,18 @@ class Extender : public CycleSink {
   bool check_nodes_ ABSL_GUARDED_BY(mu_) = true;
   std::string api_nodes_error_ ABSL_GUARDED_BY(mu_);  // why the last read failed
   std::vector<std::pair<std::string, std::string>> bindings_ ABSL_GUARDED_BY(mu_);
-  // Evictions decided but not yet accepted, with their deadlines.
-  std::vector<std::pair<PodEviction, scheduler::Timestamp>> to_evict_ ABSL_GUARDED_BY(mu_);
-  std::vector<PodEviction> evicted_ ABSL_GUARDED_BY(mu_);
+  // The evictions decided (step 7), until the API server accepts them.
+  PodEvictions evictions_;
   // Times each gang was submitted: a gang formed again after its
   // reservations expired is submitted as "name#N".
   std::map<std::string, int> attempts_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
-  // PodGroups ("ns/group") queued for the lookup thread or in flight.
-  std::set<std::string> pod_group_looking_ ABSL_GUARDED_BY(mu_);
-  // What others hold per node, as last applied to the engine: (request,
-  // whole GPUs, pods).
-  struct Foreign {
-    topology::Resources request;
-    int64_t gpus = 0;
-    int pods = 0;
-  };
-  std::map<std::string, Foreign> foreign_ ABSL_GUARDED_BY(mu_);
-  void ForeignLoop() ABSL_LOCKS_EXCLUDED(mu_, foreign_mu_);
-  absl::Mutex foreign_mu_;
-  bool foreign_stop_ ABSL_GUARDED_BY(foreign_mu_) = false;
-  std::thread foreign_thread_;  // with foreign_pods_refresh_ms > 0 and a binder
-  absl::Mutex lookup_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::deque<std::pair<std::string, std::string>> lookup_queue_ ABSL_GUARDED_BY(lookup_mu_);  // (ns, group)
-  int lookups_in_flight_ ABSL_GUARDED_BY(lookup_mu_) = 0;
-  bool lookup_stop_ ABSL_GUARDED_BY(lookup_mu_) = false;
-  std::thread lookup_thread_ ABSL_GUARDED_BY(lookup_mu_);  // started with the first lookup
+  // The records of the nodes learned and the gangs (options_.store).
+  GangStore store_ ABSL_GUARDED_BY(mu_);
+  // The PodGroup lookup (step 2) and the poller of what others hold (step
+  // 9): their threads call back into the members above (with the lock held),
+  // so they come last and ~Extender stops them first.
+  PodGroupLookup lookup_;
+  ForeignPods foreign_;
 };
 
 }  // namespace ringmaster::server

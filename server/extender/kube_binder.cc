@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "server/extender/kube_objects.h"
 #include "server/extender/volcano_queues.h"
 #include "server/http/http_server.h"
 #include "common/status_macros.h"

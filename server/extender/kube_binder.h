@@ -20,7 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/extender/extender.h"
+#include "server/extender/binder.h"
 
 namespace ringmaster::server {
 

@@ -10,7 +10,7 @@
 //           node, GPU indices;
 //   meta    the schema version and the policy in force (set by UpdatePolicy);
 //   extender_state
-//           what the Kubernetes extender knows (server/extender/extender.h): one row
+//           what the Kubernetes extender knows (server/extender/gang_store.h): one row
 //           per (kind, name) — the Node objects it learned and its gangs
 //           (members, reservations, bindings) — as opaque text, in order of
 //           first writing. Added within version 1 (CREATE IF NOT EXISTS):
