@@ -38,13 +38,14 @@ class SpeedLearner {
       : reports_(std::move(reports)), journal_(journal), refit_every_(refit_every) {}
 
   // The journal's observations (Recovered::speeds): the starting point of
-  // each job's model, given at once to the engine's job of that name when it
-  // is active. A row that does not parse is logged and skipped (the model
-  // is learned again).
+  // each active job's model, given at once to the engine's job of that name
+  // (rows of jobs that ended are left out). A row that does not parse is
+  // logged and skipped (the model is learned again).
   void Restore(const std::vector<std::pair<std::string, std::string>>& rows, scheduler::Engine& engine);
 
-  // Reads the coordinator's reports; fits and hands on each job's model that
-  // is due (see the file comment). Returns the number of models given.
+  // Reads the coordinator's reports; fits and hands on each active job's
+  // model that is due (see the file comment); forgets jobs the engine no
+  // longer runs. Returns the number of models given.
   int Learn(scheduler::Engine& engine, absl::Time now);
 
  private:
@@ -53,10 +54,10 @@ class SpeedLearner {
     int64_t seen_reports = -1;           // the coordinator's count last read
     std::set<std::pair<int, int>> sizes;  // sizes of the model given last
     absl::Time given_at = absl::InfinitePast();
-    bool pending_base = false;  // restored, not yet given to a job
   };
-  bool Give(scheduler::Engine& engine, const std::string& job, const std::vector<SpeedObservation>& obs,
-            Learned& l, absl::Time now);
+  // Fits `obs` and gives the model to job `id`; false when nothing fits.
+  bool Give(scheduler::Engine& engine, scheduler::JobId id, const std::string& job,
+            const std::vector<SpeedObservation>& obs, Learned& l, absl::Time now);
 
   ReportSource reports_;
   Journal* journal_;

@@ -15,57 +15,19 @@
 #include "scheduler/policy.h"
 #include "server/extender/extender.h"
 #include "server/loop/cycle_loop.h"
+#include "tests/server/extender_fixtures.h"
 
 namespace ringmaster::server {
 namespace {
 
 using nlohmann::json;
 
+using extender_fixtures::MemoryStore;
+using extender_fixtures::Pod;
+// Node objects here carry a uid (the pinned records have it).
 json Node(const std::string& name, int gpus, const std::string& rack) {
-  return json{{"metadata",
-               {{"name", name},
-                {"uid", "uid-" + name},
-                {"labels", {{"nvidia.com/gpu.product", "H100"}, {"topology.ringmaster.io/rack", rack}}}}},
-              {"status", {{"allocatable", {{"cpu", "96"}, {"memory", "1Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}}}}}};
+  return extender_fixtures::Node(name, gpus, rack, /*uid=*/true);
 }
-
-// A pod of PodGroup `group` (none: a gang of one), with Volcano's min-member
-// annotation when `min` > 0.
-json Pod(const std::string& name, const std::string& group, int min, int gpus) {
-  json labels = json::object();
-  json annotations = json::object();
-  if (!group.empty()) labels["scheduling.x-k8s.io/pod-group"] = group;
-  if (min > 0) annotations["scheduling.volcano.sh/group-min-member"] = std::to_string(min);
-  return json{{"metadata",
-               {{"name", name}, {"namespace", "ml"}, {"uid", "uid-" + name}, {"labels", labels},
-                {"annotations", annotations}}},
-              {"spec",
-               {{"containers",
-                 {{{"name", "trainer"},
-                   {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}},
-                                  {"requests", {{"cpu", "4"}, {"memory", "32Gi"}}}}}}}}}}};
-}
-
-// Like serve's journal: records in order of first writing; empty removes.
-class MemoryStore : public ExtenderStore {
- public:
-  void Put(const std::string& kind, const std::string& name, std::string value) override {
-    auto it = std::find_if(records_.begin(), records_.end(),
-                           [&](const StoredRecord& r) { return r.kind == kind && r.name == name; });
-    if (value.empty()) {
-      if (it != records_.end()) records_.erase(it);
-    } else if (it != records_.end()) {
-      it->value = std::move(value);
-    } else {
-      records_.push_back({kind, name, std::move(value)});
-    }
-  }
-  absl::Status Sync() override { return absl::OkStatus(); }
-  const std::vector<StoredRecord>& records() const { return records_; }
-
- private:
-  std::vector<StoredRecord> records_;
-};
 
 // The records as C++, to paste when the format changes on purpose.
 std::string AsCode(const std::vector<StoredRecord>& records) {

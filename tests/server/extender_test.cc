@@ -20,6 +20,7 @@
 #include "scheduler/policy.h"
 #include "server/http/http_server.h"
 #include "server/extender/kube_binder.h"
+#include "tests/server/extender_fixtures.h"
 #include "tests/support/builders.h"
 
 namespace ringmaster::server {
@@ -27,29 +28,9 @@ namespace {
 
 using nlohmann::json;
 
-json Node(const std::string& name, int gpus, const std::string& rack = "r1") {
-  return json{{"metadata",
-               {{"name", name},
-                {"labels", {{"nvidia.com/gpu.product", "H100"}, {"topology.ringmaster.io/rack", rack}}}}},
-              {"status", {{"allocatable", {{"cpu", "96"}, {"memory", "1Ti"}, {"nvidia.com/gpu", std::to_string(gpus)}}}}}};
-}
-
-// A pod of scheduler-plugins' PodGroup `group` (min member in Volcano's
-// annotation when `min` > 0) asking for `gpus` GPUs.
-json Pod(const std::string& name, const std::string& group, int min, int gpus) {
-  json labels = json::object();
-  json annotations = json::object();
-  if (!group.empty()) labels["scheduling.x-k8s.io/pod-group"] = group;
-  if (min > 0) annotations["scheduling.volcano.sh/group-min-member"] = std::to_string(min);
-  return json{{"metadata",
-               {{"name", name}, {"namespace", "ml"}, {"uid", "uid-" + name}, {"labels", labels},
-                {"annotations", annotations}}},
-              {"spec",
-               {{"containers",
-                 {{{"name", "trainer"},
-                   {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}},
-                                  {"requests", {{"cpu", "4"}, {"memory", "32Gi"}}}}}}}}}}};
-}
+using extender_fixtures::MemoryStore;
+using extender_fixtures::Node;
+using extender_fixtures::Pod;
 
 // An engine that starts with no nodes: they come from the requests.
 class ExtenderTest : public ::testing::Test {
@@ -502,33 +483,6 @@ TEST_F(ExtenderEvictionTest, WithoutABinderEvictionsAreOnlyRecorded) {
   EXPECT_EQ(pods, (std::set<std::string>{"low-0", "low-1", "low-2"}));
 }
 
-// An ExtenderStore in memory, in order of first writing (like the journal).
-class MemoryStore : public ExtenderStore {
- public:
-  void Put(const std::string& kind, const std::string& name, std::string value) override {
-    auto it = std::find_if(records_.begin(), records_.end(),
-                           [&](const StoredRecord& r) { return r.kind == kind && r.name == name; });
-    if (value.empty()) {
-      if (it != records_.end()) records_.erase(it);
-    } else if (it != records_.end()) {
-      it->value = std::move(value);
-    } else {
-      records_.push_back({kind, name, std::move(value)});
-    }
-  }
-  absl::Status Sync() override {
-    ++syncs;
-    return absl::OkStatus();
-  }
-  size_t Count(const std::string& kind) const {
-    return std::count_if(records_.begin(), records_.end(), [&](const StoredRecord& r) { return r.kind == kind; });
-  }
-  const std::vector<StoredRecord>& records() const { return records_; }
-  int syncs = 0;
-
- private:
-  std::vector<StoredRecord> records_;
-};
 
 // The extender (and its engine) built again from what the store kept, as
 // after a daemon restart: the nodes come from the store alone.

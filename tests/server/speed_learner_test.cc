@@ -167,9 +167,14 @@ TEST_F(SpeedLearnerTest, AModelIsReplacedAtANewSizeAtOnceOtherwiseAtMostEveryRef
   reports_[1].reports = 8;
   EXPECT_EQ(learner.Learn(h_.engine(), t0 + absl::Seconds(32)), 1) << "a new size: at once";
   EXPECT_NE(h_.job("lin").spec().speed->Describe().find("4 GPUs on 1 node"), std::string::npos);
-  // A job the engine does not run gets nothing (and no error).
+  // A job the engine does not run gets nothing (and no error), nor one that
+  // ended since.
   reports_.push_back(Reports("gone", 1, 1));
   EXPECT_EQ(learner.Learn(h_.engine(), t0 + absl::Seconds(33)), 0);
+  ASSERT_TRUE(h_.engine().CancelJob(h_.engine().FindJob("flat")).ok());
+  reports_[0] = Reports("flat", 0.4, 0.35, 9);
+  reports_[0].sizes.push_back({.gpus = 4, .nodes = 1, .step_seconds = 0.5, .step_samples = 32, .reports = 1});
+  EXPECT_EQ(learner.Learn(h_.engine(), t0 + absl::Seconds(34)), 0) << "flat was cancelled";
 }
 
 TEST_F(SpeedLearnerTest, TheJournalKeepsWhatWasLearnedAndARestartStartsFromIt) {
@@ -199,6 +204,7 @@ TEST_F(SpeedLearnerTest, TheJournalKeepsWhatWasLearnedAndARestartStartsFromIt) {
   again.Cycle();
   std::vector<std::pair<std::string, std::string>> rows = recovered->speeds;
   rows[0].second = "1 1 1 bad 32\n";
+  rows.emplace_back("ended-before-the-restart", rows[1].second);  // no such job: left out
   SpeedLearner learner([] { return std::vector<Coordinator::SpeedReports>{}; }, nullptr);
   learner.Restore(rows, again.engine());
   EXPECT_EQ(again.job("flat").spec().speed, nullptr) << "a damaged row is skipped";
