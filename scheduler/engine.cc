@@ -99,6 +99,7 @@ absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& regis
   deserved_.clear();
   // Every remembered verdict was the old policy's.
   ++verdict_context_.id;
+  ++verdict_context_.policy;
   verdict_context_.deserved.clear();
   plugins_ = std::move(configured.plugins);
   tiers_ = std::move(configured.tiers);

@@ -173,6 +173,7 @@ uint32_t Job::AddTask(int role) {
   t.name = absl::StrCat(spec_.name, "-", spec_.roles[role].name, "-", n);
   tasks_.push_back(std::move(t));
   counts_[static_cast<int>(TaskState::kPending)]++;
+  ++task_changes_;
   return tasks_.back().index;
 }
 
@@ -185,9 +186,11 @@ void Job::PopPendingTask() {
   counts_[static_cast<int>(TaskState::kPending)]--;
   role_tasks_[tasks_.back().role]--;
   tasks_.pop_back();
+  ++task_changes_;
 }
 
 void Job::NoteState(TaskState from, TaskState to, uint32_t i, Timestamp now) {
+  ++task_changes_;
   counts_[static_cast<int>(from)]--;
   counts_[static_cast<int>(to)]++;
   const bool held = HoldsNode(from), holds = HoldsNode(to);

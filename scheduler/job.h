@@ -293,12 +293,25 @@ class Job {
     // (backfill's walltime rule: GangPlacer::Recall).
     Timestamp at = -1;
     std::string reason;
+    // Set when the free-GPU count decided the verdict (no attempt could hold
+    // the minimum: GangPlacer::Plan's count bound). Such a verdict and its
+    // reason read only `count` (GangPlacer::CountKey), so it holds again
+    // while that is unchanged, though the epoch moved: a release that frees
+    // no room for this gang's tasks does not wake it.
+    bool by_count = false;
+    uint64_t policy = 0;          // Session::VerdictPolicyId when it was given
+    int64_t count_g = 0;          // the fewest whole GPUs of a task of the minimum
+    uint32_t count_task = 0;      // its first task (the queue's capability check)
+    std::array<int64_t, 9> count{};
   };
   PlaceMemo& place_memo(int use) { return place_memo_[use]; }
   const PlaceMemo& place_memo(int use) const { return place_memo_[use]; }
   // The session that last gave the job a pending reason (Session::Close:
   // the last writer wins without sorting the records; State::NewSession).
   uint64_t reason_session() const { return reason_session_; }
+  // Changes with every change of a task's state, and with tasks added or
+  // removed (the count memo's view of the job: PlaceMemo::count).
+  uint64_t task_changes() const { return task_changes_; }
   void set_reason_session(uint64_t c) { reason_session_ = c; }
 
   // Only State changes task state and placement (it keeps every counter in
@@ -338,6 +351,7 @@ class Job {
   std::set<JobId> yielded_to_;
   std::string pending_reason_;
   uint64_t reason_session_ = 0;
+  uint64_t task_changes_ = 0;
   std::array<PlaceMemo, 2> place_memo_;
   JobSpec spec_;
 };

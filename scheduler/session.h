@@ -56,6 +56,9 @@ enum class ReservationUse { kNone, kBackfill };
 struct VerdictContext {
   uint64_t id = 1;
   std::vector<Resources> deserved;  // as last seen
+  // Changed by SetPolicy alone: a verdict the free-GPU count decided reads
+  // no deserved share (GangPlacer::CountKey), only the policy's plugins.
+  uint64_t policy = 1;
 };
 
 // The last job order SortInJobOrder computed by keys, kept by the engine
@@ -197,6 +200,8 @@ class Session {
   bool verdict_reads_clock() const { return verdict_reads_clock_; }
   bool memo() const { return verdict_context_ != nullptr; }
   uint64_t VerdictContextId();
+  // The policy part of the context alone (0 when the memo is off).
+  uint64_t VerdictPolicyId() const { return verdict_context_ ? verdict_context_->policy : 0; }
 
   // --- State ----------------------------------------------------------------
   // What plugins and actions read.

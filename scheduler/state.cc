@@ -281,6 +281,7 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
 absl::StatusOr<NodeId> State::AddNode(topology::NodeSpec spec) {
   RM_ASSIGN_OR_RETURN(auto id, cluster_->AddNode(std::move(spec)));
   Touch();
+  ++node_changes_;
   const auto& s = cluster_->node(id);
   NodeState ns;
   ns.gpu_used.assign(s.gpus.size(), 0);
@@ -335,6 +336,7 @@ void State::DisableNode(NodeId n) {
   if (!s.schedulable) return;
   s.schedulable = false;
   Touch();
+  ++node_changes_;
   total_ -= cluster_->node(n).allocatable;
   free_.RemoveNode(n);
   // A schedulable node is in the cluster (the constructor and AddNode set

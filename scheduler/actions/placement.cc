@@ -257,14 +257,80 @@ std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& ta
   return absl::StrJoin(parts, " + ");
 }
 
-const std::string* GangPlacer::Recall(const Job& job) {
+GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
+  const State& st = s_.state();
+  CountView v;
+  v.fit = st.TasksFitByCount(g);
+  v.off_reserved = v.fit;
+  int64_t beside = 0;  // what reserved nodes hold beyond the reserved gang's GPUs
+  if (st.reservation() && st.reservation()->job != job.id()) {
+    const Reservation& r = *st.reservation();
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      const int64_t f = st.FreeWholeGpus(r.nodes[k]);
+      v.off_reserved -= f / g;
+      if (st.node(r.nodes[k]).schedulable) beside += std::max<int64_t>(f - r.gpus_needed[k], 0) / g;
+    }
+  }
+  // Backfill (Usable): a reserved node takes a task only if it keeps the
+  // reserved gang's GPUs free after it, unless the job has a walltime (it
+  // may end before the reservation starts: any node).
+  v.usable = use_ == ReservationUse::kNone  ? v.off_reserved
+             : job.spec().walltime_ms > 0 ? v.fit
+                                           : v.off_reserved + beside;
+  return v;
+}
+
+bool GangPlacer::ReservedByOther(const Job& job) const {
+  const auto& r = s_.state().reservation();
+  return r && r->job != job.id();
+}
+
+int GangPlacer::HardTier(const Job& job) const {
+  const JobSpec& spec = job.spec();
+  return spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= s_.state().cluster().num_tiers()
+             ? spec.highest_tier
+             : -1;
+}
+
+std::array<int64_t, 9> GangPlacer::CountKey(const Job& job, int64_t g, const CountView& v,
+                                            bool queue_limited) const {
+  const State& st = s_.state();
+  const int hard = HardTier(job);
+  return {static_cast<int64_t>(job.task_changes()),
+          g,
+          ReservedByOther(job) ? 1 : 0,
+          v.off_reserved,
+          v.usable,
+          queue_limited ? 1 : 0,
+          hard >= 0 ? st.free_index().LargestFree(hard) : -1,
+          static_cast<int64_t>(st.node_changes()),
+          st.releasing_tasks()};
+}
+
+const std::string* GangPlacer::Recall(Job& job) {
   if (!s_.memo() || parent_) return nullptr;
-  const Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
-  if (m.epoch != s_.state().epoch() || m.context != s_.VerdictContextId()) return nullptr;
+  Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
+  const State& st = s_.state();
+  if (m.epoch != st.epoch() || m.context != s_.VerdictContextId()) {
+    // The count decided it: it holds while what the count read is the same
+    // (the policy, not the deserved shares: allocate and backfill ask
+    // Overused before they recall).
+    if (!m.by_count || m.policy != s_.VerdictPolicyId() || st.releasing_tasks() > 0) return nullptr;
+    const CountView v = Count(job, m.count_g);
+    const bool queue_limited = !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, m.count_task});
+    if (CountKey(job, m.count_g, v, queue_limited) != m.count) return nullptr;
+    m.epoch = st.epoch();
+    m.context = s_.VerdictContextId();
+    m.at = s_.now();
+    s_.NoteRecalled();
+    return &m.reason;
+  }
   // Backfill lets a job with a walltime onto a reserved node when it ends
   // before the reservation could start (Usable): that reads the clock, so
   // such a verdict holds only at the time it was given.
-  if (use_ == ReservationUse::kBackfill && job.spec().walltime_ms > 0 && m.at != s_.now()) return nullptr;
+  if (use_ == ReservationUse::kBackfill && job.spec().walltime_ms > 0 && m.at != s_.now() && !m.by_count) {
+    return nullptr;
+  }
   s_.NoteRecalled();
   return &m.reason;
 }
@@ -278,6 +344,13 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     m.context = s_.VerdictContextId();
     m.at = s_.now();
     m.reason = out.reason;
+    m.by_count = count_decided_;
+    m.policy = s_.VerdictPolicyId();
+    if (count_decided_) {
+      m.count_g = count_g_;
+      m.count_task = count_task_;
+      m.count = count_key_;
+    }
   }
   return out;
 }
@@ -286,6 +359,7 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   PlaceOutcome out;
   rejections_.clear();
   queue_limited_ = false;
+  count_decided_ = false;
   std::vector<uint32_t> tasks;
   for (const Task& t : job.tasks()) {
     if (t.state == TaskState::kPending) tasks.push_back(t.index);
@@ -334,18 +408,15 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   // that cannot fit costs a lookup each); without them they are, and fail.
   // Either way its reason is the count's (below), so that both say the same.
   bool hopeless = false;
-  int64_t fit_off_reserved = 0;
+  int64_t count_g = 0;
+  CountView count;
   if (need > 0) {
     int64_t g = std::numeric_limits<int64_t>::max();
     for (int k = 0; k < need; ++k) g = std::min(g, WholeGpus(job, tasks[k]));
     if (g > 0) {
-      const int64_t fit = st.TasksFitByCount(g);
-      fit_off_reserved = fit;
-      if (st.reservation() && st.reservation()->job != job.id()) {
-        for (NodeId n : st.reservation()->nodes) fit_off_reserved -= st.FreeWholeGpus(n) / g;
-      }
-      // Backfill may use reserved nodes (ReservationUse::kBackfill).
-      hopeless = (use_ == ReservationUse::kNone ? fit_off_reserved : fit) < need;
+      count_g = g;
+      count = Count(job, g);
+      hopeless = count.usable < need;
     }
   }
   const bool skip = hopeless && s_.fast_paths();
@@ -381,7 +452,17 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
     // stops the first task.
     rejections_.clear();
     queue_limited_ = !s_.Allocatable(s_.queue(job.queue()), TaskRef{&job, tasks[0]});
-    out.tasks_placed = queue_limited_ ? 0 : static_cast<int>(std::max<int64_t>(fit_off_reserved, 0));
+    out.tasks_placed = queue_limited_ ? 0 : static_cast<int>(std::max<int64_t>(count.off_reserved, 0));
+    // Remembered as the count's (GangPlacer::Recall) when nothing else can
+    // change it: no releasing task (the pipelining check below), and the
+    // first `need` tasks the same whatever the task order (one role, or
+    // every pending task needed).
+    if (st.releasing_tasks() == 0 && (spec.roles.size() == 1 || static_cast<size_t>(need) == tasks.size())) {
+      count_decided_ = true;
+      count_g_ = count_g;
+      count_task_ = tasks[0];
+      count_key_ = CountKey(job, count_g, count, queue_limited_);
+    }
   }
 
   // Could the minimum run once releasing tasks are gone? (reason only; skipped
@@ -436,6 +517,17 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
       if (biggest < gpus_needed) {
         absl::StrAppend(&why, "; it can never fit: the biggest such domain has ", biggest, " GPUs in all");
       }
+    }
+  } else if (hopeless) {
+    // Only what the count read, so that the reason of a gang the count rules
+    // out changes only when a release makes room for its tasks
+    // (GangPlacer::Recall).
+    const char* off = ReservedByOther(job) ? " off the nodes reserved for a waiting gang" : "";
+    const int64_t k = std::max<int64_t>(count.off_reserved, 0);
+    if (k == 0) {
+      absl::StrAppend(&why, "; no node has ", count_g, count_g == 1 ? " GPU" : " GPUs", " free", off);
+    } else {
+      absl::StrAppend(&why, "; the free GPUs hold ", k, " such task", k == 1 ? "" : "s", off);
     }
   } else if (gpus_needed > 0) {
     absl::StrAppend(&why, "; the cluster has ", st.free_index().TotalFree(),

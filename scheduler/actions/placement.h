@@ -23,6 +23,7 @@
 #ifndef RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_
 #define RINGMASTER_SCHEDULER_ACTIONS_PLACEMENT_H_
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,10 +61,36 @@ class GangPlacer {
   // reservation, the queues' usage), the policy and the deserved shares
   // (Session::VerdictContextId). Place would fail again with that reason;
   // null: it has to be tried.
-  const std::string* Recall(const Job& job);
+  // A verdict the free-GPU count decided (no attempt could hold the minimum)
+  // is recalled also after the epoch moved, while what it read is the same
+  // (CountKey): a release that frees no room for the gang's tasks.
+  const std::string* Recall(Job& job);
 
  private:
   PlaceOutcome Plan(Job& job, int limit);
+  // What the free-GPU count says of tasks of at least g whole GPUs each: how
+  // many the free GPUs hold (fit), how many off the nodes reserved for
+  // another gang (off_reserved), and how many this placer could use
+  // (usable: allocate off_reserved; backfill also what a reserved node holds
+  // beyond the reserved gang's GPUs there, or fit for a job with a walltime,
+  // which may end before the reservation starts). Each is an upper bound of
+  // what any attempt could place.
+  struct CountView {
+    int64_t fit = 0;
+    int64_t off_reserved = 0;
+    int64_t usable = 0;
+  };
+  CountView Count(const Job& job, int64_t g) const;
+  // Everything a verdict the count decided reads besides the job's spec and
+  // the policy: the job's tasks, whether another gang's reservation keeps it
+  // off nodes, the count off them and what it could use, the queue's
+  // capability, the largest free domain a hard-limited gang's reason names,
+  // the nodes, the releasing tasks.
+  std::array<int64_t, 9> CountKey(const Job& job, int64_t g, const CountView& v, bool queue_limited) const;
+  // Whether a reservation for another gang keeps `job` off some nodes.
+  bool ReservedByOther(const Job& job) const;
+  // The tier a hard topology constraint limits `job` to; -1 when none does.
+  int HardTier(const Job& job) const;
   struct Scope {
     int tier = -1;  // -1: whole cluster; 0: one node (domain = node index)
     topology::DomainId domain;
@@ -78,6 +105,11 @@ class GangPlacer {
   bool TryScope(Job& job, const std::vector<uint32_t>& tasks, int need, const Scope& scope,
                 int* placed);
   std::string Describe(const Job& job, const std::vector<uint32_t>& tasks, int need) const;
+  // Set by Plan when its failure is the count's and may be remembered as such.
+  bool count_decided_ = false;
+  int64_t count_g_ = 0;
+  uint32_t count_task_ = 0;
+  std::array<int64_t, 9> count_key_{};
 
   Session& s_;
   ReservationUse use_;

@@ -69,7 +69,11 @@ class ReclaimAction : public Action {
   }
   void Execute(Session& s) override {
     VictimPicker picker(s, EvictMode::kReclaim, args_);
-    for (Job* p : WaitingGangs(s)) {
+    // Only gangs with a running job in another queue can have a victim
+    // (asked before the sort; with the fast paths, so the property test
+    // compares both ways).
+    auto may = [&](const Job& j) { return !s.fast_paths() || picker.MayHaveVictims(j); };
+    for (Job* p : WaitingGangs(s, may)) {
       if (s.Overused(s.queue(p->queue()))) continue;
       picker.TryFor(*p);
     }

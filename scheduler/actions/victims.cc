@@ -825,13 +825,16 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
 }
 
 bool VictimPicker::TryFor(Job& p) {
-  std::vector<uint32_t> pending;
+  // A member's scratch: TryForCount does not call TryFor.
+  std::vector<uint32_t>& pending = pending_;
+  pending.clear();
   for (const Task& t : p.tasks()) {
     if (t.state == TaskState::kPending) pending.push_back(t.index);
   }
-  std::stable_sort(pending.begin(), pending.end(), [&](uint32_t a, uint32_t b) {
-    return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b});
-  });
+  // Mostly in order already (by index, no task order plugin): checked first,
+  // as a stable sort takes a buffer from the heap even then.
+  auto before = [&](uint32_t a, uint32_t b) { return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b}); };
+  if (!std::is_sorted(pending.begin(), pending.end(), before)) std::stable_sort(pending.begin(), pending.end(), before);
   const int min_need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
   if (min_need <= 0) return false;
   // Loans go back up to the whole desired size when they cover it, else

@@ -80,10 +80,16 @@ class VictimPicker {
   // roles' replicas), or the minimum when that is larger.
   static int LoanFloor(const Job& j) { return std::max(j.min_member(), j.spec().total_replicas()); }
   // Preempt: false when no running job of its queue ranks below it (TryFor
-  // would find no victim). Reclaim: true.
+  // would find no victim). Reclaim: false when no running job sits in
+  // another queue (the running jobs, indexed once per action: a lookup).
   bool MayHaveVictims(const Job& preemptor) {
-    return mode_ != EvictMode::kPreempt ||
-           LowestRunningPriority(preemptor.queue().value()) < PriorityOf(preemptor);
+    const uint32_t q = preemptor.queue().value();
+    if (mode_ == EvictMode::kPreempt) return LowestRunningPriority(q) < PriorityOf(preemptor);
+    if (mode_ == EvictMode::kReclaim) {
+      if (!running_indexed_) IndexRunning();
+      return running_.size() > running_by_queue_[q].size();
+    }
+    return true;
   }
   // What TryFor saw, for Action::NextChange: some preemptor had at least
   // one victim unit to choose from; the earliest end of a cooldown that
@@ -281,6 +287,7 @@ class VictimPicker {
   // a commit (which may stop or start jobs).
   void IndexRunning();
   bool running_indexed_ = false;
+  std::vector<uint32_t> pending_;  // TryFor's scratch (no allocation per preemptor)
   std::vector<const Job*> running_;
   std::vector<std::vector<const Job*>> running_by_queue_;
   // Per queue: the lowest priority among its running jobs (kNoPriority: not

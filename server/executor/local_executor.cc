@@ -486,7 +486,10 @@ LocalExecutor::Readopted LocalExecutor::Readopt() {
   }
   std::vector<std::pair<scheduler::JobId, uint32_t>> orphans;
   std::vector<ProcessExit> ended;
-  for (scheduler::JobId id : engine_.state().active_jobs()) {
+  // A copy: the loop reports task starts to the engine, and the state's job
+  // sets are B-trees whose iterators no change may cross.
+  const std::vector<scheduler::JobId> active(engine_.state().active_jobs().begin(), engine_.state().active_jobs().end());
+  for (scheduler::JobId id : active) {
     const scheduler::Job& job = engine_.state().job(id);
     if (!Executes(job)) continue;
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {

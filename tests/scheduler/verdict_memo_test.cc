@@ -197,6 +197,92 @@ TEST(VerdictReadsClock, OnlyAClockReadingPluginsPlacementHookTurnsTheMemoOff) {
   EXPECT_FALSE(reads(false, false));
 }
 
+// The count memo (GangPlacer::Recall): a gang the free-GPU count rules out
+// (no node has the GPUs one of its tasks needs) keeps its verdict and its
+// reason across a release that makes no room for its tasks, though the
+// state's epoch moved; a release that makes room wakes it. One node of 8
+// GPUs per rack, 4 racks: f0..f3 hold 6 GPUs each, s holds 1 beside f1; "big"
+// waits for 2 x 8 GPUs, "one" for 1 x 8.
+class CountMemo : public ::testing::Test {
+ protected:
+  void Start() {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().Racks(4).NodesPerRack(1).Gpus(8).Build(),
+                                         testing::ClockFreePolicy());
+    for (int i = 0; i < 4; ++i) h_->Submit(JobBuilder("f" + std::to_string(i)).GpusPerTask(6).Build());
+    h_->Cycle();
+    h_->Submit(JobBuilder("s").GpusPerTask(1).Build());
+    h_->Cycle();
+    for (const char* j : {"f0", "f1", "f2", "f3", "s"}) ASSERT_TRUE(h_->Running(j)) << j;
+    h_->Submit(JobBuilder("big").Gang(2).GpusPerTask(8).Build());
+    h_->Submit(JobBuilder("one").GpusPerTask(8).Build());
+    for (int i = 0; i < 6; ++i) Next();
+    ASSERT_FALSE(work().ran) << "settled: a quiet cycle, then nothing to run";
+    ASSERT_FALSE(h_->Running("big"));
+    ASSERT_FALSE(h_->Running("one"));
+    big_ = h_->job("big").pending_reason();
+    one_ = h_->job("one").pending_reason();
+  }
+  Decisions Next() {
+    h_->clock().Advance(1000);
+    return h_->Cycle();
+  }
+  const Engine::CycleWork& work() { return h_->engine().last_cycle_work(); }
+  bool Lists(const Decisions& d, const std::string& name) {
+    for (const auto& p : d.pending) {
+      if (p.job_name == name) return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<EngineHarness> h_;
+  std::string big_, one_;
+};
+
+TEST_F(CountMemo, TheReasonNamesOnlyWhatTheCountRead) {
+  Start();
+  EXPECT_NE(big_.find("0 of 2 members placeable: needs 2 × 8 GPUs; no node has 8 GPUs free"), std::string::npos)
+      << big_;
+  EXPECT_EQ(big_.find("the cluster has"), std::string::npos) << "no cluster-wide figure that any release changes: " << big_;
+}
+
+TEST_F(CountMemo, AReleaseThatMakesNoRoomForItsTasksRecallsTheVerdict) {
+  Start();
+  const uint64_t epoch = h_->state().epoch();
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("s"), true).ok());  // 2 GPUs free on f1's node: no 8
+  const Decisions d = Next();
+  EXPECT_TRUE(work().ran);
+  EXPECT_NE(h_->state().epoch(), epoch) << "the release changed the state";
+  EXPECT_EQ(work().tried, 0) << "neither gang is tried again";
+  EXPECT_GE(work().recalled, 2);
+  EXPECT_EQ(h_->job("big").pending_reason(), big_);
+  EXPECT_EQ(h_->job("one").pending_reason(), one_);
+  EXPECT_FALSE(Lists(d, "big")) << "an unchanged reason is no decision";
+  EXPECT_FALSE(Lists(d, "one"));
+}
+
+TEST_F(CountMemo, AReleaseThatMakesRoomForOneTaskWakesWhatItCouldHelp) {
+  Start();
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("f2"), true).ok());  // node 2: 8 GPUs free
+  const Decisions d = Next();
+  EXPECT_TRUE(work().ran);
+  EXPECT_GE(work().tried, 1);
+  // Whoever comes first in job order takes the node; big (first) could hold
+  // one task of two there, so it is tried, and its reason says so, unless it
+  // keeps the node for itself as the reservation's gang.
+  EXPECT_TRUE(h_->Running("one") || h_->job("big").pending_reason() != big_)
+      << "one: " << h_->job("one").pending_reason() << " | big: " << h_->job("big").pending_reason();
+}
+
+TEST_F(CountMemo, ANodeAddedWakesIt) {
+  Start();
+  topology::NodeSpec spec = h_->state().cluster().node(NodeId(0));
+  spec.name = "extra";
+  ASSERT_TRUE(h_->engine().AddNode(spec).ok());
+  Next();
+  EXPECT_EQ(work().recalled, 0);
+  EXPECT_TRUE(h_->Running("big") || h_->Running("one")) << "the new node's 8 GPUs start a gang";
+}
+
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
   ManualClock clock;
   EngineOptions o;
