@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -213,15 +215,21 @@ std::vector<scheduler::DecayedUsage> ProportionPlugin::DecayedUsages(const sched
   std::vector<scheduler::DecayedUsage> out;
   if (half_life_ms_ <= 0) return out;
   const double h = static_cast<double>(half_life_ms_);
-  if (at_ < 0) {  // as the first session will start from it: decayed with nothing held
-    for (const Restored& r : restored_) {
-      if (!state.queues().Find(r.queue)) continue;  // dropped at the first session
-      const double age = static_cast<double>(std::max<scheduler::Timestamp>(now - r.at, 0));
-      out.push_back({r.queue, GpuSecondsOf(r.gpus * std::exp2(-age / h)), half_life_ms_, std::max(now, r.at)});
+  const auto& tree = state.queues();
+  if (at_ < 0) {  // as the first session will start: from what was restored, decayed with nothing held
+    std::map<std::string_view, const Restored*> restored;
+    for (const Restored& r : restored_) restored[r.queue] = &r;  // the last of a name, as Decay
+    for (uint32_t q = 0; q < tree.size(); ++q) {
+      const std::string& name = tree.spec(q).name;
+      double gpus = 0;
+      if (auto it = restored.find(name); it != restored.end()) {
+        const double age = static_cast<double>(std::max<scheduler::Timestamp>(now - it->second->at, 0));
+        gpus = it->second->gpus * std::exp2(-age / h);
+      }
+      out.push_back({name, GpuSecondsOf(gpus), half_life_ms_, now});
     }
     return out;
   }
-  const auto& tree = state.queues();
   if (usage_.size() != tree.size()) return out;
   const double x = std::exp2(-static_cast<double>(std::max<scheduler::Timestamp>(now - at_, 0)) / h);
   for (uint32_t q = 0; q < usage_.size(); ++q) {

@@ -86,8 +86,8 @@ class ProportionPlugin : public scheduler::Plugin {
   scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
   // With a half-life: every queue's U brought to `now` (the allocation of
   // the last close held since the last open), or, before the first
-  // session, what was restored brought to `now` with nothing held. Without:
-  // none.
+  // session, what was restored brought to `now` with nothing held (0 for a
+  // queue of no restored name). Without: none.
   std::vector<scheduler::DecayedUsage> DecayedUsages(const scheduler::State& state,
                                                      scheduler::Timestamp now) const override;
   // With a half-life: the next session starts from `usages` (the file

@@ -283,14 +283,15 @@ TEST(ProportionPlugin, DecayedUsageSurvivesAPolicyReloadByQueueName) {
   // Reloaded at H with queues c, a (b removed, c new, a's index moved from 0
   // to 1) and the same half-life.
   ASSERT_TRUE(h.engine().SetPolicy(Queues("{usageHalfLife: 3600}", {"c", "a"}), registry).ok());
-  // Before the new plugin's first session: what it was given, valued now;
-  // b is no queue any more, c has none yet.
+  // Before the new plugin's first session: what it was given, valued now,
+  // in the new queues' order; b is no queue any more, c has none yet.
   std::vector<scheduler::DecayedUsage> u = h.engine().DecayedUsages();
-  ASSERT_EQ(u.size(), 1u);
-  EXPECT_EQ(u[0].queue, "a");
-  EXPECT_NEAR(u[0].gpu_seconds, 20'774.8, 0.1);  // 4 x 3600 / ln 2
-  EXPECT_EQ(u[0].half_life_ms, kHour);
-  EXPECT_EQ(u[0].at, kHour);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0], (scheduler::DecayedUsage{"c", 0, kHour, kHour}));
+  EXPECT_EQ(u[1].queue, "a");
+  EXPECT_NEAR(u[1].gpu_seconds, 20'774.8, 0.1);  // 4 x 3600 / ln 2
+  EXPECT_EQ(u[1].half_life_ms, kHour);
+  EXPECT_EQ(u[1].at, kHour);
   // c1 takes the cluster at H.
   h.Submit(JobBuilder("c1").Queue("c").GpusPerTask(8).Build());
   CycleAt(h, kHour);
@@ -376,7 +377,7 @@ TEST(ProportionPlugin, RestoredRowsThatAreNoUsageAreLeftOut) {
       {"a", 100, 0, 0},                                           // no half-life
   };
   h.engine().RestoreDecayedUsages(rows);
-  EXPECT_TRUE(h.engine().DecayedUsages().empty());
+  for (const scheduler::DecayedUsage& u : h.engine().DecayedUsages()) EXPECT_EQ(u.gpu_seconds, 0) << u.queue;
   h.Submit(JobBuilder("b-never").Queue("b").Gang(2).GpusPerTask(8).Build());
   CycleAt(h, 0);
   EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "a")), 0);
