@@ -584,7 +584,8 @@ void RegisterAdminCommands(CLI::App& app, int* exit_code) {
   hosts->callback([hf, hname, hformat, exit_code] { *exit_code = Hosts(*hf, *hname, *hformat); });
 
   auto qf = std::make_shared<ClientFlags>();
-  CLI::App* queues = app.add_subcommand("queues", "the daemon's queues: deserved, allocated, pending; decayed usage with usageHalfLife");
+  CLI::App* queues = app.add_subcommand(
+      "queues", "the daemon's queues: deserved, allocated, pending; decayed usage with usageHalfLife");
   AddClientFlags(*queues, *qf);
   queues->callback([qf, exit_code] { *exit_code = Queues(*qf); });
 
