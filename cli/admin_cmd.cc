@@ -441,14 +441,31 @@ int Queues(const ClientFlags& f) {
     PrintJson(resp);
     return kOk;
   }
+  // With proportion's usageHalfLife: each queue's decayed past use, as GPUs
+  // held on average (weighted by recency) and GPU-hours.
+  int64_t half_life_ms = 0;
+  for (const admin::Queue& q : resp.queues()) half_life_ms = std::max(half_life_ms, q.usage_half_life_ms());
   std::vector<std::vector<std::string>> rows = {
       {"QUEUE", "PARENT", "WEIGHT", "DESERVED", "ALLOCATED", "CAPABILITY", "PENDING", "RUNNING"}};
+  if (half_life_ms > 0) {
+    rows[0].push_back("RECENT-USE");
+    rows[0].push_back("DECAYED-GPU-H");
+  }
   for (const admin::Queue& q : resp.queues()) {
     rows.push_back({q.name(), q.parent().empty() ? "-" : q.parent(), absl::StrCat(q.weight()),
                     Gpus(q.deserved().gpu_milli()), Gpus(q.allocated().gpu_milli()), Gpus(q.capability().gpu_milli()),
                     absl::StrCat(q.pending_jobs()), absl::StrCat(q.running_jobs())});
+    if (half_life_ms > 0) {
+      rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpus()));
+      rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpu_seconds() / 3600));
+    }
   }
-  std::cout << "(GPU counts)\n";
+  std::cout << "(GPU counts";
+  if (half_life_ms > 0) {
+    std::cout << "; RECENT-USE: GPUs held on average, each second counting half after the usage half-life of "
+              << absl::StrFormat("%g", static_cast<double>(half_life_ms) / 1000) << " s";
+  }
+  std::cout << ")\n";
   PrintTable(rows);
   return kOk;
 }
@@ -567,7 +584,8 @@ void RegisterAdminCommands(CLI::App& app, int* exit_code) {
   hosts->callback([hf, hname, hformat, exit_code] { *exit_code = Hosts(*hf, *hname, *hformat); });
 
   auto qf = std::make_shared<ClientFlags>();
-  CLI::App* queues = app.add_subcommand("queues", "the daemon's queues: deserved, allocated, pending");
+  CLI::App* queues = app.add_subcommand(
+      "queues", "the daemon's queues: deserved, allocated, pending; decayed usage with usageHalfLife");
   AddClientFlags(*queues, *qf);
   queues->callback([qf, exit_code] { *exit_code = Queues(*qf); });
 

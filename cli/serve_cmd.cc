@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -63,6 +64,7 @@ struct ServeFlags {
   std::string executor_logs;
   int shutdown_grace_ms = 5000;
   int restart_grace_ms = 10'000;
+  double queue_usage_every_s = 30;
   int cancel_grace_ms = 10'000;
 };
 
@@ -158,6 +160,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.executor.log_dir = f.executor_logs;
   o.shutdown_grace_ms = f.shutdown_grace_ms;
   o.restart_grace_ms = f.restart_grace_ms;
+  o.queue_usage_every_ms = std::llround(f.queue_usage_every_s * 1000);
   o.cancel_grace_ms = f.cancel_grace_ms;
   return o;
 }
@@ -304,6 +307,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "a running job cancelled: its tasks are stopped within this long (Cancelling), and their GPUs "
                   "count as free only once they are gone; then it is Aborted (10000)")
       ->check(CLI::Range(1, 600'000));
+  cmd->add_option("--queue-usage-every", f->queue_usage_every_s,
+                  "--state: with proportion's usageHalfLife, each queue's decayed usage is journaled this often, in "
+                  "seconds, and at shutdown; a kill -9 loses at most this long of it (30)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->needs("--state");
   AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f, exit_code] { *exit_code = Run(*f); });
 

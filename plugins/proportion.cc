@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -164,9 +167,18 @@ void ProportionPlugin::Decay(const scheduler::Session& s) {
   const scheduler::Timestamp now = s.now();
   const auto& queues = s.queues();
   if (at_ < 0 || usage_.size() != queues.size()) {
-    // No history yet: every queue starts from zero usage.
+    // No history yet: every queue starts from what was restored under its
+    // name, decayed since it was valued with nothing held, else from zero.
     usage_.assign(queues.size(), Usage{});
+    const auto& tree = s.state().queues();
     for (size_t q = 0; q < queues.size(); ++q) usage_[q].held = Gpus(queues[q].allocated());
+    for (const Restored& r : restored_) {
+      const std::optional<uint32_t> q = tree.Find(r.queue);
+      if (!q || *q >= usage_.size()) continue;
+      const double age = static_cast<double>(std::max<scheduler::Timestamp>(now - r.at, 0));
+      usage_[*q].gpus = r.gpus * std::exp2(-age / static_cast<double>(half_life_ms_));
+    }
+    restored_.clear();
     at_ = now;
     return;
   }
@@ -192,8 +204,53 @@ double ProportionPlugin::UsageGpus(scheduler::QueueId q) const {
   return q.value() < usage_.size() ? usage_[q.value()].gpus : 0;
 }
 
-double ProportionPlugin::DecayedGpuSeconds(scheduler::QueueId q) const {
-  return UsageGpus(q) * (static_cast<double>(half_life_ms_) / 1e3) / std::numbers::ln2;
+double ProportionPlugin::GpuSecondsOf(double gpus) const {
+  return gpus * (static_cast<double>(half_life_ms_) / 1e3) / std::numbers::ln2;
+}
+
+double ProportionPlugin::DecayedGpuSeconds(scheduler::QueueId q) const { return GpuSecondsOf(UsageGpus(q)); }
+
+std::vector<scheduler::DecayedUsage> ProportionPlugin::DecayedUsages(const scheduler::State& state,
+                                                                     scheduler::Timestamp now) const {
+  std::vector<scheduler::DecayedUsage> out;
+  if (half_life_ms_ <= 0) return out;
+  const double h = static_cast<double>(half_life_ms_);
+  const auto& tree = state.queues();
+  if (at_ < 0) {  // as the first session will start: from what was restored, decayed with nothing held
+    std::map<std::string_view, const Restored*> restored;
+    for (const Restored& r : restored_) restored[r.queue] = &r;  // the last of a name, as Decay
+    for (uint32_t q = 0; q < tree.size(); ++q) {
+      const std::string& name = tree.spec(q).name;
+      double gpus = 0;
+      if (auto it = restored.find(name); it != restored.end()) {
+        const double age = static_cast<double>(std::max<scheduler::Timestamp>(now - it->second->at, 0));
+        gpus = it->second->gpus * std::exp2(-age / h);
+      }
+      out.push_back({name, GpuSecondsOf(gpus), half_life_ms_, now});
+    }
+    return out;
+  }
+  if (usage_.size() != tree.size()) return out;
+  const double x = std::exp2(-static_cast<double>(std::max<scheduler::Timestamp>(now - at_, 0)) / h);
+  for (uint32_t q = 0; q < usage_.size(); ++q) {
+    const Usage& u = usage_[q];
+    out.push_back({tree.spec(q).name, GpuSecondsOf(u.held + (u.gpus - u.held) * x), half_life_ms_,
+                   std::max(now, at_)});
+  }
+  return out;
+}
+
+void ProportionPlugin::RestoreDecayedUsages(std::span<const scheduler::DecayedUsage> usages) {
+  if (half_life_ms_ <= 0) return;
+  restored_.clear();
+  for (const scheduler::DecayedUsage& u : usages) {
+    if (u.half_life_ms <= 0 || !std::isfinite(u.gpu_seconds) || u.gpu_seconds < 0) continue;
+    // R = U ln 2 / H, with the H it was decayed with: the rate is kept.
+    const double gpus = u.gpu_seconds * std::numbers::ln2 / (static_cast<double>(u.half_life_ms) / 1e3);
+    restored_.push_back({u.queue, gpus, u.at});
+  }
+  usage_.clear();
+  at_ = -1;
 }
 
 double ProportionPlugin::OrderKey(const QueueInfo& q) const {

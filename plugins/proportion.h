@@ -45,11 +45,22 @@
 //      crossing of two keys adjacent in today's order. Returns that instant
 //      (a few ms early), now when two adjacent keys tie and move apart, or
 //      kNoChange.
-// The usage lives in the plugin: a policy reload (new plugin instances) or
-// a daemon restart starts every queue from zero history.
+//
+// What survives (DecayedUsages / RestoreDecayedUsages, by queue name): a
+// policy reload hands each queue's usage, valued at the reload, to the new
+// plugin (Engine::SetPolicy); the daemon journals it and gives it back at
+// start (server/daemon/fair_share_history.h). A restored queue keeps its
+// rate R (U x ln 2 / H with the H it was valued with), so a changed
+// half-life changes U to R x H' / ln 2 and the order does not jump; from
+// its valuation to the first session the queue counts as holding nothing
+// (a reload: the time to the next cycle; a restart: the time the daemon was
+// down), decaying at the new half-life. Queues of no restored name start
+// from zero; restored names that are no queue are dropped.
 #ifndef RINGMASTER_PLUGINS_PROPORTION_H_
 #define RINGMASTER_PLUGINS_PROPORTION_H_
 
+#include <span>
+#include <string>
 #include <vector>
 
 #include "scheduler/session.h"
@@ -73,6 +84,16 @@ class ProportionPlugin : public scheduler::Plugin {
   bool VerdictHooksReadTime() const override { return false; }
   // Step 4 above.
   scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
+  // With a half-life: every queue's U brought to `now` (the allocation of
+  // the last close held since the last open), or, before the first
+  // session, what was restored brought to `now` with nothing held (0 for a
+  // queue of no restored name). Without: none.
+  std::vector<scheduler::DecayedUsage> DecayedUsages(const scheduler::State& state,
+                                                     scheduler::Timestamp now) const override;
+  // With a half-life: the next session starts from `usages` (the file
+  // comment: by name, R kept); rows with a half-life <= 0 or a U that is
+  // negative or not finite are left out. Without: ignored.
+  void RestoreDecayedUsages(std::span<const scheduler::DecayedUsage> usages) override;
 
   // Share of a queue: max over dimensions of allocated/deserved.
   static double Share(const scheduler::QueueInfo& q);
@@ -96,11 +117,19 @@ class ProportionPlugin : public scheduler::Plugin {
     double share = 0;         // Share(q) at the last close
     double deserved_gpus = 0; // deserved GPUs at the last close
   };
-  // Step 1.
+  // Restored usage, waiting for the first session.
+  struct Restored {
+    std::string queue;
+    double gpus = 0;  // R at `at`
+    scheduler::Timestamp at = 0;
+  };
+  // Step 1 (the first session: from restored_).
   void Decay(const scheduler::Session& s);
+  double GpuSecondsOf(double gpus) const;
   scheduler::Timestamp half_life_ms_;
   std::vector<Usage> usage_;
   scheduler::Timestamp at_ = -1;  // when usage_[].gpus was brought up to date; -1: never
+  std::vector<Restored> restored_;  // only while at_ is -1
 };
 
 }  // namespace ringmaster::plugins

@@ -95,7 +95,9 @@ absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& regis
   touched_ = true;
   RM_ASSIGN_OR_RETURN(auto tree, QueuesOf(policy));
   RM_ASSIGN_OR_RETURN(auto configured, Configure(policy, registry));
+  std::vector<DecayedUsage> history = DecayedUsages();  // named by the old queues
   RM_RETURN_IF_ERROR(state_->ReplaceQueues(std::move(tree)));
+  for (auto& p : configured.plugins) p->RestoreDecayedUsages(history);
   deserved_.clear();
   // Every remembered verdict was the old policy's.
   ++verdict_context_.id;
@@ -106,6 +108,19 @@ absl::Status Engine::SetPolicy(const Policy& policy, const PluginRegistry& regis
   actions_ = std::move(configured.actions);
   nodes_to_score_ = policy.nodes_to_score;
   return absl::OkStatus();
+}
+
+std::vector<DecayedUsage> Engine::DecayedUsages() const {
+  for (const auto& p : plugins_) {
+    std::vector<DecayedUsage> u = p->DecayedUsages(*state_, clock_.Now());
+    if (!u.empty()) return u;
+  }
+  return {};
+}
+
+void Engine::RestoreDecayedUsages(std::span<const DecayedUsage> usages) {
+  touched_ = true;
+  for (auto& p : plugins_) p->RestoreDecayedUsages(usages);
 }
 
 absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) { return Admit(std::move(spec), clock_.Now()); }

@@ -173,8 +173,18 @@ class Engine {
   // replace the current ones from the next cycle on. All or nothing: when a
   // plugin or action rejects its arguments, the queues do not build, or an
   // active job's queue would vanish (or stop being a leaf), the status says
-  // why and the old policy stays. Jobs keep their queue by name.
+  // why and the old policy stays. Jobs keep their queue by name, and so does
+  // the queues' decayed past use: the old plugins' DecayedUsages, valued
+  // now, go to every new plugin (RestoreDecayedUsages; proportion keeps
+  // them when it has a half-life too).
   absl::Status SetPolicy(const Policy& policy, const PluginRegistry& registry);
+  // Each queue's decayed past use valued now, as the first plugin that keeps
+  // any gives it (proportion with usageHalfLife); empty when none does.
+  std::vector<DecayedUsage> DecayedUsages() const;
+  // Past use valued earlier (the daemon's journal, at start) to every
+  // plugin (Plugin::RestoreDecayedUsages): the starting point of the queues
+  // of those names from the next cycle on.
+  void RestoreDecayedUsages(std::span<const DecayedUsage> usages);
   // Each queue's deserved share (by queue index) as the last cycle's
   // fair-share plugin computed it, the whole cluster where none did; empty
   // before the first cycle and right after SetPolicy changed the queues.

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -172,6 +173,19 @@ class PluginArgs {
   mutable std::map<std::string, bool> read_;
 };
 
+// A queue's decayed past use, as a plugin that orders queues by it keeps it
+// (proportion's usageHalfLife; docs/POLICY.md, "Time-decayed fair share").
+// The queue is named (queue indices change with the policy): what a policy
+// reload hands from the old plugin to the new one (Engine::SetPolicy) and
+// what the daemon's journal keeps across a restart.
+struct DecayedUsage {
+  std::string queue;
+  double gpu_seconds = 0;      // U = integral of GPUs held x 2^(-age / half_life), valued at `at`
+  Timestamp half_life_ms = 0;  // the half-life U was decayed with (> 0)
+  Timestamp at = 0;            // when it was valued, on the engine's clock
+  bool operator==(const DecayedUsage&) const = default;
+};
+
 class Plugin {
  public:
   virtual ~Plugin() = default;
@@ -196,6 +210,15 @@ class Plugin {
   // Default: UsesTime(). A plugin whose only time-based answers are orders
   // of queues or jobs (proportion with usageHalfLife) answers false.
   virtual bool VerdictHooksReadTime() const { return UsesTime(); }
+  // For a plugin that keeps queues' past use: each queue's, valued at `now`
+  // (>= the last session's time), queues named as in `state` (the plugin's
+  // own policy's). Default: none.
+  virtual std::vector<DecayedUsage> DecayedUsages(const State& /*state*/, Timestamp /*now*/) const { return {}; }
+  // Past use valued earlier (by the previous policy's plugin, or read back
+  // from a journal): it replaces what the plugin kept, and the next session
+  // starts each queue of that name from it (brought to the session's time
+  // as the plugin documents). A plugin that keeps none ignores it.
+  virtual void RestoreDecayedUsages(std::span<const DecayedUsage> /*usages*/) {}
 };
 
 using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;

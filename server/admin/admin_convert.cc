@@ -1,6 +1,9 @@
 #include "server/admin/admin_convert.h"
 
 #include <algorithm>
+#include <map>
+#include <numbers>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -168,6 +171,9 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     if (job.phase() == scheduler::JobPhase::kRunning) ++running[job.queue().value()];
     else ++pending[job.queue().value()];
   }
+  std::map<std::string, const scheduler::DecayedUsage*, std::less<>> usage;
+  const std::vector<scheduler::DecayedUsage> usages = engine.DecayedUsages();
+  for (const scheduler::DecayedUsage& u : usages) usage[u.queue] = &u;
   admin::ListQueuesResponse out;
   for (uint32_t q = 0; q < tree.size(); ++q) {
     const queue::QueueSpec& spec = tree.spec(q);
@@ -186,6 +192,12 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     }
     o->set_pending_jobs(pending[q]);
     o->set_running_jobs(running[q]);
+    if (auto it = usage.find(spec.name); it != usage.end() && it->second->half_life_ms > 0) {
+      const scheduler::DecayedUsage& u = *it->second;
+      o->set_usage_half_life_ms(u.half_life_ms);
+      o->set_usage_gpu_seconds(u.gpu_seconds);
+      o->set_usage_gpus(u.gpu_seconds * std::numbers::ln2 / (static_cast<double>(u.half_life_ms) / 1e3));
+    }
   }
   return out;
 }

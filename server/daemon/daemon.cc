@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include "server/coordinator/coordinator_service.h"
 #include "server/journal/journal.h"
 #include "server/coordinator/membership_bridge.h"
+#include "server/daemon/fair_share_history.h"
 
 namespace ringmaster::server {
 
@@ -246,6 +248,8 @@ absl::Status Daemon::Readopt(Recovered recovered) {
     absl::MutexLock lock(&engine_mu_);
     speeds_ = std::make_unique<SpeedLearner>([c = coordinator_.get()] { return c->AllSpeedReports(); }, journal_.get());
     speeds_->Restore(recovered.speeds, *engine_);
+    RestoreQueueUsage(recovered, *engine_);
+    queue_usage_restored_ = true;
   }
   recovered_ = recovered.jobs.size();
   return absl::OkStatus();
@@ -356,13 +360,19 @@ void Daemon::OnCycle(const scheduler::Decisions& dec) {
 }
 
 void Daemon::Background() {
+  const int64_t usage_ticks = std::max<int64_t>(options_.queue_usage_every_ms / 100, 1);
   for (int64_t tick = 1; !stop_background_.WaitForNotificationWithTimeout(absl::Milliseconds(100)); ++tick) {
     coordinator_->Tick();
     absl::MutexLock lock(&engine_mu_);
     if (executor_) executor_->Poll();
     // Once a second: the workers' speed reports into the jobs' models.
     if (tick % 10 == 0 && speeds_) speeds_->Learn(*engine_, absl::Now());
+    if (tick % usage_ticks == 0) SaveQueueUsageLocked();
   }
+}
+
+void Daemon::SaveQueueUsageLocked() {
+  if (journal_ && queue_usage_restored_) SaveQueueUsage(*engine_, *journal_);
 }
 
 Daemon::~Daemon() { common::LogIfError(Shutdown(), "shutdown"); }
@@ -419,6 +429,10 @@ absl::Status Daemon::Shutdown() {
   if (coordinator_grpc_) coordinator_grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (http_) http_->Stop();
   if (health_http_) health_http_->Stop();
+  {
+    absl::MutexLock lock(&engine_mu_);
+    SaveQueueUsageLocked();
+  }
   return journal_ ? journal_->Flush() : absl::OkStatus();
 }
 

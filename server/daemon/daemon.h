@@ -32,7 +32,8 @@
 //     and its bridge, the extender; adds the sinks to the loop.
 //  4. Re-adopts the journal's jobs (running ones where they ran), then the
 //     extender's gangs (reservations and bound pods where they were), then
-//     the jobs' learned speed models (server/daemon/speed_learner.h).
+//     the jobs' learned speed models (server/daemon/speed_learner.h) and
+//     the queues' decayed past use (server/daemon/fair_share_history.h).
 //  5. Starts the HTTP servers (the extender's, the health port's) and the
 //     gRPC servers: the admin API, and the coordinator on the admin API's
 //     port or on its own plaintext address (coordinator_address).
@@ -44,11 +45,13 @@
 // re-reads the --policy file (an invalid one is rejected, the old stays).
 // A second thread ticks the coordinator (heartbeat timeouts) and polls the
 // local executor's processes every 100 ms, and once a second turns the
-// workers' speed reports into the jobs' speed models.
+// workers' speed reports into the jobs' speed models, and every
+// queue_usage_every_ms journals the queues' decayed past use.
 // Shutdown: the executor's processes get SIGTERM (SIGKILL after
 // shutdown_grace_ms), the coordinator ends every shim's membership stream
 // (UNAVAILABLE "coordinator shutting down": a shim re-joins a restarted
-// daemon), then the servers stop and the journal is flushed.
+// daemon), then the servers stop, the queues' decayed past use is written
+// and the journal is flushed.
 #ifndef RINGMASTER_SERVER_DAEMON_DAEMON_H_
 #define RINGMASTER_SERVER_DAEMON_DAEMON_H_
 
@@ -133,6 +136,10 @@ struct DaemonOptions {
   // volcano_queues_refresh_ms, a change applied (server/admin/queue_sources.h).
   bool volcano_queues = false;
   int64_t volcano_queues_refresh_ms = 10'000;
+  // With state_dir: the queues' decayed past use (proportion's
+  // usageHalfLife) is journaled this often (and at shutdown): a kill -9
+  // loses at most this long of it (server/daemon/fair_share_history.h).
+  int64_t queue_usage_every_ms = 30'000;
 };
 
 class Daemon : private CycleSink {
@@ -182,6 +189,8 @@ class Daemon : private CycleSink {
   // the local executor's processes, the admin API's journal and watchers.
   void OnCycle(const scheduler::Decisions& d) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   void Background();  // the coordinator/executor thread
+  // The engine's queue usage to the journal, once step 4 restored it.
+  void SaveQueueUsageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
   // serve --volcano-queues: the Queue objects read and checked (the notes
   // logged), and the re-read thread.
   absl::StatusOr<ExternalQueues> ReadVolcanoQueues();
@@ -213,6 +222,9 @@ class Daemon : private CycleSink {
   // The jobs' speed models learned from their workers' reports (step 4
   // restores them from the journal; the background thread refits).
   std::unique_ptr<SpeedLearner> speeds_ ABSL_GUARDED_BY(engine_mu_);
+  // Step 4 gave the journal's queue usage to the engine: from then on the
+  // engine's is written back (before, a failed start would erase it).
+  bool queue_usage_restored_ ABSL_GUARDED_BY(engine_mu_) = false;
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
   std::thread background_;

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -38,6 +39,9 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS extender_state (
   kind TEXT NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (kind, name));
 CREATE TABLE IF NOT EXISTS job_speed (job TEXT PRIMARY KEY, observations TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS queue_usage (
+  queue TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, half_life_ms INTEGER NOT NULL, valued_at INTEGER NOT NULL)
+  WITHOUT ROWID;
 )";
 
 std::string GpusText(const std::vector<int16_t>& gpus) { return absl::StrJoin(gpus, ","); }
@@ -96,6 +100,17 @@ class RowReader {
     if (!Expect(col, name, SQLITE_INTEGER, SQLITE_INTEGER, "an integer")) return 0;
     const int64_t v = sqlite3_column_int64(s_, col);
     if (v < min || v > max) {
+      Fail(name, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
+      return 0;
+    }
+    return v;
+  }
+  // A REAL column (an INTEGER is taken as its value) within [min, max]
+  // (NaN is not).
+  double Real(int col, const char* name, double min, double max) {
+    if (!Expect(col, name, SQLITE_FLOAT, SQLITE_INTEGER, "a real")) return 0;
+    const double v = sqlite3_column_double(s_, col);
+    if (!(v >= min && v <= max)) {
       Fail(name, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
       return 0;
     }
@@ -235,6 +250,10 @@ class Stmt {
     sqlite3_bind_int64(s_, i, v);
     return *this;
   }
+  Stmt& Real(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
   // Steps once and resets: SQLITE_DONE on success.
   int Run() {
     const int rc = sqlite3_step(s_);
@@ -369,6 +388,18 @@ class SqliteJournal : public Journal {
       std::string text = row.Text(1, "observations");
       if (row.status().ok()) r.speeds.emplace_back(std::move(job), std::move(text));
     }));
+    RM_RETURN_IF_ERROR(Scan(
+        "queue_usage", "SELECT queue, gpu_seconds, half_life_ms, valued_at FROM queue_usage ORDER BY queue",
+        [&](RowReader& row) {
+          JournaledQueueUsage u;
+          u.queue = row.Text(0, "queue");
+          row.Key(absl::StrCat("queue '", u.queue, "'"));
+          u.gpu_seconds = row.Real(1, "gpu_seconds", 0, std::numeric_limits<double>::max());
+          u.half_life_ms = row.Int(2, "half_life_ms", 1, INT64_MAX);
+          u.valued_at_ms = row.Int(3, "valued_at", INT64_MIN, INT64_MAX);
+          if (row.status().ok()) r.queue_usage.push_back(std::move(u));
+        },
+        &r.skipped));
     RM_RETURN_IF_ERROR(Scan("meta", "SELECT value FROM meta WHERE key='policy'", [&](RowReader& row) {
       row.Key("key 'policy'");
       r.policy_yaml = row.Bytes(0, "value");
@@ -435,6 +466,19 @@ class SqliteJournal : public Journal {
     }, nullptr);
   }
 
+  void SetQueueUsage(std::vector<JournaledQueueUsage> rows) override {
+    Enqueue([rows = std::move(rows)](SqliteJournal& j) {
+      if (j.Prepared(kClearQueueUsage).Run() != SQLITE_DONE) return j.Error("clearing the queues' usage");
+      for (const JournaledQueueUsage& u : rows) {
+        if (j.Prepared(kPutQueueUsage).Text(1, u.queue).Real(2, u.gpu_seconds).Int(3, u.half_life_ms)
+                .Int(4, u.valued_at_ms).Run() != SQLITE_DONE) {
+          return j.Error(absl::StrCat("recording the usage of queue '", u.queue, "'"));
+        }
+      }
+      return absl::OkStatus();
+    }, nullptr);
+  }
+
   void SetCommitObserver(std::function<void(double)> observe) override {
     std::lock_guard<std::mutex> lock(mu_);
     observe_commit_ = std::move(observe);
@@ -476,6 +520,8 @@ class SqliteJournal : public Journal {
     kDeleteExtender,
     kPutSpeed,
     kDeleteSpeed,
+    kClearQueueUsage,
+    kPutQueueUsage,
     kNumStmts
   };
 
@@ -493,6 +539,8 @@ class SqliteJournal : public Journal {
         "DELETE FROM extender_state WHERE kind=? AND name=?",
         "INSERT OR REPLACE INTO job_speed(job, observations) VALUES(?,?)",
         "DELETE FROM job_speed WHERE job=?",
+        "DELETE FROM queue_usage",
+        "INSERT OR REPLACE INTO queue_usage(queue, gpu_seconds, half_life_ms, valued_at) VALUES(?,?,?,?)",
     };
     if (stmts_.empty()) {
       for (const char* sql : kSql) stmts_.push_back(std::make_unique<Stmt>(db_, sql));
@@ -514,18 +562,32 @@ class SqliteJournal : public Journal {
   // Runs `sql` over `table`, handing each row to `read`; the first row that
   // does not parse (read leaves its error in the reader), or a step that
   // fails (a damaged file), is the error, naming the table and the row, with
-  // how to start anyway.
-  absl::Status Scan(const char* table, const char* sql, const std::function<void(RowReader&)>& read) {
+  // how to start anyway. With `skipped` (a table of history, not of
+  // acknowledgements), such a row's error is added there instead and the
+  // scan goes on (a step that fails ends the table).
+  absl::Status Scan(const char* table, const char* sql, const std::function<void(RowReader&)>& read,
+                    std::vector<std::string>* skipped = nullptr) {
     Stmt q(db_, sql);
-    if (!q.ok()) return Damaged(Error(absl::StrCat("reading table ", table)));
+    if (!q.ok()) {
+      absl::Status s = Error(absl::StrCat("reading table ", table));
+      if (skipped == nullptr) return Damaged(s);
+      skipped->push_back(std::string(s.message()));
+      return absl::OkStatus();
+    }
     int64_t number = 0;
     int rc;
     while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
       RowReader row(db_, q.get(), path_, table, ++number);
       read(row);
-      if (!row.status().ok()) return Damaged(row.status());
+      if (row.status().ok()) continue;
+      if (skipped == nullptr) return Damaged(row.status());
+      skipped->push_back(std::string(row.status().message()));
     }
-    if (rc != SQLITE_DONE) return Damaged(Error(absl::StrCat("reading table ", table, ", row ", number + 1)));
+    if (rc != SQLITE_DONE) {
+      absl::Status s = Error(absl::StrCat("reading table ", table, ", row ", number + 1));
+      if (skipped == nullptr) return Damaged(s);
+      skipped->push_back(std::string(s.message()));
+    }
     return absl::OkStatus();
   }
 

@@ -20,6 +20,15 @@
 //           learned speed models, server/coordinator/learned_speed.h): one
 //           row per job name, the observations as text (SpeedObservationsText).
 //           Added within version 1 like extender_state.
+//   queue_usage
+//           each queue's decayed past use (proportion's usageHalfLife,
+//           scheduler::DecayedUsage): one row per queue name, its GPU-seconds,
+//           the half-life they were decayed with and when they were valued
+//           (ms since the epoch), the whole table rewritten by each
+//           SetQueueUsage (serve: every 30 s and at shutdown). Added within
+//           version 1 like extender_state. History, not an acknowledgement:
+//           a row that does not read is skipped (Recovered::skipped), never
+//           a refusal.
 // Queues are the policy's, so they are journaled with it.
 //
 // Writes go through one writer thread in the order they were called. Durable
@@ -72,11 +81,23 @@ struct ExtenderRecord {
   bool operator==(const ExtenderRecord&) const = default;
 };
 
+struct JournaledQueueUsage {
+  std::string queue;
+  double gpu_seconds = 0;    // finite, >= 0
+  int64_t half_life_ms = 0;  // > 0
+  int64_t valued_at_ms = 0;
+  bool operator==(const JournaledQueueUsage&) const = default;
+};
+
 struct Recovered {
   std::vector<JournaledJob> jobs;  // by seq
   std::string policy_yaml;         // empty: none was set through the API
   std::vector<ExtenderRecord> extender;  // in order of first writing
   std::vector<std::pair<std::string, std::string>> speeds;  // (job, observations) by job name
+  std::vector<JournaledQueueUsage> queue_usage;  // by queue name
+  // Rows of queue_usage left out because they did not read: each says the
+  // table, the row and the column, and why (for the log).
+  std::vector<std::string> skipped;
 };
 
 struct JournalOpenOptions {
@@ -132,6 +153,10 @@ class Journal {
   // (an empty text removes the row). A crash may lose the last ones: the
   // model is learned again from the next reports.
   virtual void SetSpeed(const std::string& job, std::string observations) = 0;
+  // Queued, not waited for (Flush waits): the queues' decayed past use is
+  // now `rows` (the table is replaced: a queue not in `rows` has none). A
+  // crash loses what was used since the last call.
+  virtual void SetQueueUsage(std::vector<JournaledQueueUsage> rows) = 0;
   // Called with each transaction's duration in seconds (BEGIN to COMMIT,
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.

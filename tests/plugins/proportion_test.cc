@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <string>
+#include <vector>
 
+#include "plugins/registry.h"
 #include "tests/support/builders.h"
 #include "tests/support/status_matchers.h"
 
@@ -54,9 +58,11 @@ using scheduler::Timestamp;
 
 constexpr Timestamp kHour = 3'600'000;  // ms
 
-// Two queues of equal weight on `actions` (no preempt, no reclaim: only the
-// queue order decides), proportion with `arguments`.
-scheduler::Policy TwoQueues(const std::string& arguments) {
+// Queues of equal weight, in this order, on `actions` (no preempt, no
+// reclaim: only the queue order decides), proportion with `arguments`.
+scheduler::Policy Queues(const std::string& arguments, const std::vector<std::string>& names) {
+  std::string queues;
+  for (const std::string& n : names) queues += "- {name: " + n + "}\n";
   return PolicyFromYaml(R"(
 actions: "enqueue, allocate"
 tiers:
@@ -68,10 +74,10 @@ tiers:
   - name: proportion
     arguments: )" + arguments + R"(
 queues:
-- {name: a}
-- {name: b}
-)");
+)" + queues);
 }
+
+scheduler::Policy TwoQueues(const std::string& arguments) { return Queues(arguments, {"a", "b"}); }
 
 const plugins::ProportionPlugin& Proportion(EngineHarness& h) {
   const scheduler::Plugin* p = h.engine().plugin(plugins::ProportionPlugin::kName);
@@ -250,6 +256,132 @@ TEST(ProportionPlugin, NextChangeIsWhenTheDecayingKeysCross) {
   EXPECT_LT(a_after, b_after);
   EXPECT_NEAR(a_after, 0.4, 1e-6);
   EXPECT_NEAR(b_after, 0.4, 1e-6);
+}
+
+// --- Decayed usage across a policy reload --------------------------------------
+
+// a holds the whole cluster (8 GPUs) over [0, H) with H = 1 h, then nothing:
+// at H, R_a = 8 (1 - 1/2) = 4 GPUs and U_a = 4 H / ln 2 = 20,774.8 GPU-s.
+void AUsesTheClusterForAnHour(EngineHarness& h) {
+  h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+  CycleAt(h, 0);
+  ASSERT_TRUE(h.Running("a0"));
+  h.clock().Set(kHour);
+  Finish(h, "a0");
+  CycleAt(h, kHour);
+  ASSERT_NEAR(Proportion(h).UsageGpus(Queue(h, "a")), 4, 1e-9);
+}
+
+TEST(ProportionPlugin, DecayedUsageSurvivesAPolicyReloadByQueueName) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  AUsesTheClusterForAnHour(h);
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  // A reload that is refused (no plugin of its names can be built) leaves
+  // the plugin and its history.
+  ASSERT_FALSE(h.engine().SetPolicy(Queues("{usageHalfLife: 3600}", {"c", "a"}), scheduler::PluginRegistry()).ok());
+  EXPECT_NEAR(Proportion(h).UsageGpus(Queue(h, "a")), 4, 1e-9);
+  // Reloaded at H with queues c, a (b removed, c new, a's index moved from 0
+  // to 1) and the same half-life.
+  ASSERT_TRUE(h.engine().SetPolicy(Queues("{usageHalfLife: 3600}", {"c", "a"}), registry).ok());
+  // Before the new plugin's first session: what it was given, valued now,
+  // in the new queues' order; b is no queue any more, c has none yet.
+  std::vector<scheduler::DecayedUsage> u = h.engine().DecayedUsages();
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0], (scheduler::DecayedUsage{"c", 0, kHour, kHour}));
+  EXPECT_EQ(u[1].queue, "a");
+  EXPECT_NEAR(u[1].gpu_seconds, 20'774.8, 0.1);  // 4 x 3600 / ln 2
+  EXPECT_EQ(u[1].half_life_ms, kHour);
+  EXPECT_EQ(u[1].at, kHour);
+  // c1 takes the cluster at H.
+  h.Submit(JobBuilder("c1").Queue("c").GpusPerTask(8).Build());
+  CycleAt(h, kHour);
+  ASSERT_TRUE(h.Running("c1"));
+  const auto& p = Proportion(h);  // the new plugin
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "a")), 4, 1e-9);
+  EXPECT_EQ(p.UsageGpus(Queue(h, "c")), 0);
+  // One half-life later (an event, a gang that never fits, runs the cycle):
+  // a held nothing, R_a = 4 / 2 = 2; c held 8 over [H, 2H), R_c = 8 (1 - 1/2) = 4.
+  h.Submit(JobBuilder("c-never").Queue("c").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, 2 * kHour);
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "a")), 2, 1e-9);
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "c")), 4, 1e-9);
+}
+
+TEST(ProportionPlugin, AReloadedQueueWithHistoryWaitsBehindOneWithout) {
+  // The order decided by the carried history alone: the same policy
+  // reloaded at H. Without the carry both queues would start from zero, a
+  // tie that a (declared first) wins, and a1 would start
+  // (WithAHalfLifeTheQueueThatUsedLessRecentlyGoesFirst's control).
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  AUsesTheClusterForAnHour(h);
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  ASSERT_TRUE(h.engine().SetPolicy(TwoQueues("{usageHalfLife: 3600}"), registry).ok());
+  h.Submit(JobBuilder("a1").Queue("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b1").Queue("b").GpusPerTask(8).Build());
+  CycleAt(h, kHour);
+  // key_a = 0 + 4/4 = 1 > key_b = 0: b1 starts.
+  EXPECT_TRUE(h.Running("b1"));
+  EXPECT_FALSE(h.Running("a1"));
+}
+
+TEST(ProportionPlugin, AChangedHalfLifeKeepsTheRateAndDecaysAtTheNewOne) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  AUsesTheClusterForAnHour(h);
+  // Reloaded at H with usageHalfLife 2 h: R_a stays 4 GPUs (the order does
+  // not jump), so U_a = R H' / ln 2 = 4 x 7200 / ln 2 = 41,549.6 GPU-s (it
+  // was 20,774.8 with H = 1 h).
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  ASSERT_TRUE(h.engine().SetPolicy(TwoQueues("{usageHalfLife: 7200}"), registry).ok());
+  h.Submit(JobBuilder("b-never-1").Queue("b").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, kHour);
+  const auto& p = Proportion(h);
+  EXPECT_EQ(p.half_life_ms(), 2 * kHour);
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "a")), 4, 1e-9);
+  EXPECT_NEAR(p.DecayedGpuSeconds(Queue(h, "a")), 41'549.6, 0.1);
+  // One hour on, half the new half-life, nothing held:
+  //   R_a = 4 x 2^(-1/2) = 2.828 GPUs, U_a = 2.828 x 7200 / ln 2 = 29,380.0 GPU-s.
+  h.Submit(JobBuilder("b-never-2").Queue("b").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, 2 * kHour);
+  EXPECT_NEAR(p.UsageGpus(Queue(h, "a")), 4 * std::exp2(-0.5), 1e-9);
+  EXPECT_NEAR(p.DecayedGpuSeconds(Queue(h, "a")), 29'380.0, 0.1);
+  // Valued between cycles, as the journal and the admin API read it: the
+  // same closed form, a quarter of the new half-life after the last cycle.
+  h.clock().Set(2 * kHour + kHour / 2);
+  std::vector<scheduler::DecayedUsage> u = h.engine().DecayedUsages();
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].queue, "a");
+  EXPECT_NEAR(u[0].gpu_seconds, 4 * std::exp2(-0.75) * 7200 / std::numbers::ln2, 1e-6);
+  EXPECT_EQ(u[0].at, 2 * kHour + kHour / 2);
+  EXPECT_EQ(u[1].queue, "b");
+  EXPECT_EQ(u[1].gpu_seconds, 0);
+}
+
+TEST(ProportionPlugin, AReloadToAPolicyWithoutAHalfLifeKeepsNoHistory) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  AUsesTheClusterForAnHour(h);
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  ASSERT_TRUE(h.engine().SetPolicy(TwoQueues("{}"), registry).ok());
+  EXPECT_TRUE(h.engine().DecayedUsages().empty());
+  // ... so a half-life set again starts from zero.
+  ASSERT_TRUE(h.engine().SetPolicy(TwoQueues("{usageHalfLife: 3600}"), registry).ok());
+  h.Submit(JobBuilder("b-never").Queue("b").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, kHour);
+  EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "a")), 0);
+}
+
+TEST(ProportionPlugin, RestoredRowsThatAreNoUsageAreLeftOut) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), TwoQueues("{usageHalfLife: 3600}"));
+  const std::vector<scheduler::DecayedUsage> rows = {
+      {"a", -1, kHour, 0},                                        // negative
+      {"b", std::numeric_limits<double>::quiet_NaN(), kHour, 0},  // not a number
+      {"a", 100, 0, 0},                                           // no half-life
+  };
+  h.engine().RestoreDecayedUsages(rows);
+  for (const scheduler::DecayedUsage& u : h.engine().DecayedUsages()) EXPECT_EQ(u.gpu_seconds, 0) << u.queue;
+  h.Submit(JobBuilder("b-never").Queue("b").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, 0);
+  EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "a")), 0);
+  EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "b")), 0);
 }
 
 }  // namespace

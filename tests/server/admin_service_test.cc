@@ -13,6 +13,9 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
 #include <future>
 #include <thread>
 #include <vector>
@@ -372,6 +375,75 @@ TEST_F(AdminApiTest, InvalidPolicyIsRejectedWithItsErrorsAndTheOldStays) {
   daemon_.reset();
   Start();
   EXPECT_EQ(Get("r").queue(), "research");
+}
+
+// proportion's usageHalfLife through the daemon on its wall clock: each
+// queue's decayed usage in ListQueues, kept by an UpdatePolicy, and written
+// at shutdown and given back at start (the journal's queue_usage).
+TEST_F(AdminApiTest, QueuesShowTheirDecayedUsageWhichSurvivesAPolicyUpdateAndARestart) {
+  auto policy = [](const std::string& queues) {
+    return "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: predicates\n"
+           "  - name: proportion\n    arguments: {usageHalfLife: 3600}\nqueues:\n" + queues;
+  };
+  const std::string file = dir_ + "/policy.yaml";
+  std::ofstream(file) << policy("- {name: a}\n- {name: b}\n");
+  auto queues = [&] {
+    admin::ListQueuesResponse resp;
+    grpc::ClientContext c;
+    EXPECT_TRUE(stub_->ListQueues(&c, admin::ListQueuesRequest(), &resp).ok());
+    std::map<std::string, admin::Queue> by_name;
+    for (const admin::Queue& q : resp.queues()) by_name[q.name()] = q;
+    return by_name;
+  };
+  Start("", file);
+  ASSERT_TRUE(Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  ASSERT_EQ(Get("a0").phase(), "Running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // a has held 8 GPUs for >= 0.3 s: U_a >= 2.4 GPU-s (decay over a 1 h
+  // half-life: < 0.01 %), R_a = U ln 2 / 3600 s; b none.
+  auto q = queues();
+  EXPECT_EQ(q["a"].usage_half_life_ms(), 3'600'000);
+  const double before = q["a"].usage_gpu_seconds();
+  EXPECT_GE(before, 2.4 * 0.999);
+  EXPECT_LT(before, 8 * 60);
+  EXPECT_NEAR(q["a"].usage_gpus(), before * std::numbers::ln2 / 3600, 1e-9);
+  EXPECT_EQ(q["b"].usage_gpu_seconds(), 0);
+  // A new policy with queue c: a keeps its usage (the time to the next
+  // cycle counts as no use: a 1 h half-life takes < 0.01 % a second), c
+  // starts from none.
+  admin::UpdatePolicyRequest req;
+  req.set_yaml(policy("- {name: a}\n- {name: b}\n- {name: c}\n"));
+  admin::UpdatePolicyResponse resp;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->UpdatePolicy(&c1, req, &resp).ok());
+  q = queues();
+  EXPECT_GE(q["a"].usage_gpu_seconds(), before * 0.999);
+  EXPECT_EQ(q["c"].usage_half_life_ms(), 3'600'000);
+  EXPECT_EQ(q["c"].usage_gpu_seconds(), 0);
+  const double at_stop = q["a"].usage_gpu_seconds();
+  // Restarted: a's usage comes back (a0 held its GPUs until the shutdown
+  // wrote it; the time down decays it by < 0.01 %).
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+  Start("", file);
+  q = queues();
+  EXPECT_GE(q["a"].usage_gpu_seconds(), at_stop * 0.999);
+  EXPECT_LT(q["a"].usage_gpu_seconds(), at_stop + 8 * 60);
+  EXPECT_EQ(q["b"].usage_gpu_seconds(), 0);
+}
+
+// Without usageHalfLife the queues show no decayed usage.
+TEST_F(AdminApiTest, WithoutAHalfLifeQueuesShowNoDecayedUsage) {
+  Start();
+  admin::ListQueuesResponse resp;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->ListQueues(&c, admin::ListQueuesRequest(), &resp).ok());
+  ASSERT_GT(resp.queues_size(), 0);
+  for (const admin::Queue& q : resp.queues()) {
+    EXPECT_EQ(q.usage_half_life_ms(), 0);
+    EXPECT_EQ(q.usage_gpu_seconds(), 0);
+  }
 }
 
 TEST_F(AdminApiTest, WatchEventsStreamsSubmitAndStart) {

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/status_matchers.h"
@@ -379,6 +381,55 @@ TEST_F(JournalTest, ExtenderStateKeepsItsOrderAcrossOverwritesAndDeletes) {
   const std::vector<ExtenderRecord> got = j->Load()->extender;
   EXPECT_EQ(got, (std::vector<ExtenderRecord>{{"node", "n1", "{\"n\":2}"},
                                               {"gang", "ml/b", std::string("bin\0ary", 7)}}));
+}
+
+TEST_F(JournalTest, QueueUsageIsReplacedWholeAndABadRowIsSkippedNeverRefused) {
+  const std::vector<JournaledQueueUsage> want = {{"a", 20'000.25, 3'600'000, 2000}, {"b", 1.5, 3'600'000, 2000}};
+  {
+    auto j = *Journal::Open(dir_);
+    ASSERT_TRUE(j->Load()->queue_usage.empty());
+    j->SetQueueUsage({{"a", 20'774.8, 3'600'000, 1000}, {"gone", 5, 3'600'000, 1000}});
+    j->SetQueueUsage({{"b", 1.5, 3'600'000, 2000}, {"a", 20'000.25, 3'600'000, 2000}});  // "gone" is gone
+    ASSERT_TRUE(j->Flush().ok());
+  }
+  {
+    auto j = *Journal::Open(dir_);
+    Recovered r = *j->Load();
+    EXPECT_EQ(r.queue_usage, want);  // by name, the doubles exact
+    EXPECT_TRUE(r.skipped.empty());
+  }
+  // Rows damaged by hand: each is skipped with what and where; the others
+  // load and the journal opens (history, not acknowledgements).
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO queue_usage VALUES('c', 'lots', 3600000, 1), ('d', -2, 3600000, 1), "
+                         "('e', 1, 0, 1), ('f', 1, 3600000, 'noon'), ('g', 9e999, 3600000, 1)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto j = *Journal::Open(dir_);
+  auto r = j->Load();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->queue_usage, want);
+  const std::vector<std::string> why = {
+      "table queue_usage, row 3 (queue 'c'), column gpu_seconds: text, expected a real",
+      "table queue_usage, row 4 (queue 'd'), column gpu_seconds: -2 is out of range",
+      "table queue_usage, row 5 (queue 'e'), column half_life_ms: 0 is out of range",
+      "table queue_usage, row 6 (queue 'f'), column valued_at: text, expected an integer",
+      "table queue_usage, row 7 (queue 'g'), column gpu_seconds: inf is out of range",
+  };
+  ASSERT_EQ(r->skipped.size(), why.size());
+  for (size_t i = 0; i < why.size(); ++i) {
+    EXPECT_NE(r->skipped[i].find(why[i]), std::string::npos) << r->skipped[i];
+    EXPECT_NE(r->skipped[i].find(dir_ + "/journal.db"), std::string::npos) << r->skipped[i];
+  }
+  // An empty SetQueueUsage (a policy without a half-life) empties the table.
+  j->SetQueueUsage({});
+  ASSERT_TRUE(j->Flush().ok());
+  j.reset();
+  EXPECT_TRUE((*Journal::Open(dir_))->Load()->queue_usage.empty());
 }
 
 }  // namespace
