@@ -16,12 +16,7 @@ using scheduler::Timestamp;
 
 // ---- GittinsTable -------------------------------------------------------------
 
-namespace {
-constexpr double kForever = 1e300;  // a quantum with no end: run to completion
-}  // namespace
-
-GittinsTable::GittinsTable(std::vector<double> cuts, int64_t min_samples, double horizon)
-    : min_samples_(std::max<int64_t>(1, min_samples)), horizon_(horizon) {
+GittinsTable::GittinsTable(std::vector<double> cuts, int64_t min_samples) : min_samples_(std::max<int64_t>(1, min_samples)) {
   lo_.push_back(0);
   lo_.insert(lo_.end(), cuts.begin(), cuts.end());
   count_.assign(lo_.size(), 0);
@@ -34,6 +29,13 @@ void GittinsTable::Add(double service) {
   ++count_[k];
   sum_[k] += service;
   ++samples_;
+  dirty_ = true;
+}
+
+void GittinsTable::SetRunning(std::vector<int64_t> at, std::vector<int64_t> inside) {
+  if (at == running_at_ && inside == running_inside_) return;
+  running_at_ = std::move(at);
+  running_inside_ = std::move(inside);
   dirty_ = true;
 }
 
@@ -53,39 +55,54 @@ const GittinsTable::Entry& GittinsTable::At(int bin) {
 void GittinsTable::Recompute() {
   dirty_ = false;
   const int b = bins();
-  // survivors[k]: jobs that ended in bin k or later (S >= a_k).
-  std::vector<int64_t> survivors(b + 1, 0);
-  for (int k = b - 1; k >= 0; --k) survivors[k] = survivors[k + 1] + count_[k];
+  // ended[i]: jobs that ended at or after a_i. at_risk[i]: those, the active
+  // jobs past bin i, and half of those inside it.
+  std::vector<int64_t> ended(b + 1, 0);
+  std::vector<double> at_risk(b, 0);
+  double past = 0;
+  int ends = -1;  // the last bin in which a job ended
+  for (int i = b - 1; i >= 0; --i) {
+    ended[i] = ended[i + 1] + count_[i];
+    const double inside = running_inside_.empty() ? 0 : static_cast<double>(running_inside_[i]);
+    at_risk[i] = static_cast<double>(ended[i]) + past + inside / 2;
+    if (!running_at_.empty()) past += static_cast<double>(running_at_[i]);
+    if (ends < 0 && count_[i] > 0) ends = i;
+  }
   int last = -1;  // the last learned bin (K)
-  for (int k = 0; k < b && survivors[k] >= min_samples_; ++k) {
-    const double n = static_cast<double>(survivors[k]);
-    const double a = lo_[k];
-    // Over the quanta [a_k, a_j): C ended inside, T their service past a_k;
-    // the other n - C ran the whole quantum (a_j - a_k).
-    double c = 0, t = 0, best = -1, best_w = 0, best_end = 0, best_h = -1;
-    for (int j = k + 1; j <= b; ++j) {
-      c += static_cast<double>(count_[j - 1]);
-      t += sum_[j - 1] - static_cast<double>(count_[j - 1]) * a;
-      if (c == 0) continue;
-      const double w = std::max(1e-9, j < b ? t + (n - c) * (lo_[j] - a) : t);  // j == b: no bound
-      if ((j == b || lo_[j] - a >= horizon_) && c / w > best_h) best_h = c / w;
-      if (c / w > best) {
-        best = c / w;
-        best_w = w;
-        best_end = j < b ? lo_[j] : kForever;
+  for (int k = 0; k < b && ended[k] >= min_samples_; ++k) {
+    // Walking the bins from k: r = P(S >= a_i | S >= a_k), p = P(S < a_{i+1}
+    // | ...), e = E[min(S, a_{i+1}) - a_k | ...].
+    double r = 1, p = 0, e = 0, best = -1, best_e = 0;
+    auto consider = [&](double prob, double spent) {
+      spent = std::max(1e-9, spent);
+      if (prob / spent > best) {
+        best = prob / spent;
+        best_e = spent;
       }
+    };
+    for (int i = k; i <= ends; ++i) {
+      const double h = i == b - 1 ? 1 : std::min(1.0, at_risk[i] > 0 ? static_cast<double>(count_[i]) / at_risk[i] : 0);
+      const double m = count_[i] > 0 ? sum_[i] / static_cast<double>(count_[i]) - lo_[i] : 0;
+      const double width = i + 1 < b ? lo_[i + 1] - lo_[i] : 0;
+      e += r * (h * m + (1 - h) * width);
+      p += r * h;
+      r *= 1 - h;
+      if (i + 1 < b && p > 0) consider(p, e);
     }
-    entries_[k] = {best, best_w / n, std::max(1e-9, t / n), true, best_end, best_h};
+    // Past the last end seen a survivor runs as long again as it has.
+    const double remaining = e + r * (ends + 1 < b ? lo_[ends + 1] : 0);
+    consider(1, remaining);
+    entries_[k] = {best, best_e, std::max(1e-9, remaining), true};
     last = k;
   }
   for (int k = last + 1; k < b; ++k) {
     if (last < 0) {
-      entries_[k] = {1 / upper(k), upper(k), upper(k), false, upper(k), 1 / upper(k)};  // nothing learned: LAS over the quanta
+      entries_[k] = {1 / upper(k), upper(k), upper(k), false};  // nothing learned: LAS over the quanta
       continue;
     }
     const Entry& e = entries_[last];
     const double f = upper(k) / upper(last);
-    entries_[k] = {e.index / f, e.quantum * f, e.remaining * f, false, upper(k), e.horizon_index / f};
+    entries_[k] = {e.index / f, e.quantum * f, e.remaining * f, false};
   }
 }
 
@@ -134,10 +151,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GittinsPlugin::Create(const s
   if (!(o.margin >= 1 && o.margin <= 1e6)) return args.Error("margin", "must be a multiple in [1, 1e6]");
   RM_ASSIGN_OR_RETURN(auto restart, args.Double("restartCost", 60));
   if (!(restart >= 0 && restart <= 1e7)) return args.Error("restartCost", "must be seconds in [0, 1e7]");
-  RM_ASSIGN_OR_RETURN(o.per_gpu, args.Bool("perGpu", o.per_gpu));
-  RM_ASSIGN_OR_RETURN(o.horizon_s, args.Double("horizon", o.horizon_s));
-  if (!(o.horizon_s >= 0 && o.horizon_s <= 1e9)) return args.Error("horizon", "must be seconds of service in [0, 1e9]");
-  RM_ASSIGN_OR_RETURN(o.hold_quantum, args.Bool("holdQuantum", o.hold_quantum));
+  RM_ASSIGN_OR_RETURN(o.count_running, args.Bool("countRunning", o.count_running));
   RM_ASSIGN_OR_RETURN(o.stop_worth, args.Double("stopWorth", o.stop_worth));
   if (!(o.stop_worth >= 0 && o.stop_worth <= 1e6)) return args.Error("stopWorth", "must be a multiple in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -146,13 +160,14 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> GittinsPlugin::Create(const s
   return std::make_unique<GittinsPlugin>(o);
 }
 
-GittinsPlugin::GittinsPlugin(GittinsOptions o) : o_(o), table_(Cuts(o.quantum_s, o.growth), o.min_samples, o.horizon_s) {
+GittinsPlugin::GittinsPlugin(GittinsOptions o) : o_(o), table_(Cuts(o.quantum_s, o.growth), o.min_samples) {
   for (int k = 1; k < table_.bins(); ++k) cuts_.push_back(std::llround(table_.lower(k) * 1e6));
 }
 
 void GittinsPlugin::OnSessionOpen(scheduler::Session& s) {
   const Timestamp now = s.now();
   Learn(s.state(), now);
+  if (o_.count_running) CountActive(s.state(), now);
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const Job& j) { return -Rank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const Job& j) { return PreemptRank(j, now); });
@@ -190,7 +205,27 @@ void GittinsPlugin::Learn(const scheduler::State& state, Timestamp now) {
   }
 }
 
-int64_t GittinsPlugin::Attained(const Job& job, Timestamp now) const { return Convert(job, job.AttainedMilliMs(now)); }
+void GittinsPlugin::CountActive(const scheduler::State& state, Timestamp now) {
+  std::vector<int64_t> at(table_.bins(), 0), inside(table_.bins(), 0);
+  for (scheduler::JobId id : state.active_jobs()) {
+    const int64_t a = Attained(state.job(id), now);
+    if (a <= 0) continue;
+    const int bin = static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), a) - cuts_.begin());
+    ++at[bin];
+    if (bin == 0 || a > cuts_[bin - 1]) ++inside[bin];
+  }
+  table_.SetRunning(std::move(at), std::move(inside));
+}
+
+int64_t GittinsPlugin::Attained(const Job& job, Timestamp now) const {
+  const int64_t a = job.AttainedMilliMs(now);
+  if (o_.gpu_exponent == 1) return a;
+  const int64_t g = job.min_request().gpu_milli();
+  if (g <= 0) return a;
+  if (o_.gpu_exponent == 0) return a / g * 1000;  // ms run x 1000
+  const double gpus = static_cast<double>(g) / 1000;
+  return std::llround(static_cast<double>(a) / std::pow(gpus, 1 - o_.gpu_exponent));
+}
 
 int64_t GittinsPlugin::Rate(const Job& job) const {
   int64_t rate = job.allocated().gpu_milli();
@@ -222,16 +257,9 @@ int64_t GittinsPlugin::PreemptRank(const Job& job, Timestamp now) {
       const bool ran = job.started() >= 0 && stopped >= job.started();
       if (now - (ran ? stopped : job.created()) < o_.preempt_after_ms) return lowest;
     }
-    return lowest + IndexBits(PreemptIndex(job, now));
+    return Rank(job, now);
   }
-  return lowest + IndexBits(o_.margin * PreemptIndex(job, now));
-}
-
-double GittinsPlugin::PreemptIndex(const Job& job, Timestamp now) {
-  const double index = table_.At(Bin(job, now)).horizon_index;
-  if (!o_.per_gpu) return index;
-  const double gpus = static_cast<double>(job.min_request().gpu_milli()) / 1000;
-  return gpus > 0 ? index / gpus : index;
+  return lowest + IndexBits(o_.margin * Index(job, now));
 }
 
 int64_t GittinsPlugin::LossMs(const Job& job, Timestamp now) const {
@@ -251,29 +279,10 @@ int64_t GittinsPlugin::LossLimitMs(const Job& job, int bin) const {
 }
 
 bool GittinsPlugin::WorthStopping(const Job& job, Timestamp now) {
-  if (o_.hold_quantum && Attained(job, now) < HoldEnd(job, now)) return false;
   if (o_.stop_worth <= 0) return true;
+  // Before minSamples jobs have ended nothing says what a stop gains.
+  if (!table_.At(0).learned) return false;
   return LossMs(job, now) <= LossLimitMs(job, Bin(job, now));
-}
-
-int64_t GittinsPlugin::Convert(const Job& job, int64_t raw) const {
-  if (o_.gpu_exponent == 1) return raw;
-  const int64_t g = job.min_request().gpu_milli();
-  if (g <= 0) return raw;
-  if (o_.gpu_exponent == 0) return raw / g * 1000;  // ms run x 1000
-  const double gpus = static_cast<double>(g) / 1000;
-  return std::llround(static_cast<double>(raw) / std::pow(gpus, 1 - o_.gpu_exponent));
-}
-
-int64_t GittinsPlugin::HoldEnd(const Job& job, Timestamp now) const {
-  if (job.last_resize() < 0 || job.allocated().gpu_milli() <= 0) return 0;
-  // What it holds has not changed since it last started or resized, so its
-  // service then was now's less that held for the time since.
-  const int64_t raw = job.AttainedMilliMs(now) - job.allocated().gpu_milli() * std::max<Timestamp>(0, now - job.last_resize());
-  const int64_t at_start = Convert(job, std::max<int64_t>(0, raw));
-  const int bin = static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), at_start) - cuts_.begin());
-  const double end = table_.At(bin).hold_to;
-  return end >= 1e15 ? scheduler::kNoChange : std::llround(end * 1e6);
 }
 
 Timestamp GittinsPlugin::NextChange(const scheduler::State& state, Timestamp now) const {
@@ -286,15 +295,10 @@ Timestamp GittinsPlugin::NextChange(const scheduler::State& state, Timestamp now
       // The next bin edge: its index, rank and worth change there.
       auto it = std::upper_bound(cuts_.begin(), cuts_.end(), attained);
       if (it != cuts_.end()) next = std::min(next, now + (*it - attained + rate - 1) / rate);
-      // The end of the quantum it was started for (holdQuantum).
-      if (o_.hold_quantum && job.phase() == JobPhase::kRunning) {
-        const int64_t hold = HoldEnd(job, now);
-        if (hold != scheduler::kNoChange && hold > attained) next = std::min(next, now + (hold - attained + rate - 1) / rate);
-      }
       // Without checkpoints the loss grows with the run: it passes the limit
       // at started + limit + 1.
-      if (o_.stop_worth > 0 && job.phase() == JobPhase::kRunning && job.spec().checkpoint_interval_ms <= 0 &&
-          job.started() >= 0) {
+      if (o_.stop_worth > 0 && table_.At(0).learned && job.phase() == JobPhase::kRunning &&
+          job.spec().checkpoint_interval_ms <= 0 && job.started() >= 0) {
         const int64_t limit = LossLimitMs(job, static_cast<int>(it - cuts_.begin()));
         if (limit >= 0 && limit != scheduler::kNoChange) {
           const Timestamp at = job.started() + limit + 1;

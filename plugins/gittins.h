@@ -13,17 +13,23 @@
 //      [q r^(k-1), q r^k), the last bin from q r^(B-1) on (`quantum` q,
 //      `growth` r, B bins up to 1e9 s). Each bin keeps the count and the sum
 //      of the services that ended in it. A cancelled job teaches nothing.
-//   2. Index. For bin k (lower edge a_k) with at least `minSamples` jobs seen
-//      to run past a_k, over the bins' upper edges a_j (and infinity):
+//      With `countRunning` (default true) the active jobs that have run count
+//      too, as survivors of every bin below the one their service is in (half
+//      of them at risk in their own bin: the actuarial Kaplan-Meier
+//      estimate): the jobs seen to end first are the short ones, and without
+//      the survivors every job would look short.
+//   2. Index. Per bin i the hazard h_i = ended in i / at risk in i and the
+//      mean service past a_i of those that ended in it. For the bin k a job
+//      is in (lower edge a_k), over the bins' upper edges a_j and infinity:
 //        index(k) = max_j P(S < a_j | S >= a_k) / E[min(S, a_j) - a_k | S >= a_k]
-//      (the chance to end within the next quantum per unit of service spent
-//      on it); quantum(k) is the E[...] of the best j, remaining(k) =
-//      E[S - a_k | S >= a_k]. A bin with fewer survivors takes the last
-//      learned bin K's figures scaled as a Pareto tail (a job that has run
-//      longer than most is expected to run as long again): index(K) x
-//      U(K) / U(k), remaining and quantum x U(k) / U(K), U the bin's upper
-//      edge. Before minSamples jobs have ended, index(k) = 1 / U(k): LAS over
-//      the quanta. Recomputed, O(B^2), only in a session after a job ended.
+//      (the chance to end within the next quantum per second of service
+//      spent on it); remaining(k) = E[S - a_k | S >= a_k], where a survivor
+//      of the last bin in which a job ended is expected to run as long again
+//      as it has (a Pareto tail). A bin that fewer than `minSamples` ended
+//      jobs reached takes the last learned bin K's figures scaled as that
+//      tail: index(K) x U(K) / U(k), remaining x U(k) / U(K), U the bin's
+//      upper edge. Before minSamples jobs have ended, index(k) = 1 / U(k):
+//      LAS over the quanta. Recomputed, O(B^2), only when a count changed.
 //   3. Order (a job-order key): a higher priority first, then the higher
 //      index of the job's bin; equal indices tie (first come first served).
 //   4. Preempt rank (JobPriority): priority, then the index; a running job
@@ -37,10 +43,13 @@
 //      the job declares one, else everything since it last started) x its
 //      service rate. An elastic job that is not worth stopping may still be
 //      shrunk to its minimum (it offers every member but its first).
+//      Before minSamples jobs have ended no stop is known to be worth it:
+//      none is made for a job of the same priority.
 //      A job of a higher priority is never held back by 4 or 5.
-// A job's index and worth change only when it crosses a bin edge, a job
-// ends (an event), or (a job without checkpoints) its loss passes the limit:
-// NextChange names the first of these and of the preemptAfter ends.
+// A job's index and worth change only when a job's service crosses a bin
+// edge, a job ends or is submitted (events), or (a job without checkpoints)
+// its loss passes the limit: NextChange names the first of these and of the
+// preemptAfter ends.
 #ifndef RINGMASTER_PLUGINS_GITTINS_H_
 #define RINGMASTER_PLUGINS_GITTINS_H_
 
@@ -59,22 +68,19 @@ class GittinsTable {
     double index = 0;      // per second of service
     double quantum = 0;    // E[min(S, a_j) - a_k | S >= a_k] at the best j (s)
     double remaining = 0;  // E[S - a_k | S >= a_k] (s)
-    bool learned = false;  // from at least minSamples survivors
-    // The end of the best quantum: the service (s) a job started in this bin
-    // runs to before it is stopped for its priority (holdQuantum); 1e300
-    // where running to the end is best.
-    double hold_to = 0;
-    // The index over quanta of at least the horizon (what preemption
-    // compares: a job that preempts keeps the GPUs at least that long).
-    double horizon_index = 0;
+    bool learned = false;  // from at least minSamples jobs that ended past a_k
   };
   // `cuts`: the bins' lower edges after 0, strictly increasing, > 0.
-  GittinsTable(std::vector<double> cuts, int64_t min_samples, double horizon = 0);
+  GittinsTable(std::vector<double> cuts, int64_t min_samples);
   // A job seen to end after `service` seconds.
   void Add(double service);
+  // The active jobs that have run, by the bin their service is in (`at`),
+  // and those of them strictly past the bin's lower edge (`inside`): they
+  // survived every bin below theirs (empty vectors: none).
+  void SetRunning(std::vector<int64_t> at, std::vector<int64_t> inside);
   // The bin of an attained service: the number of cuts at or below it.
   int BinOf(double service) const;
-  // The figures of bin k (recomputed after Add).
+  // The figures of bin k (recomputed after a change).
   const Entry& At(int bin);
   int bins() const { return static_cast<int>(lo_.size()); }
   double lower(int bin) const { return lo_[bin]; }
@@ -87,9 +93,9 @@ class GittinsTable {
   std::vector<double> lo_;  // 0, cuts...
   std::vector<int64_t> count_;
   std::vector<double> sum_;
+  std::vector<int64_t> running_at_, running_inside_;
   std::vector<Entry> entries_;
   int64_t min_samples_;
-  double horizon_;
   int64_t samples_ = 0;
   bool dirty_ = true;
 };
@@ -98,14 +104,12 @@ struct GittinsOptions {
   double quantum_s = 60;
   double growth = 2;
   int64_t min_samples = 20;
+  bool count_running = true;
   double gpu_exponent = 1;  // byTime: 0
   scheduler::Timestamp preempt_after_ms = 0;
   double margin = 1;
   scheduler::Timestamp restart_cost_ms = 60'000;
   double stop_worth = 1;  // 0: no worth gate
-  double horizon_s = 0;
-  bool per_gpu = false;   // preempt ranks compare the index per GPU of the gang's minimum
-  bool hold_quantum = false;  // a job runs the quantum it started for before a stop for its priority
 };
 
 class GittinsPlugin : public scheduler::Plugin {
@@ -113,9 +117,9 @@ class GittinsPlugin : public scheduler::Plugin {
   static constexpr const char* kName = "gittins";
   // Quanta up to this much service (s).
   static constexpr double kMaxService = 1e9;
-  // Arguments: quantum (s, > 0), growth (> 1), minSamples (>= 1), byTime,
-  // gpuExponent ([0, 1]), preemptAfter (s), margin (>= 1), restartCost (s),
-  // stopWorth (>= 0).
+  // Arguments: quantum (s, >= 1), growth (>= 1.05), minSamples (>= 1),
+  // countRunning, byTime, gpuExponent ([0, 1]), preemptAfter (s), margin
+  // (>= 1), restartCost (s), stopWorth (>= 0).
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
   explicit GittinsPlugin(GittinsOptions o);
   std::string_view name() const override { return kName; }
@@ -133,12 +137,12 @@ class GittinsPlugin : public scheduler::Plugin {
   double Index(const scheduler::Job& job, scheduler::Timestamp now);
   // Higher goes first: priority, then the index (its float's bits).
   int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now);
-  // The index preemption compares: per GPU of the gang's minimum with perGpu.
-  double PreemptIndex(const scheduler::Job& job, scheduler::Timestamp now);
   // What preempt compares (step 4).
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // Step 5: whether stopping the running `job` at `now` is worth its cost.
   bool WorthStopping(const scheduler::Job& job, scheduler::Timestamp now);
+  // The active jobs' service into the table (countRunning).
+  void CountActive(const scheduler::State& state, scheduler::Timestamp now);
   // Reads the jobs that ended since the last call into the table.
   void Learn(const scheduler::State& state, scheduler::Timestamp now);
   GittinsTable& table() { return table_; }
@@ -149,11 +153,7 @@ class GittinsPlugin : public scheduler::Plugin {
   // or below it (kNoChange: always; -1: never).
   int64_t LossLimitMs(const scheduler::Job& job, int bin) const;
   int64_t LossMs(const scheduler::Job& job, scheduler::Timestamp now) const;
-  // Service (micro-units) in the convention of the levels.
-  int64_t Convert(const scheduler::Job& job, int64_t attained_milli_ms) const;
-  // The service at which the quantum the running job was started (or last
-  // resized) for ends: hold_to of the bin it was in then (kNoChange: never).
-  int64_t HoldEnd(const scheduler::Job& job, scheduler::Timestamp now) const;
+
   GittinsOptions o_;
   std::vector<int64_t> cuts_;  // bin edges after 0, micro-units
   mutable GittinsTable table_;

@@ -70,6 +70,29 @@ TEST(GittinsTable, AJobNearALearnedEndOutranksAYoungerOne) {
   EXPECT_GT(t.At(3).index, t.At(1).index);
 }
 
+TEST(GittinsTable, RunningJobsCountAsSurvivors) {
+  // Bins [0,10) [10,20) [20,40) [40,inf); jobs ended after 5 and 18 s.
+  // Seen to end alone: to 10 s, 1/(5 + 10); to 20 s both end, 2/(5 + 18):
+  // index 2/23, remaining 11.5.
+  GittinsTable t({10, 20, 40}, 1);
+  t.Add(5);
+  t.Add(18);
+  EXPECT_DOUBLE_EQ(t.At(0).index, 2.0 / 23);
+  EXPECT_DOUBLE_EQ(t.At(0).remaining, 11.5);
+  // One active job has run 30 s (bin 2, past its edge). At risk: bin 0
+  // 2 ended + 1 running = 3, hazard 1/3 (the 5-s job, 5 s in); bin 1 1 + 1
+  // = 2, hazard 1/2 (the 18-s job, 8 s in). E[min(S, 10)] = 1/3 x 5 + 2/3 x
+  // 10 = 25/3; E[min(S, 20)] = 25/3 + 2/3 x (1/2 x 8 + 1/2 x 10) = 43/3,
+  // P(S < 20) = 2/3: 2/43. The 1/3 that survive 20 s run as long again:
+  // remaining 43/3 + 1/3 x 20 = 21, and 1/21 is the best index.
+  t.SetRunning({0, 0, 1, 0}, {0, 0, 1, 0});
+  EXPECT_DOUBLE_EQ(t.At(0).index, 1.0 / 21);
+  EXPECT_DOUBLE_EQ(t.At(0).remaining, 21);
+  EXPECT_LT(t.At(0).index, 2.0 / 23) << "the survivor makes the jobs look longer";
+  t.SetRunning({}, {});
+  EXPECT_DOUBLE_EQ(t.At(0).index, 2.0 / 23);
+}
+
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Make(std::map<std::string, scheduler::PluginArgs::Value> args) {
   return GittinsPlugin::Create(scheduler::PluginArgs("gittins", "p.yaml", std::move(args)));
 }
@@ -78,7 +101,8 @@ TEST(GittinsPlugin, ArgumentsAreChecked) {
   ASSERT_TRUE(Make({}).ok());
   for (const auto& [key, bad] : std::vector<std::pair<std::string, std::string>>{
            {"quantum", "0"}, {"growth", "1"}, {"minSamples", "0"}, {"gpuExponent", "2"}, {"preemptAfter", "-1"},
-           {"margin", "0.5"}, {"restartCost", "-1"}, {"stopWorth", "-1"}, {"byTime", "maybe"}, {"levels", "3"}}) {
+           {"margin", "0.5"}, {"restartCost", "-1"}, {"stopWorth", "-1"}, {"byTime", "maybe"}, {"countRunning", "2"},
+           {"levels", "3"}}) {
     auto q = Make({{key, {bad, 6, 3}}});
     ASSERT_FALSE(q.ok()) << key << ": " << bad;
     EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
@@ -114,7 +138,8 @@ TEST(GittinsPlugin, LearnsTheServiceOfJobsSeenToEndNotOfCancelledOnes) {
   h.Cycle();
   h.clock().Set(at + 30'000);
   ASSERT_TRUE(h.engine().CancelJob(h.engine().FindJob("gone")).ok());
-  auto p = Make({{"byTime", {"true", 1, 1}}, {"quantum", {"100", 1, 1}}, {"minSamples", {"1", 1, 1}}});
+  auto p = Make({{"byTime", {"true", 1, 1}}, {"quantum", {"100", 1, 1}}, {"minSamples", {"1", 1, 1}},
+                 {"countRunning", {"false", 1, 1}}});
   ASSERT_TRUE(p.ok()) << p.status();
   auto& g = static_cast<GittinsPlugin&>(**p);
   g.Learn(h.state(), at + 40'000);
@@ -127,7 +152,8 @@ TEST(GittinsPlugin, LearnsTheServiceOfJobsSeenToEndNotOfCancelledOnes) {
 }
 
 // One 8-GPU node; gittins by time with quanta of 100 s (100, 200, 400, 800,
-// 1600 ...), minSamples 1, restartCost 60, and `more` arguments.
+// 1600 ...), minSamples 1, restartCost 60, the jobs seen to end alone (no
+// countRunning: the hand figures below), and `more` arguments.
 scheduler::Policy GittinsPolicy(const std::string& more) {
   return PolicyFromYaml(R"(actions: "enqueue, allocate, preempt"
 configurations:
@@ -138,7 +164,7 @@ tiers:
   - name: priority
     arguments: {victims: false}
   - name: gittins
-    arguments: {byTime: true, quantum: 100, minSamples: 1, restartCost: 60)" +
+    arguments: {byTime: true, quantum: 100, minSamples: 1, restartCost: 60, countRunning: false)" +
                         more + R"(}
   - name: gang
 - plugins:
@@ -220,6 +246,7 @@ TEST(GittinsPlugin, NextChangeNamesTheBinEdgeTheLossLimitAndPreemptAfter) {
                  {"quantum", {"100", 1, 1}},
                  {"minSamples", {"1", 1, 1}},
                  {"stopWorth", {"5", 1, 1}},
+                 {"countRunning", {"false", 1, 1}},
                  {"preemptAfter", {"600", 1, 1}}});
   ASSERT_TRUE(p.ok()) << p.status();
   auto& g = static_cast<GittinsPlugin&>(**p);
