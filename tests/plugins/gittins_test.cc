@@ -154,7 +154,7 @@ TEST(GittinsPlugin, LearnsTheServiceOfJobsSeenToEndNotOfCancelledOnes) {
 // One 8-GPU node; gittins by time with quanta of 100 s (100, 200, 400, 800,
 // 1600 ...), minSamples 1, restartCost 60, the jobs seen to end alone (no
 // countRunning: the hand figures below), and `more` arguments.
-scheduler::Policy GittinsPolicy(const std::string& more) {
+scheduler::Policy GittinsPolicy(const std::string& more, int min_samples = 1) {
   return PolicyFromYaml(R"(actions: "enqueue, allocate, preempt"
 configurations:
 - name: preempt
@@ -164,7 +164,8 @@ tiers:
   - name: priority
     arguments: {victims: false}
   - name: gittins
-    arguments: {byTime: true, quantum: 100, minSamples: 1, restartCost: 60, countRunning: false)" +
+    arguments: {byTime: true, quantum: 100, restartCost: 60, countRunning: false, minSamples: )" +
+                        std::to_string(min_samples) +
                         more + R"(}
   - name: gang
 - plugins:
@@ -217,6 +218,28 @@ TEST(GittinsPlugin, AStopIsMadeOnlyWhereTheIndexGainAndTheVictimsRemainingServic
     EXPECT_EQ(d.evictions[0].preemptor, "new");
     EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "long");
     EXPECT_TRUE(h.Running("new"));
+  }
+}
+
+TEST(GittinsPlugin, NoStopOfItsPriorityBeforeMinSamplesJobsHaveEnded) {
+  // The scenario above with stopWorth 1: with minSamples 4 the four jobs
+  // that ended teach the table and `new` stops `long` at 100 s; with
+  // minSamples 5 nothing is learned (LAS over the quanta orders them, `new`
+  // ranks higher), but nothing says a stop pays, and none is made.
+  for (const int min_samples : {4, 5}) {
+    SCOPED_TRACE(min_samples);
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), GittinsPolicy(", stopWorth: 1", min_samples));
+    const scheduler::Timestamp at = Teach(h, {50, 50, 50, 1000}, 0);
+    h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+    h.clock().Set(at);
+    h.Cycle();
+    h.clock().Set(at + 50'000);
+    h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+    h.Cycle();
+    h.clock().Set(at + 100'000);
+    const auto d = h.Cycle();
+    EXPECT_EQ(d.evictions.size(), min_samples == 4 ? 1u : 0u);
+    EXPECT_EQ(h.Running("long"), min_samples == 5);
   }
 }
 
