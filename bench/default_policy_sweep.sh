@@ -19,7 +19,9 @@
 # 10 min, seed 1. "default" is `ringmaster policy default`
 # (examples/policies/ringmaster.yaml). Prints a table per case with the
 # issue's criteria (avg <= LAS's, p99 <= FIFO gang's, preemptions <= half
-# LAS's) and leaves the outputs in $OUT.
+# LAS's) for `default` and every other policy named besides fifo-gang, sjf
+# and las (e.g. POLICIES="fifo-gang las default gittins": an example
+# policy by its file name), and leaves the outputs in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-rel}
@@ -34,7 +36,13 @@ mkdir -p "$OUT"
 PHILLY=data/traces/philly/philly.csv
 COMMON="--one-queue default --checkpoint-interval 600 --seed 1 --quiet"
 
-policy_file() { if [[ $1 == default ]]; then echo "$OUT/default.yaml"; else echo "examples/policies/$1.yaml"; fi; }
+# A policy by name: default, POLICY_DIR/NAME.yaml (variants being tried), or
+# examples/policies/NAME.yaml.
+policy_file() {
+  if [[ $1 == default ]]; then echo "$OUT/default.yaml"
+  elif [[ -n ${POLICY_DIR:-} && -f $POLICY_DIR/$1.yaml ]]; then echo "$POLICY_DIR/$1.yaml"
+  else echo "examples/policies/$1.yaml"; fi
+}
 
 # name|simulate arguments
 runs=()
@@ -103,15 +111,19 @@ for r in runs:
             print(f"| {name} | {nodes} | {p} | failed | | | | |")
             continue
         print(f"| {name} | {nodes} | {p} | {g[0]:,.0f} | {g[1]:,.0f} | {g[2]} | {g[3]}/{g[4]} | {g[5]:.2f} |")
-    if all(got.get(p) for p in ("fifo-gang", "las", "default")):
-        f, l, d = got["fifo-gang"], got["las"], got["default"]
-        verdicts.append((name, d[0] <= l[0], d[1] <= f[1], d[2] <= l[2] / 2, d[0] / l[0], d[1] / f[1],
+    # The criteria for every policy but the references (default, and any
+    # other named besides the references).
+    for c in [p for p in policies if p not in ("fifo-gang", "sjf", "las")]:
+        if not all(got.get(p) for p in ("fifo-gang", "las", c)):
+            continue
+        f, l, d = got["fifo-gang"], got["las"], got[c]
+        verdicts.append((name, c, d[0] <= l[0], d[1] <= f[1], d[2] <= l[2] / 2, d[0] / l[0], d[1] / f[1],
                          d[2] / l[2] if l[2] else float("inf") if d[2] else 1.0))
 if verdicts:
     print()
-    print("| case | avg <= LAS (ratio) | p99 <= FIFO (ratio) | preemptions <= LAS/2 (ratio) |")
-    print("|---|---|---|---|")
-    for n, a, p, q, ra, rp, rq in verdicts:
+    print("| case | policy | avg <= LAS (ratio) | p99 <= FIFO (ratio) | preemptions <= LAS/2 (ratio) |")
+    print("|---|---|---|---|---|")
+    for n, c, a, p, q, ra, rp, rq in verdicts:
         yn = lambda b: "yes" if b else "**no**"
-        print(f"| {n} | {yn(a)} ({ra:.3f}) | {yn(p)} ({rp:.3f}) | {yn(q)} ({rq:.2f}) |")
+        print(f"| {n} | {c} | {yn(a)} ({ra:.3f}) | {yn(p)} ({rp:.3f}) | {yn(q)} ({rq:.2f}) |")
 EOF

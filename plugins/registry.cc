@@ -2,6 +2,7 @@
 
 #include "plugins/binpack.h"
 #include "plugins/drf.h"
+#include "plugins/gittins.h"
 #include "plugins/gang.h"
 #include "plugins/gpu_affinity.h"
 #include "plugins/gpu_share.h"
@@ -31,6 +32,7 @@ scheduler::PluginRegistry BuiltinRegistry() {
   r.Add(LasPlugin::kName, &LasPlugin::Create);
   r.Add(MostFreePlugin::kName, &MostFreePlugin::Create);
   r.Add(SpeedupPlugin::kName, &SpeedupPlugin::Create);
+  r.Add(GittinsPlugin::kName, &GittinsPlugin::Create);
   // New plugins: one line here.
   return r;
 }

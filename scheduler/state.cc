@@ -93,7 +93,7 @@ absl::Status State::ReplaceQueues(queue::QueueTree queues) {
 void State::FinishJob(JobId id, JobPhase terminal) {
   Job& j = job(id);
   j.set_phase(terminal);
-  active_.erase(id);
+  if (active_.erase(id) > 0) ended_.push_back(id);
   waiting_.erase(id);
   elastic_room_.erase(id);
   flags_[id.value()] = 0;

@@ -210,7 +210,7 @@ TEST_P(FastPathsProperty, RandomContendedEventsDecideTheSameWithAndWithout) {
 INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
-                                           "default+usageHalfLife"),
+                                           "default+usageHalfLife", "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {

@@ -56,7 +56,7 @@ scheduler::Policy PolicyFile(const std::string& name) {
 
 TEST(FastPaths, RandomContendedReplaysDecideTheSameWithAndWithout) {
   const std::vector<std::string> policies = {"fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
-                                             "elastic.yaml", ""};
+                                             "elastic.yaml", "gittins.yaml", ""};
   topology::UniformClusterSpec spec;
   spec.nodes = 3;
   spec.gpus_per_node = 8;
