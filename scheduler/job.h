@@ -313,6 +313,11 @@ class Job {
   // removed (the count memo's view of the job: PlaceMemo::count).
   uint64_t task_changes() const { return task_changes_; }
   void set_reason_session(uint64_t c) { reason_session_ = c; }
+  // The session that last recorded a pending reason for the job
+  // (Session::KeepPendingReason skips a first record that would change
+  // nothing).
+  uint64_t record_session() const { return record_session_; }
+  void set_record_session(uint64_t c) { record_session_ = c; }
 
   // Only State changes task state and placement (it keeps every counter in
   // step).
@@ -351,6 +356,7 @@ class Job {
   std::set<JobId> yielded_to_;
   std::string pending_reason_;
   uint64_t reason_session_ = 0;
+  uint64_t record_session_ = 0;
   uint64_t task_changes_ = 0;
   std::array<PlaceMemo, 2> place_memo_;
   JobSpec spec_;

@@ -11,7 +11,7 @@ namespace ringmaster::scheduler {
 
 Session::Session(State& state, const Clock& clock, int64_t cycle,
                  const std::vector<std::vector<Plugin*>>& tiers)
-    : state_(state), clock_(clock), cycle_(cycle), tiers_(tiers) {
+    : state_(state), clock_(clock), cycle_(cycle), tiers_(tiers), record_stamp_(state.NewSession()) {
   const auto& tree = state_.queues();
   queues_.resize(tree.size());
   for (uint32_t q = 0; q < tree.size(); ++q) {
@@ -366,10 +366,15 @@ bool Session::SelectFutureGpus(const TaskRef& task, NodeId node, std::vector<int
 }
 
 void Session::SetPendingReason(const Job& job, std::string reason) {
+  state_.job(job.id()).set_record_session(record_stamp_);
   reasons_.push_back({job.id(), std::move(reason), nullptr});
 }
 
 void Session::KeepPendingReason(const Job& job, const std::string& reason) {
+  // The job's first record this session, and its reason already: Close
+  // would change nothing (a later record still wins over none).
+  if (job.record_session() != record_stamp_ && job.pending_reason() == reason) return;
+  state_.job(job.id()).set_record_session(record_stamp_);
   reasons_.push_back({job.id(), std::string(), &reason});
 }
 

@@ -290,6 +290,7 @@ class Session {
     const std::string* kept = nullptr;  // KeepPendingReason: outlives the session
   };
   std::vector<ReasonRecord> reasons_;
+  uint64_t record_stamp_;  // Job::record_session of the jobs this session recorded a reason for
   VerdictContext* verdict_context_ = nullptr;
   JobOrderCache* job_order_cache_ = nullptr;
   uint64_t verdict_context_id_ = 0;  // 0: not computed yet

@@ -259,6 +259,15 @@ std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& ta
 
 GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
   const State& st = s_.state();
+  // The same answer for every job of the same (g, kept off reserved nodes,
+  // walltime) on the same state: remembered for the last such question (a
+  // backlog asks it of each gang in a row, on one epoch).
+  const bool other = ReservedByOther(job);
+  const bool timed = job.spec().walltime_ms > 0;
+  if (count_cache_.valid && count_cache_.epoch == st.epoch() && count_cache_.g == g && count_cache_.other == other &&
+      count_cache_.timed == timed) {
+    return count_cache_.view;
+  }
   CountView v;
   v.fit = st.TasksFitByCount(g);
   v.off_reserved = v.fit;
@@ -277,6 +286,7 @@ GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
   v.usable = use_ == ReservationUse::kNone  ? v.off_reserved
              : job.spec().walltime_ms > 0 ? v.fit
                                            : v.off_reserved + beside;
+  count_cache_ = {true, st.epoch(), g, other, timed, v};
   return v;
 }
 

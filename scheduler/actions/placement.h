@@ -105,6 +105,16 @@ class GangPlacer {
   bool TryScope(Job& job, const std::vector<uint32_t>& tasks, int need, const Scope& scope,
                 int* placed);
   std::string Describe(const Job& job, const std::vector<uint32_t>& tasks, int need) const;
+  // Count's last answer (Count).
+  struct CountCache {
+    bool valid = false;
+    uint64_t epoch = 0;
+    int64_t g = 0;
+    bool other = false;
+    bool timed = false;
+    CountView view;
+  };
+  mutable CountCache count_cache_;
   // Set by Plan when its failure is the count's and may be remembered as such.
   bool count_decided_ = false;
   int64_t count_g_ = 0;
