@@ -12,10 +12,10 @@ absl::StatusOr<BackfillArgs> ReadBackfillArgs(const PluginArgs& args) {
   RM_ASSIGN_OR_RETURN(auto n, args.Int("learnedWalltimeMinSamples", out.learned_min_samples));
   if (p < 0 || p > 100) return args.Error("learnedWalltimePercentile", "must be an integer in [0, 100] (0: off)");
   if (n < 1 || n > 1'000'000) return args.Error("learnedWalltimeMinSamples", "must be an integer in [1, 1000000]");
+  RM_RETURN_IF_ERROR(args.Finish());  // a misspelled key first: it explains the rest
   if (args.Has("learnedWalltimeMinSamples") && p == 0) {
     return args.Error("learnedWalltimeMinSamples", "needs learnedWalltimePercentile (1-100)");
   }
-  RM_RETURN_IF_ERROR(args.Finish());
   out.learned_percentile = static_cast<int>(p);
   out.learned_min_samples = static_cast<int>(n);
   return out;

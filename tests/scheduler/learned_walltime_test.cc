@@ -94,6 +94,12 @@ TEST(WalltimeEstimator, ArgumentsAreCheckedAndOffByDefault) {
   EXPECT_FALSE(scheduler::ReadBackfillArgs(args({{"learnedWalltimeMinSamples", {"5", 1, 1}}})).ok())
       << "minSamples without a percentile";
   EXPECT_FALSE(scheduler::ReadBackfillArgs(args({{"learnedWalltime", {"90", 1, 1}}})).ok()) << "unknown";
+  // A misspelled percentile is named as unknown, not as a missing one.
+  auto typo = scheduler::ReadBackfillArgs(
+      args({{"learnedWalltimePercentil", {"90", 1, 1}}, {"learnedWalltimeMinSamples", {"5", 2, 1}}}));
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("learnedWalltimePercentil"), std::string::npos) << typo.status();
+  EXPECT_EQ(typo.status().message().find("needs"), std::string::npos) << typo.status();
   auto ok = scheduler::ReadBackfillArgs(
       args({{"learnedWalltimePercentile", {"90", 1, 1}}, {"learnedWalltimeMinSamples", {"3", 1, 1}}}));
   ASSERT_TRUE(ok.ok()) << ok.status();
