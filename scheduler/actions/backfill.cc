@@ -54,7 +54,8 @@ class BackfillAction : public Action {
         s.KeepPendingReason(*j, *kept);
         continue;
       }
-      PlaceOutcome out = StartIsJudged(s, *j) ? PlaceJudged(s, *j, ReservationUse::kBackfill, walltimes) : placer.Place(*j);
+      PlaceOutcome out =
+          StartIsJudged(s, *j) ? PlaceJudged(s, *j, ReservationUse::kBackfill, walltimes) : placer.Place(*j);
       if (out.kind != PlaceOutcome::Kind::kPlaced) s.SetPendingReason(*j, out.reason);
     }
   }

@@ -23,7 +23,8 @@ scheduler::Policy Policy(int percentile, int min_samples = 5) {
   std::string yaml(scheduler::DefaultPolicyYaml());
   if (percentile > 0) {
     // configurations is a list: backfill's entry goes first in it.
-    const std::string entry = "- name: backfill\n  arguments: {learnedWalltimePercentile: " + std::to_string(percentile) +
+    const std::string entry = "- name: backfill\n  arguments: {learnedWalltimePercentile: " +
+                              std::to_string(percentile) +
                               ", learnedWalltimeMinSamples: " + std::to_string(min_samples) + "}\n";
     const size_t at = yaml.find("configurations:\n");
     yaml.insert(at + std::string("configurations:\n").size(), entry);
