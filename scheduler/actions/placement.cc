@@ -45,9 +45,10 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
     return false;
   }
   // Backfill: fine if the job ends before the reservation could start, or if
-  // the node keeps the GPUs the reserved gang needs there. A learned
-  // walltime that a running job has outrun gives a start already past: no
-  // job ends before it.
+  // the node keeps the GPUs the reserved gang needs there. A running job
+  // that outran its learned walltime has an estimated end in the past: the
+  // start is the other tasks' latest end (past when all outran theirs, and
+  // then no job ends before it); the real start is no earlier.
   const auto& r = *st.reservation();
   if (const int64_t walltime = Walltime(job); walltime > 0 && s_.now() + walltime <= ReservationStart()) {
     return true;
