@@ -7,6 +7,14 @@
 #   bench/default_policy_sweep.sh [BUILD_DIR]          # default build-rel
 #   CASES="philly-week gavel" bench/default_policy_sweep.sh build/ci
 #   POLICIES="las default" PAR=2 bench/default_policy_sweep.sh build/ci
+#   PLOTS=docs/plots bench/default_policy_sweep.sh build/ci   # + JCT CDF SVGs
+#   POLICY_DIR=/tmp/trial POLICIES="las default mine" ...   # /tmp/trial/mine.yaml
+#
+# PLOTS=DIR (relative to the repository root, like OUT) also writes
+# DIR/default-policy-CASE.svg per case (PLOT_CASES: those cases only, by the
+# names the tables print, e.g. "philly-d24 gavel-2869ce") with
+# bench/jct_cdf.py: each job's JCT under every policy of the sweep
+# (PLOT_POLICIES: those only), one line per policy.
 #
 # Cases: philly-week (days 24-31, 8,327 jobs, 64 x 8 GPUs), philly-weeks
 # (days 40-47 and 55-62, held out), philly-all (the whole trace, 82,247 jobs,
@@ -127,3 +135,9 @@ if verdicts:
         yn = lambda b: "yes" if b else "**no**"
         print(f"| {n} | {c} | {yn(a)} ({ra:.3f}) | {yn(p)} ({rp:.3f}) | {yn(q)} ({rq:.2f}) |")
 EOF
+
+if [[ -n ${PLOTS:-} ]]; then
+  cases=${PLOT_CASES:-$(for r in "${runs[@]}"; do echo "${r%%|*}"; done)}
+  # shellcheck disable=SC2086
+  /usr/bin/python3 bench/jct_cdf.py --policies "${PLOT_POLICIES:-$POLICIES}" --cases "$(echo $cases)" "$OUT" "$PLOTS"
+fi

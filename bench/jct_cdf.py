@@ -9,7 +9,13 @@ matplotlib), and byte-identical output for the same inputs.
 
   bench/jct_cdf.py SWEEP_DIR OUT_DIR [--policies "tiresias-tuned default"]
       [--loads "0.5 1.0 1.5 2.0"] [--workloads "1 2 3 4 5 6 7 8"] [--peer DIR]
+  bench/jct_cdf.py --cases "philly-d24 alibaba-default" SWEEP_DIR OUT_DIR
+      [--policies "fifo-gang sjf las default"] [--prefix default-policy]
   bench/jct_cdf.py --self-test
+
+With --cases (bench/default_policy_sweep.sh's PLOTS=DIR): one SVG per case,
+OUT_DIR/PREFIX-CASE.svg, one line per policy, from SWEEP_DIR/CASE-POLICY/
+jobs.csv, on the case's own x range; no published lines.
 
 SWEEP_DIR is bench/pollux_sweep.sh's OUT: SWEEP_DIR/POLICY-LOAD-W/jobs.csv
 (column jct_s, empty for a job that never finished). The published per-job
@@ -46,6 +52,9 @@ PUBLISHED_STYLE = {
 POLICY_STYLES = {
     "tiresias-tuned": ("#0072B2", "2 2", 1.8),
     "default": ("#D55E00", None, 2.2),
+    "fifo-gang": ("#000000", "1 3", 1.8),
+    "sjf": ("#009E73", "9 3 2 3", 1.8),
+    "las": ("#0072B2", "2 2", 1.8),
 }
 OTHER_STYLES = [("#CC79A7", "4 2 1 2", 1.8), ("#000000", "1 3", 1.8), ("#56B4E9", "12 3", 1.8)]
 
@@ -229,14 +238,12 @@ def series_for_load(sweep, peer, policies, load, workloads):
     return series
 
 
-def render_svg(load, series, axes, job_count, workload_count):
+def render_svg(title, series, axes):
     out = []
     add = out.append
     add('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
         'font-family="DejaVu Sans, Arial, Helvetica, sans-serif" font-size="11">' % (WIDTH, HEIGHT, WIDTH, HEIGHT))
     add('<rect width="%d" height="%d" fill="#ffffff"/>' % (WIDTH, HEIGHT))
-    title = ("JCT CDF, Pollux workloads at load %s: %d workloads, %s jobs, 16 nodes x 4 GPUs"
-             % (load, workload_count, thousands(job_count)))
     add('<text x="%d" y="20" text-anchor="middle" font-size="13" font-weight="bold">%s</text>'
         % (WIDTH // 2, escape(title)))
 
@@ -325,7 +332,54 @@ def write_plots(sweep, out_dir, policies, loads, workloads, peer):
         series = per_load[load]
         path = os.path.join(out_dir, "pollux-jct-cdf-%s.svg" % load)
         with open(path, "w", newline="\n") as f:
-            f.write(render_svg(load, series, axes, series[0].total, len(workloads)))
+            title = ("JCT CDF, Pollux workloads at load %s: %d workloads, %s jobs, 16 nodes x 4 GPUs"
+                     % (load, len(workloads), thousands(series[0].total)))
+            f.write(render_svg(title, series, axes))
+        written.append(path)
+    return written
+
+
+def case_jcts(sweep, case, policy):
+    """(finished JCTs, job count) of one run of bench/default_policy_sweep.sh."""
+    path = os.path.join(sweep, "%s-%s" % (case, policy), "jobs.csv")
+    if not os.path.isfile(path):
+        raise InputError("no file %s (run bench/default_policy_sweep.sh with this OUT, CASES and POLICIES)" % path)
+    values, total = [], 0
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if "jct_s" not in (reader.fieldnames or []):
+            raise InputError("%s: no jct_s column" % path)
+        for row in reader:
+            total += 1
+            if row["jct_s"]:
+                values.append(float(row["jct_s"]))
+    return values, total
+
+
+def write_case_plots(sweep, out_dir, policies, cases, prefix):
+    """One SVG per case, OUT_DIR/PREFIX-CASE.svg, a line per policy."""
+    if not os.path.isdir(sweep):
+        raise InputError("no sweep folder %s" % sweep)
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for case in cases:
+        series = []
+        others = iter(OTHER_STYLES)
+        for policy in policies:
+            colour, dash, width = POLICY_STYLES.get(policy) or next(others, ("#777777", "3 3", 1.8))
+            label = policy + (" (walltime oracle)" if policy == "sjf" else "")
+            series.append(Series(label, colour, dash, width, False, *case_jcts(sweep, case, policy)))
+        values = [v for s in series for v in s.finished if v > 0]
+        if not values:
+            raise InputError("no finished job of %s in %s" % (case, sweep))
+        axes = Axes(nice_floor(min(values)), nice_ceil(max(values)))
+        title = "JCT CDF, %s: %s jobs" % (case, thousands(series[0].total))
+        summary = os.path.join(sweep, "%s-%s" % (case, policies[0]), "summary.json")
+        if os.path.isfile(summary) and isinstance(load_json(summary).get("gpus"), int):
+            title += " on %s GPUs" % thousands(load_json(summary)["gpus"])
+        path = os.path.join(out_dir, "%s-%s.svg" % (prefix, case))
+        with open(path, "w", newline="\n") as f:
+            f.write(render_svg(title, series, axes))
         written.append(path)
     return written
 
@@ -395,6 +449,26 @@ def self_test():
         except InputError as e:
             check("missing file message", str(e).startswith("no file ") and "tiresias-2.0" in str(e), True)
 
+    # Cases: one plot per case, a line per policy.
+    with tempfile.TemporaryDirectory() as tmp:
+        sweep, out = os.path.join(tmp, "sweep"), os.path.join(tmp, "plots")
+        for policy, rows in (("las", ["a,10.000", "b,100.000"]), ("default", ["a,10.000", "b,"])):
+            os.makedirs(os.path.join(sweep, "c1-" + policy))
+            with open(os.path.join(sweep, "c1-" + policy, "jobs.csv"), "w") as f:
+                f.write("job_id,jct_s\n" + "\n".join(rows) + "\n")
+        written = write_case_plots(sweep, out, ["las", "default"], ["c1"], "default-policy")
+        check("case file", [os.path.basename(p) for p in written], ["default-policy-c1.svg"])
+        with open(written[0], "rb") as f:
+            root = ET.fromstring(f.read())
+        check("case polylines", len(root.findall(".//{http://www.w3.org/2000/svg}polyline")), 2)
+        legend = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and "mean" in t.text]
+        check("case legend", legend, ["las, mean 55 s", "default, mean 10 s (1 unfinished)"])
+        try:
+            write_case_plots(sweep, out, ["sjf"], ["c1"], "default-policy")
+            failures.append("missing case run: no error")
+        except InputError as e:
+            check("missing case message", "c1-sjf" in str(e), True)
+
     for f in failures:
         print("FAIL " + f, file=sys.stderr)
     print("self-test: %s" % ("%d failed" % len(failures) if failures else "all checks passed"))
@@ -409,6 +483,8 @@ def main():
     parser.add_argument("--loads", default="0.5 1.0 1.5 2.0")
     parser.add_argument("--workloads", default="1 2 3 4 5 6 7 8")
     parser.add_argument("--peer", default=DEFAULT_PEER, help="the published results-jobload folder")
+    parser.add_argument("--cases", help="bench/default_policy_sweep.sh's cases: one plot each")
+    parser.add_argument("--prefix", default="default-policy", help="with --cases: PREFIX-CASE.svg")
     parser.add_argument("--self-test", action="store_true", help="check the CDF code and exit")
     args = parser.parse_args()
     if args.self_test:
@@ -416,8 +492,12 @@ def main():
     if not args.sweep or not args.out:
         parser.error("SWEEP_DIR and OUT_DIR are required (or --self-test)")
     try:
-        for path in write_plots(args.sweep, args.out, args.policies.split(), args.loads.split(),
-                                args.workloads.split(), args.peer):
+        if args.cases:
+            written = write_case_plots(args.sweep, args.out, args.policies.split(), args.cases.split(), args.prefix)
+        else:
+            written = write_plots(args.sweep, args.out, args.policies.split(), args.loads.split(),
+                                  args.workloads.split(), args.peer)
+        for path in written:
             print("wrote " + path)
     except InputError as e:
         print("jct_cdf.py: %s" % e, file=sys.stderr)

@@ -292,6 +292,9 @@ class Job {
     // The clock when it was given; read only where the verdict depends on it
     // (backfill's walltime rule: GangPlacer::Recall).
     Timestamp at = -1;
+    // WalltimeEstimator::version when it was given (backfill's learned
+    // walltimes: GangPlacer::Recall).
+    uint64_t learned = 0;
     std::string reason;
     // Set when the free-GPU count decided the verdict (no attempt could hold
     // the minimum: GangPlacer::Plan's count bound). Such a verdict and its

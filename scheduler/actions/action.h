@@ -56,10 +56,11 @@ struct ElasticArgs {
 };
 absl::StatusOr<ElasticArgs> ReadElasticArgs(const PluginArgs& args);
 struct EvictionArgs;
+struct BackfillArgs;  // learned_walltime.h
 
 std::unique_ptr<Action> NewEnqueueAction();
 std::unique_ptr<Action> NewAllocateAction();
-std::unique_ptr<Action> NewBackfillAction();
+std::unique_ptr<Action> NewBackfillAction(const BackfillArgs& args);
 std::unique_ptr<Action> NewPreemptAction(EvictionArgs args);
 std::unique_ptr<Action> NewReclaimAction(EvictionArgs args);
 std::unique_ptr<Action> NewElasticAction(ElasticArgs args);

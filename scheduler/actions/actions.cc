@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "scheduler/actions/action.h"
+#include "scheduler/actions/learned_walltime.h"
 #include "scheduler/actions/victims.h"
 
 namespace ringmaster::scheduler {
@@ -124,11 +125,14 @@ const std::vector<std::string>& KnownActions() {
 }
 
 absl::StatusOr<std::unique_ptr<Action>> MakeAction(std::string_view name, const PluginArgs& args) {
-  if (name == "enqueue" || name == "allocate" || name == "backfill") {
+  if (name == "enqueue" || name == "allocate") {
     RM_RETURN_IF_ERROR(args.Finish());
     if (name == "enqueue") return NewEnqueueAction();
-    if (name == "allocate") return NewAllocateAction();
-    return NewBackfillAction();
+    return NewAllocateAction();
+  }
+  if (name == "backfill") {
+    RM_ASSIGN_OR_RETURN(auto a, ReadBackfillArgs(args));
+    return NewBackfillAction(a);
   }
   if (name == "preempt" || name == "reclaim") {
     RM_ASSIGN_OR_RETURN(auto a, ReadEvictionArgs(args));

@@ -2,14 +2,18 @@
 // head-of-line gang (the reservation's job) is waiting for.
 //
 // After allocate, a job that is still pending may use a reserved node when
-//   (a) its walltime estimate ends before the reservation could start (every
-//       task on the reserved nodes has a walltime and ends by then), or
+//   (a) its walltime ends before the reservation could start (every task on
+//       the reserved nodes has a walltime and ends by then), or
 //   (b) the node keeps, after the job is placed, at least the free GPUs the
 //       reserved gang needs there.
-// Jobs go in job order and as whole gangs, like allocate.
+// Jobs go in job order and as whole gangs, like allocate. A walltime is the
+// user's (JobSpec::walltime_ms), or with learnedWalltimePercentile one
+// learned from the jobs seen to end (learned_walltime.h), read by (a) only.
 #include <algorithm>
+#include <optional>
 
 #include "scheduler/actions/action.h"
+#include "scheduler/actions/learned_walltime.h"
 #include "scheduler/actions/placement.h"
 
 namespace ringmaster::scheduler {
@@ -17,13 +21,18 @@ namespace {
 
 class BackfillAction : public Action {
  public:
+  explicit BackfillAction(const BackfillArgs& args) {
+    if (args.learned_percentile > 0) walltimes_.emplace(args.learned_percentile, args.learned_min_samples);
+  }
   std::string_view name() const override { return "backfill"; }
   // A job that does not end before the reservation could start now will
-  // not later either (now + walltime only grows).
+  // not later either (now + walltime only grows; learned walltimes change
+  // only when a job ends, an event).
   bool UsesTime() const override { return false; }
 
   void Execute(Session& s) override {
     State& st = s.mutable_state();
+    if (walltimes_) walltimes_->Learn(st);
     if (!st.reservation()) return;
     std::vector<Job*> waiting;
     for (JobId id : s.jobs()) {
@@ -36,7 +45,8 @@ class BackfillAction : public Action {
       }
     }
     SortInJobOrder(s, waiting.begin(), waiting.end());
-    GangPlacer placer(s, ReservationUse::kBackfill);
+    const WalltimeEstimator* walltimes = walltimes_ ? &*walltimes_ : nullptr;
+    GangPlacer placer(s, ReservationUse::kBackfill, nullptr, walltimes);
     for (Job* j : waiting) {
       if (!st.reservation()) break;
       if (s.Overused(s.queue(j->queue()))) continue;
@@ -44,14 +54,18 @@ class BackfillAction : public Action {
         s.KeepPendingReason(*j, *kept);
         continue;
       }
-      PlaceOutcome out = StartIsJudged(s, *j) ? PlaceJudged(s, *j, ReservationUse::kBackfill) : placer.Place(*j);
+      PlaceOutcome out =
+          StartIsJudged(s, *j) ? PlaceJudged(s, *j, ReservationUse::kBackfill, walltimes) : placer.Place(*j);
       if (out.kind != PlaceOutcome::Kind::kPlaced) s.SetPendingReason(*j, out.reason);
     }
   }
+
+ private:
+  std::optional<WalltimeEstimator> walltimes_;  // with learnedWalltimePercentile
 };
 
 }  // namespace
 
-std::unique_ptr<Action> NewBackfillAction() { return std::make_unique<BackfillAction>(); }
+std::unique_ptr<Action> NewBackfillAction(const BackfillArgs& args) { return std::make_unique<BackfillAction>(args); }
 
 }  // namespace ringmaster::scheduler

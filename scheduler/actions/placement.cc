@@ -17,23 +17,24 @@ int64_t WholeGpus(const Job& job, uint32_t i) {
   return g.whole() ? g.count : 0;
 }
 
-// When the reservation's nodes may all be free again: the latest end among
-// the tasks holding them; +inf when any has no walltime.
-Timestamp ReservationStart(const State& state, Timestamp now) {
+}  // namespace
+
+Timestamp GangPlacer::ReservationStart() const {
+  const State& st = s_.state();
+  const Timestamp now = s_.now();
   Timestamp start = 0;
-  for (NodeId n : state.reservation()->nodes) {
-    for (const auto& [jid, ti] : state.TasksOn(n)) {
-      const Job& j = state.job(jid);
-      if (j.spec().walltime_ms <= 0) return std::numeric_limits<Timestamp>::max();
+  for (NodeId n : st.reservation()->nodes) {
+    for (const auto& [jid, ti] : st.TasksOn(n)) {
+      const Job& j = st.job(jid);
+      const int64_t walltime = Walltime(j);
+      if (walltime <= 0) return std::numeric_limits<Timestamp>::max();
       // Placed this cycle: starts now.
       const Timestamp began = j.started() < 0 ? now : j.started();
-      start = std::max(start, began + j.spec().walltime_ms);
+      start = std::max(start, began + walltime);
     }
   }
   return start;
 }
-
-}  // namespace
 
 bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   const State& st = s_.state();
@@ -44,9 +45,12 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
     return false;
   }
   // Backfill: fine if the job ends before the reservation could start, or if
-  // the node keeps the GPUs the reserved gang needs there.
+  // the node keeps the GPUs the reserved gang needs there. A running job
+  // that outran its learned walltime has an estimated end in the past: the
+  // start is the other tasks' latest end (past when all outran theirs, and
+  // then no job ends before it); the real start is no earlier.
   const auto& r = *st.reservation();
-  if (job.spec().walltime_ms > 0 && s_.now() + job.spec().walltime_ms <= ReservationStart(st, s_.now())) {
+  if (const int64_t walltime = Walltime(job); walltime > 0 && s_.now() + walltime <= ReservationStart()) {
     return true;
   }
   auto it = std::find(r.nodes.begin(), r.nodes.end(), n);
@@ -281,10 +285,10 @@ GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
     }
   }
   // Backfill (Usable): a reserved node takes a task only if it keeps the
-  // reserved gang's GPUs free after it, unless the job has a walltime (it
-  // may end before the reservation starts: any node).
-  v.usable = use_ == ReservationUse::kNone  ? v.off_reserved
-             : job.spec().walltime_ms > 0 ? v.fit
+  // reserved gang's GPUs free after it, unless the job has a walltime, its
+  // own or learned (it may end before the reservation starts: any node).
+  v.usable = use_ == ReservationUse::kNone ? v.off_reserved
+             : Walltime(job) > 0           ? v.fit
                                            : v.off_reserved + beside;
   count_cache_ = {true, st.epoch(), g, other, timed, v};
   return v;
@@ -337,8 +341,10 @@ const std::string* GangPlacer::Recall(Job& job) {
   }
   // Backfill lets a job with a walltime onto a reserved node when it ends
   // before the reservation could start (Usable): that reads the clock, so
-  // such a verdict holds only at the time it was given.
-  if (use_ == ReservationUse::kBackfill && job.spec().walltime_ms > 0 && m.at != s_.now() && !m.by_count) {
+  // such a verdict holds only at the time it was given; a learned one also
+  // reads the estimates, which change as jobs end (version).
+  if (use_ == ReservationUse::kBackfill && Walltime(job) > 0 && !m.by_count &&
+      (m.at != s_.now() || (walltimes_ && m.learned != walltimes_->version()))) {
     return nullptr;
   }
   s_.NoteRecalled();
@@ -353,6 +359,7 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     m.epoch = s_.state().epoch();
     m.context = s_.VerdictContextId();
     m.at = s_.now();
+    m.learned = walltimes_ ? walltimes_->version() : 0;
     m.reason = out.reason;
     m.by_count = count_decided_;
     m.policy = s_.VerdictPolicyId();
@@ -564,9 +571,9 @@ bool StartIsJudged(const Session& s, const Job& job) {
   return s.has_start_pays() && job.elastic() && job.phase() == JobPhase::kInqueue && s.JobSpeedup(job, 1).has_value();
 }
 
-PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use) {
+PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use, const WalltimeEstimator* walltimes) {
   Statement stmt(s);
-  GangPlacer tentative(s, use, &stmt);
+  GangPlacer tentative(s, use, &stmt, walltimes);
   PlaceOutcome out = tentative.Place(job);
   if (out.kind == PlaceOutcome::Kind::kPlaced && s.StartPays(job) && stmt.Commit().ok()) return out;
   stmt.Discard();

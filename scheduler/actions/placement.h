@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/actions/learned_walltime.h"
 #include "scheduler/session.h"
 #include "scheduler/statement.h"
 
@@ -46,9 +47,13 @@ struct PlaceOutcome {
 class GangPlacer {
  public:
   // With `parent`, placements commit into that statement (preemption's
-  // trial) instead of becoming decisions.
-  GangPlacer(Session& session, ReservationUse use, Statement* parent = nullptr)
-      : s_(session), use_(use), parent_(parent) {}
+  // trial) instead of becoming decisions. With `walltimes` (backfill's
+  // learned walltimes), the reservation rule reads a job's estimate where it
+  // gave no walltime (WalltimeEstimator::Walltime); borrowed for the
+  // placer's life.
+  GangPlacer(Session& session, ReservationUse use, Statement* parent = nullptr,
+             const WalltimeEstimator* walltimes = nullptr)
+      : s_(session), use_(use), parent_(parent), walltimes_(walltimes) {}
 
   // Places as much of `job` as the gang rules allow and commits it. With
   // `limit` >= 0, at most max(limit, what the minimum still needs) tasks.
@@ -102,6 +107,14 @@ class GangPlacer {
   // Picks the best node for task i of job inside scope; invalid if none.
   NodeId PickNode(const Job& job, uint32_t i, const Scope& scope, std::vector<int16_t>* gpus);
   bool Usable(const Job& job, uint32_t i, NodeId n);
+  // The job's walltime as backfill reads it (ms, 0: unknown): its own, else
+  // the learned estimate when the placer has them.
+  int64_t Walltime(const Job& job) const {
+    return walltimes_ ? walltimes_->Walltime(job) : job.spec().walltime_ms;
+  }
+  // When the reservation's nodes may all be free again: the latest end
+  // (start + Walltime) among the tasks holding them; +inf when one has none.
+  Timestamp ReservationStart() const;
   bool TryScope(Job& job, const std::vector<uint32_t>& tasks, int need, const Scope& scope,
                 int* placed);
   std::string Describe(const Job& job, const std::vector<uint32_t>& tasks, int need) const;
@@ -124,6 +137,7 @@ class GangPlacer {
   Session& s_;
   ReservationUse use_;
   Statement* parent_;
+  const WalltimeEstimator* walltimes_;
   // Counts a node check's failure by reason (a handful of distinct reasons:
   // a list, compared by address first).
   void Reject(std::string_view reason, int count = 1) {
@@ -155,7 +169,8 @@ class GangPlacer {
 bool StartIsJudged(const Session& s, const Job& job);
 // That placement: kPlaced when the job started; otherwise nothing changed
 // and the outcome's reason says why it waits (for the caller to set).
-PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use);
+// `walltimes` as GangPlacer's.
+PlaceOutcome PlaceJudged(Session& s, Job& job, ReservationUse use, const WalltimeEstimator* walltimes = nullptr);
 
 }  // namespace ringmaster::scheduler
 

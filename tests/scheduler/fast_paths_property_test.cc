@@ -76,6 +76,16 @@ Policy Shipped(const std::string& name) {
     }
     return WithQueues(std::move(p));
   }
+  if (name == "default+learnedWalltime") {
+    // The default with backfill on learned walltimes (a low bar: estimates
+    // after 2 ended jobs, so scenarios reach them).
+    Policy p = DefaultPolicy();
+    p.action_args["backfill"] = PluginArgs("backfill", "test",
+                                           {{"learnedWalltimePercentile", {"80", 0, 0}},
+                                            {"learnedWalltimeMinSamples", {"2", 0, 0}}},
+                                           "configurations");
+    return WithQueues(std::move(p));
+  }
   std::vector<queue::ConfigError> errors;
   auto p = LoadPolicyFile(testing::SourceDir() + "/examples/policies/" + name, plugins::BuiltinRegistry(), &errors);
   EXPECT_TRUE(p.ok()) << name << ": " << p.status();
@@ -210,7 +220,7 @@ TEST_P(FastPathsProperty, RandomContendedEventsDecideTheSameWithAndWithout) {
 INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
-                                           "default+usageHalfLife", "gittins.yaml"),
+                                           "default+usageHalfLife", "default+learnedWalltime", "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {
