@@ -267,7 +267,7 @@ GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
   // walltime) on the same state: remembered for the last such question (a
   // backlog asks it of each gang in a row, on one epoch).
   const bool other = ReservedByOther(job);
-  const bool timed = job.spec().walltime_ms > 0;
+  const bool timed = Walltime(job) > 0;  // its own or learned
   if (count_cache_.valid && count_cache_.epoch == st.epoch() && count_cache_.g == g && count_cache_.other == other &&
       count_cache_.timed == timed) {
     return count_cache_.view;
