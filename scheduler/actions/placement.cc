@@ -288,7 +288,7 @@ GangPlacer::CountView GangPlacer::Count(const Job& job, int64_t g) const {
   // reserved gang's GPUs free after it, unless the job has a walltime, its
   // own or learned (it may end before the reservation starts: any node).
   v.usable = use_ == ReservationUse::kNone ? v.off_reserved
-             : Walltime(job) > 0           ? v.fit
+             : timed                       ? v.fit
                                            : v.off_reserved + beside;
   count_cache_ = {true, st.epoch(), g, other, timed, v};
   return v;
@@ -414,8 +414,8 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   // at most kMaxDomainTries attempts per tier. Hard mode stops at its tier;
   // soft mode falls back to the whole cluster.
   const bool constrained = (gpus_needed > 0 || share_needed > 0) && spec.topology_mode != TopologyMode::kNone;
-  const bool hard_limited = constrained && spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= tiers;
-  const int hard_tier = hard_limited ? spec.highest_tier : 0;
+  const bool hard_limited = constrained && HardTier(job) >= 0;
+  const int hard_tier = hard_limited ? HardTier(job) : 0;
   const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
   // Every task of the minimum needs at least g whole GPUs free on one node,
   // and takes them: when the nodes it may use cannot hold `need` such tasks

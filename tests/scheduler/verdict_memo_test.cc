@@ -21,6 +21,13 @@ using testing::EngineHarness;
 using testing::JobBuilder;
 using testing::PolicyFromYaml;
 
+// Adds a node like node 0 ("extra"): a node-added event with free GPUs.
+void AddCopyOfNodeZero(EngineHarness& h) {
+  topology::NodeSpec spec = h.state().cluster().node(NodeId(0));
+  spec.name = "extra";
+  ASSERT_TRUE(h.engine().AddNode(spec).ok());
+}
+
 // 2 racks x 2 nodes x 8 GPUs, each node running a 6-GPU job (fN on node
 // N's order of placement): 2 GPUs free per node, 8 in all. "w", a gang of
 // 4 x 2 GPUs that must share one node (hard, tier 0), fits by count (the
@@ -93,9 +100,7 @@ TEST_F(VerdictMemo, AReleaseOnANodeItCanUseWakesIt) {
 
 TEST_F(VerdictMemo, ANodeAddedWakesIt) {
   Start();
-  topology::NodeSpec spec = h_->state().cluster().node(NodeId(0));
-  spec.name = "extra";
-  ASSERT_TRUE(h_->engine().AddNode(spec).ok());
+  AddCopyOfNodeZero(*h_);
   Next();
   EXPECT_EQ(work().recalled, 0);
   EXPECT_TRUE(h_->Running("w")) << "it starts on the new node";
@@ -275,9 +280,7 @@ TEST_F(CountMemo, AReleaseThatMakesRoomForOneTaskWakesWhatItCouldHelp) {
 
 TEST_F(CountMemo, ANodeAddedWakesIt) {
   Start();
-  topology::NodeSpec spec = h_->state().cluster().node(NodeId(0));
-  spec.name = "extra";
-  ASSERT_TRUE(h_->engine().AddNode(spec).ok());
+  AddCopyOfNodeZero(*h_);
   Next();
   EXPECT_EQ(work().recalled, 0);
   EXPECT_TRUE(h_->Running("big") || h_->Running("one")) << "the new node's 8 GPUs start a gang";
