@@ -24,6 +24,9 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -35,11 +38,27 @@ namespace ringmaster::bench {
 // Heap allocations while `counting` is on (the timed cycle only).
 std::atomic<bool> counting{false};
 std::atomic<int64_t> allocations{0};
+// RM_ALLOC_STACKS=1: each counted allocation's call stack goes to stderr
+// (backtrace_symbols_fd: binary(+offset) lines, for addr2line -f -C -e),
+// to find what allocates in a timed cycle.
+bool log_stacks = false;
+thread_local bool in_trace = false;
+void LogStack() {
+  if (in_trace) return;
+  in_trace = true;
+  void* frames[24];
+  const int n = backtrace(frames, 24);
+  static const char kSep[] = "--\n";
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  (void)!write(STDERR_FILENO, kSep, sizeof kSep - 1);
+  in_trace = false;
+}
 }  // namespace ringmaster::bench
 
 void* operator new(std::size_t n) {
   if (ringmaster::bench::counting.load(std::memory_order_relaxed)) {
     ringmaster::bench::allocations.fetch_add(1, std::memory_order_relaxed);
+    if (ringmaster::bench::log_stacks) ringmaster::bench::LogStack();
   }
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
@@ -70,6 +89,12 @@ namespace {
 class AllocCount {
  public:
   void Start() {
+    static const bool stacks = [] {
+      void* warm[1];
+      backtrace(warm, 1);  // loads what backtrace needs before counting starts
+      return std::getenv("RM_ALLOC_STACKS") != nullptr;
+    }();
+    log_stacks = stacks;
     allocations.store(0, std::memory_order_relaxed);
     counting.store(true, std::memory_order_relaxed);
   }
@@ -215,6 +240,56 @@ void RunPreemptCycles(benchmark::State& state, int nodes, int pending) {
   state.counters["free_gpus_before"] = static_cast<double>(free_gpus);
   allocs.Report(state);
 }
+// Goal 4's steady state for the two bulk benchmarks above: their setup,
+// their bulk cycle (2,000 gangs placed, or 500 preemptors with their
+// victims gone after the grace period), one more cycle that changed
+// nothing new, then one running job ends and one job arrives (a Philly
+// job; for /1 a gang of the preemptors' priority that needs a victim
+// beside the freed GPUs), and the timed cycle follows: what a daemon's
+// cycle is between bursts.
+void BM_SteadyCycle(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const bool preempt = state.range(1) == 1;
+  int64_t placed = 0, tried = 0, evicted = 0;
+  AllocCount allocs;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto h = preempt ? SetupPreempt(nodes, nodes / 20) : Setup(nodes, 2000, 42);
+    h->Cycle();
+    if (preempt) h->clock().Advance(31'000);  // the victims' grace period ends
+    h->Cycle();
+    h->Cycle();
+    const scheduler::JobId done = h->engine().FindJob(preempt ? "rg0" : "fill0");
+    if (!h->engine().FinishJob(done, true).ok()) std::abort();
+    h->Submit(preempt ? JobBuilder("late").Gang(4).GpusPerTask(4).Priority(10).Build() : PhillyJob("late", 8));
+    h->clock().Advance(1000);
+    allocs.Start();
+    state.ResumeTiming();
+    auto d = TimedCycle(*h);
+    benchmark::DoNotOptimize(d);
+    state.PauseTiming();
+    allocs.Stop();
+    placed += static_cast<int64_t>(d.binds.size());
+    evicted += static_cast<int64_t>(d.evictions.size());
+    tried += h->engine().last_cycle_work().tried;
+    d = {};
+    h.reset();
+    state.ResumeTiming();
+  }
+  allocs.Report(state);
+  state.counters["tasks_placed"] = benchmark::Counter(static_cast<double>(placed) / state.iterations());
+  state.counters["tried"] = benchmark::Counter(static_cast<double>(tried) / state.iterations());
+  state.counters["evictions"] = benchmark::Counter(static_cast<double>(evicted) / state.iterations());
+}
+// /N/0: BM_Cycle's cluster and backlog; /N/1: BM_PreemptCycle's.
+BENCHMARK(BM_SteadyCycle)
+    ->Args({1000, 0})
+    ->Args({10000, 0})
+    ->Args({1000, 1})
+    ->Args({10000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
 // The backlog grows with the cluster: N / 20 pending gangs (500 at 10,000
 // nodes, the figure), so the work itself grows x 10 with N.
 void BM_PreemptCycle(benchmark::State& state) {

@@ -775,7 +775,7 @@ Decisions Engine::RunCycle() {
   bool quiet = false;
   {
     changed = ExpireReleases();
-    Session session(*state_, clock_, cycle_, tiers_);
+    Session session(*state_, clock_, cycle_, tiers_, &session_buffers_);
     session.set_nodes_to_score(nodes_to_score_);
     if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
     session.set_fast_paths(options_.fast_paths);

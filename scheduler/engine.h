@@ -282,6 +282,7 @@ class Engine {
   VerdictContext verdict_context_;
   // The last keyed job order (session.h), reused across cycles.
   JobOrderCache job_order_cache_;
+  Session::Buffers session_buffers_;  // lent to each cycle's session
   CycleWork work_;
   std::vector<Resources> deserved_;
   // Decisions made between cycles (evictions after a node loss, membership

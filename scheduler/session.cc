@@ -6,12 +6,15 @@
 #include <set>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 
 namespace ringmaster::scheduler {
 
 Session::Session(State& state, const Clock& clock, int64_t cycle,
-                 const std::vector<std::vector<Plugin*>>& tiers)
-    : state_(state), clock_(clock), cycle_(cycle), tiers_(tiers), record_stamp_(state.NewSession()) {
+                 const std::vector<std::vector<Plugin*>>& tiers, Buffers* buffers)
+    : state_(state), clock_(clock), cycle_(cycle), tiers_(tiers), record_stamp_(state.NewSession()),
+      buffers_(buffers) {
+  if (buffers_) SwapLists(*buffers_);
   const auto& tree = state_.queues();
   queues_.resize(tree.size());
   for (uint32_t q = 0; q < tree.size(); ++q) {
@@ -49,7 +52,46 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
   }
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  if (!buffers_) return;
+  SwapLists(*buffers_);
+  // Cleared, capacity kept: the next session fills them again.
+  auto clear = [](auto&... lists) { (lists.clear(), ...); };
+  Buffers& b = *buffers_;
+  clear(b.jobs, b.reasons, b.bound, b.evictions, b.queue_order, b.job_order, b.job_order_key, b.task_order,
+        b.job_valid, b.job_enqueueable, b.job_ready, b.job_pipelined, b.job_starving, b.predicate, b.node_order,
+        b.preemptable, b.reclaimable, b.overused, b.allocatable, b.victim_tasks, b.gpu_select, b.job_priority,
+        b.job_speedup, b.resize_pays, b.placed_speedup, b.start_pays);
+}
+
+void Session::SwapLists(Buffers& b) {
+  jobs_.swap(b.jobs);
+  reasons_.swap(b.reasons);
+  bound_.swap(b.bound);
+  evictions_.swap(b.evictions);
+  queue_order_.swap(b.queue_order);
+  job_order_.swap(b.job_order);
+  job_order_key_.swap(b.job_order_key);
+  task_order_.swap(b.task_order);
+  job_valid_.swap(b.job_valid);
+  job_enqueueable_.swap(b.job_enqueueable);
+  job_ready_.swap(b.job_ready);
+  job_pipelined_.swap(b.job_pipelined);
+  job_starving_.swap(b.job_starving);
+  predicate_.swap(b.predicate);
+  node_order_.swap(b.node_order);
+  preemptable_.swap(b.preemptable);
+  reclaimable_.swap(b.reclaimable);
+  overused_.swap(b.overused);
+  allocatable_.swap(b.allocatable);
+  victim_tasks_.swap(b.victim_tasks);
+  gpu_select_.swap(b.gpu_select);
+  job_priority_.swap(b.job_priority);
+  job_speedup_.swap(b.job_speedup);
+  resize_pays_.swap(b.resize_pays);
+  placed_speedup_.swap(b.placed_speedup);
+  start_pays_.swap(b.start_pays);
+}
 
 void Session::AddQueueOrderFn(std::string_view p, QueueOrderFn fn) { Add(queue_order_, p, std::move(fn)); }
 void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) {
@@ -58,11 +100,8 @@ void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) {
   job_order_keyed_ = false;
 }
 void Session::AddJobOrderKeyFn(std::string_view p, JobOrderKeyFn key) {
-  JobOrderFn cmp = [key](const Job& l, const Job& r) {
-    const int64_t a = key(l), b = key(r);
-    return a == b ? 0 : a < b ? -1 : 1;
-  };
-  Add(job_order_, p, std::move(cmp));
+  // No comparator: JobOrder compares the key (job_order_key_) itself.
+  Add(job_order_, p, JobOrderFn());
   job_order_key_.push_back(std::move(key));
 }
 void Session::AddTaskOrderFn(std::string_view p, TaskOrderFn fn) { Add(task_order_, p, std::move(fn)); }
@@ -122,8 +161,13 @@ bool Session::QueueOrder(const QueueInfo& l, const QueueInfo& r) const {
 }
 
 bool Session::JobOrder(const Job& l, const Job& r) const {
-  for (const auto& e : job_order_) {
-    if (int c = e.fn(l, r); c != 0) return c < 0;
+  for (size_t i = 0; i < job_order_.size(); ++i) {
+    if (const JobOrderKeyFn& key = job_order_key_[i]) {
+      const int64_t a = key(l), b = key(r);
+      if (a != b) return a < b;
+    } else if (int c = job_order_[i].fn(l, r); c != 0) {
+      return c < 0;
+    }
   }
   if (l.created() != r.created()) return l.created() < r.created();
   return l.id() < r.id();
@@ -307,34 +351,40 @@ bool DefaultSelectGpus(const State& state, const TaskRef& task, NodeId node, boo
   if (req.count == 0) return true;
   const auto& devs = state.cluster().node(node).gpus;
   if (req.whole()) {
-    std::map<int, std::vector<int16_t>> by_island;
-    int free_total = 0;
+    // The free GPUs as (island, index), grouped by island ascending, each
+    // island's in device order (a stable sort; inline storage: this runs
+    // for every node a placement looks at).
+    absl::InlinedVector<std::pair<int, int16_t>, 16> free;
     for (const auto& g : devs) {
       if (state.GpuFree(node, g.index, future) == topology::kMilliPerGpu) {
-        by_island[g.nvlink_island].push_back(static_cast<int16_t>(g.index));
-        ++free_total;
+        free.push_back({g.nvlink_island, static_cast<int16_t>(g.index)});
       }
     }
-    if (free_total < req.count) return false;
-    const std::vector<int16_t>* best = nullptr;
-    for (const auto& [island, list] : by_island) {
-      if (static_cast<int>(list.size()) >= req.count && (!best || list.size() < best->size())) {
-        best = &list;
-      }
+    if (static_cast<int>(free.size()) < req.count) return false;
+    std::stable_sort(free.begin(), free.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Islands as [first, last) ranges of `free`, ascending.
+    absl::InlinedVector<std::pair<uint32_t, uint32_t>, 8> islands;
+    for (uint32_t i = 0; i < free.size(); ++i) {
+      if (i == 0 || free[i].first != free[i - 1].first) islands.push_back({i, i});
+      islands.back().second = i + 1;
+    }
+    auto size = [](const std::pair<uint32_t, uint32_t>& r) { return r.second - r.first; };
+    const std::pair<uint32_t, uint32_t>* best = nullptr;
+    for (const auto& r : islands) {
+      if (static_cast<int>(size(r)) >= req.count && (!best || size(r) < size(*best))) best = &r;
     }
     if (best) {
-      gpus->assign(best->begin(), best->begin() + req.count);
+      for (uint32_t i = best->first; i < best->first + static_cast<uint32_t>(req.count); ++i) {
+        gpus->push_back(free[i].second);
+      }
       return true;
     }
     // Spans islands: take the fullest islands first to leave whole ones.
-    std::vector<const std::vector<int16_t>*> order;
-    for (const auto& [island, list] : by_island) order.push_back(&list);
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto* a, const auto* b) { return a->size() > b->size(); });
-    for (const auto* list : order) {
-      for (int16_t d : *list) {
+    std::stable_sort(islands.begin(), islands.end(), [&](const auto& a, const auto& b) { return size(a) > size(b); });
+    for (const auto& r : islands) {
+      for (uint32_t i = r.first; i < r.second; ++i) {
         if (static_cast<int>(gpus->size()) == req.count) break;
-        gpus->push_back(d);
+        gpus->push_back(free[i].second);
       }
     }
     std::sort(gpus->begin(), gpus->end());

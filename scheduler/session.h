@@ -82,9 +82,15 @@ struct JobOrderCache {
 
 class Session {
  public:
+  // The session's lists (the plugins' registrations, its job list, its
+  // reason records), kept by the engine from one session to the next: a
+  // session takes them empty and gives them back cleared, so that a cycle
+  // reuses their capacity instead of allocating each anew. Opaque.
+  struct Buffers;
   // `tiers` are the plugin instances (owned by the engine), in tier order.
+  // `buffers` (may be null; must outlive the session) lends the lists.
   Session(State& state, const Clock& clock, int64_t cycle,
-          const std::vector<std::vector<Plugin*>>& tiers);
+          const std::vector<std::vector<Plugin*>>& tiers, Buffers* buffers = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -327,6 +333,39 @@ class Session {
   std::vector<Registered<ResizePaysFn>> resize_pays_;
   std::vector<Registered<PlacedSpeedupFn>> placed_speedup_;
   std::vector<Registered<StartPaysFn>> start_pays_;
+
+  Buffers* buffers_ = nullptr;
+  // Swaps every list with `b`'s (the same members, ListsOf).
+  void SwapLists(Buffers& b);
+};
+
+struct Session::Buffers {
+  std::vector<JobId> jobs;
+  std::vector<ReasonRecord> reasons;
+  std::vector<std::pair<JobId, uint32_t>> bound;
+  std::vector<Eviction> evictions;
+  std::vector<Registered<QueueOrderFn>> queue_order;
+  std::vector<Registered<JobOrderFn>> job_order;
+  std::vector<JobOrderKeyFn> job_order_key;
+  std::vector<Registered<TaskOrderFn>> task_order;
+  std::vector<Registered<JobValidFn>> job_valid;
+  std::vector<Registered<JobEnqueueableFn>> job_enqueueable;
+  std::vector<Registered<JobReadyFn>> job_ready;
+  std::vector<Registered<JobPipelinedFn>> job_pipelined;
+  std::vector<Registered<JobStarvingFn>> job_starving;
+  std::vector<Registered<PredicateFn>> predicate;
+  std::vector<Registered<NodeOrderFn>> node_order;
+  std::vector<Registered<PreemptableFn>> preemptable;
+  std::vector<Registered<ReclaimableFn>> reclaimable;
+  std::vector<Registered<OverusedFn>> overused;
+  std::vector<Registered<AllocatableFn>> allocatable;
+  std::vector<Registered<VictimTasksFn>> victim_tasks;
+  std::vector<Registered<GpuSelectFn>> gpu_select;
+  std::vector<Registered<JobPriorityFn>> job_priority;
+  std::vector<Registered<JobSpeedupFn>> job_speedup;
+  std::vector<Registered<ResizePaysFn>> resize_pays;
+  std::vector<Registered<PlacedSpeedupFn>> placed_speedup;
+  std::vector<Registered<StartPaysFn>> start_pays;
 };
 
 }  // namespace ringmaster::scheduler

@@ -179,15 +179,22 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
 
 void VictimPicker::IndexRunning() {
   const State& st = s_.state();
+  const size_t queues = st.queues().size();
   running_.clear();
-  running_by_queue_.assign(st.queues().size(), {});
-  lowest_.assign(st.queues().size(), kNoPriority);
+  running_.reserve(st.active_jobs().size());
+  lowest_.assign(queues, kNoPriority);
+  // Counting sort by queue: queue_start_[q + 1] counts q's jobs first.
+  queue_start_.assign(queues + 1, 0);
   for (JobId id : st.active_jobs()) {
     const Job& v = st.job(id);
     if (v.phase() != JobPhase::kRunning) continue;
     running_.push_back(&v);
-    running_by_queue_[v.queue().value()].push_back(&v);
+    ++queue_start_[v.queue().value() + 1];
   }
+  for (size_t q = 0; q < queues; ++q) queue_start_[q + 1] += queue_start_[q];
+  by_queue_.resize(running_.size());
+  queue_at_.assign(queue_start_.begin(), queue_start_.end() - 1);
+  for (const Job* v : running_) by_queue_[queue_at_[v->queue().value()]++] = v;
   running_indexed_ = true;
 }
 
@@ -195,7 +202,7 @@ int64_t VictimPicker::LowestRunningPriority(uint32_t queue) {
   if (!running_indexed_) IndexRunning();
   if (lowest_[queue] == kNoPriority) {
     int64_t low = INT64_MAX;
-    for (const Job* v : running_by_queue_[queue]) {
+    for (const Job* v : RunningIn(queue)) {
       if (v->phase() == JobPhase::kRunning) low = std::min(low, PriorityOf(*v));
     }
     lowest_[queue] = low;
@@ -243,8 +250,9 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   if (!running_indexed_) IndexRunning();
   // Preempt takes only from the preemptor's queue (Eligible): its running
   // jobs; reclaim from the others: every running job.
-  const std::vector<const Job*>& scan =
-      mode_ == EvictMode::kPreempt ? running_by_queue_[p.queue().value()] : running_;
+  const std::span<const Job* const> scan =
+      mode_ == EvictMode::kPreempt ? RunningIn(p.queue().value()) : std::span<const Job* const>(running_);
+  eligible.reserve(scan.size());
   for (const Job* vp : scan) {
     const Job& v = *vp;
     if (v.phase() != JobPhase::kRunning) continue;  // before asking its priority
@@ -316,6 +324,8 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   std::vector<std::pair<uint32_t, int>> at;  // (node, unit)
   at.reserve(picked.size() + picked.size() / 2);
   std::vector<int> in_job;
+  in_job.reserve(64);
+  offer.by_job.reserve(eligible.size());
   for (size_t k = 0; k < picked.size();) {
     const int job_slot = slot[picked[k]];
     const auto [lo, hi] = range[job_slot];
@@ -337,6 +347,7 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   }
   // Per-node lists (CSR): fill by node, then order each node's list
   // cheapest first (a handful of units per node: no global sort needed).
+  offer.nodes.reserve(std::min(n_nodes, at.size()));
   for (size_t n = 0; n < n_nodes; ++n) {
     if (offer.node_start[n + 1] > 0) offer.nodes.push_back(static_cast<uint32_t>(n));
     offer.node_start[n + 1] += offer.node_start[n];

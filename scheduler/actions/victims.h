@@ -87,7 +87,7 @@ class VictimPicker {
     if (mode_ == EvictMode::kPreempt) return LowestRunningPriority(q) < PriorityOf(preemptor);
     if (mode_ == EvictMode::kReclaim) {
       if (!running_indexed_) IndexRunning();
-      return running_.size() > running_by_queue_[q].size();
+      return running_.size() > RunningIn(q).size();
     }
     return true;
   }
@@ -288,8 +288,17 @@ class VictimPicker {
   void IndexRunning();
   bool running_indexed_ = false;
   std::vector<uint32_t> pending_;  // TryFor's scratch (no allocation per preemptor)
-  std::vector<const Job*> running_;
-  std::vector<std::vector<const Job*>> running_by_queue_;
+  std::vector<const Job*> running_;  // in active-job order
+  // The same jobs grouped by queue (each group in active-job order): queue
+  // q's are by_queue_[queue_start_[q] .. queue_start_[q + 1]). Three arrays,
+  // not a vector per queue: an index costs three allocations whatever the
+  // number of queues or running jobs.
+  std::vector<const Job*> by_queue_;
+  std::vector<uint32_t> queue_start_;
+  std::vector<uint32_t> queue_at_;  // IndexRunning's cursor per queue
+  std::span<const Job* const> RunningIn(uint32_t q) const {
+    return {by_queue_.data() + queue_start_[q], by_queue_.data() + queue_start_[q + 1]};
+  }
   // Per queue: the lowest priority among its running jobs (kNoPriority: not
   // computed yet; INT64_MAX: none runs). A preemptor at or below it has no
   // victim (Eligible) and needs no offer.

@@ -48,8 +48,9 @@ class SessionTiers : public ::testing::Test {
       }
       tier_ptrs_.push_back(list);
     }
-    return std::make_unique<Session>(state_, clock_, 1, tier_ptrs_);
+    return std::make_unique<Session>(state_, clock_, 1, tier_ptrs_, buffers_);
   }
+  Session::Buffers* buffers_ = nullptr;  // lent to the sessions Open makes when set
   scheduler::State state_;
   scheduler::ManualClock clock_;
   std::vector<std::unique_ptr<Plugin>> plugins_;
@@ -70,6 +71,46 @@ TEST_F(SessionTiers, OrderFirstDecisiveComparisonWinsThenCreationTime) {
   EXPECT_TRUE(s->JobOrder(*b_, *a_)) << "tier 2 decides: higher priority first; tier 3 never asked";
   auto none = Open({{undecided}});
   EXPECT_TRUE(none->JobOrder(*a_, *b_)) << "nobody decides: earlier creation first";
+}
+
+TEST_F(SessionTiers, KeysAndComparatorsMixInTierOrder) {
+  auto tie_key = [](Session& s) { s.AddJobOrderKeyFn("k", [](const Job&) { return int64_t{7}; }); };
+  auto low_first = [](Session& s) {
+    s.AddJobOrderFn("c", [](const Job& l, const Job& r) { return l.priority() - r.priority(); });
+  };
+  auto high_key = [](Session& s) {
+    s.AddJobOrderKeyFn("h", [](const Job& j) { return -static_cast<int64_t>(j.priority()); });
+  };
+  auto s = Open({{tie_key}, {low_first}, {high_key}});
+  EXPECT_TRUE(s->JobOrder(*a_, *b_)) << "equal keys pass on; the comparator decides: lower priority first";
+  EXPECT_FALSE(s->JobOrder(*b_, *a_));
+  auto k = Open({{high_key}, {low_first}});
+  EXPECT_TRUE(k->JobOrder(*b_, *a_)) << "a key decides first: higher priority first";
+}
+
+TEST_F(SessionTiers, LentBuffersComeBackClearedAndHoldNoEarlierHooks) {
+  Session::Buffers buffers;
+  buffers_ = &buffers;
+  auto high_first = [](Session& s) {
+    s.AddJobOrderKeyFn("h", [](const Job& j) { return -static_cast<int64_t>(j.priority()); });
+    s.AddPredicateFn("h", [](const scheduler::TaskRef&, scheduler::NodeId) { return Verdict::Fit(); });
+  };
+  auto low_first = [](Session& s) {
+    s.AddJobOrderKeyFn("l", [](const Job& j) { return static_cast<int64_t>(j.priority()); });
+  };
+  {
+    auto s = Open({{high_first}});
+    EXPECT_TRUE(buffers.job_order_key.empty()) << "lent: the session holds the lists while open";
+    EXPECT_TRUE(s->JobOrder(*b_, *a_));
+  }
+  EXPECT_TRUE(buffers.job_order_key.empty() && buffers.job_order.empty() && buffers.predicate.empty() &&
+              buffers.jobs.empty())
+      << "given back cleared";
+  EXPECT_GE(buffers.job_order_key.capacity(), 1u) << "capacity kept for the next session";
+  EXPECT_GE(buffers.jobs.capacity(), 2u);
+  auto s = Open({{low_first}});
+  EXPECT_TRUE(s->JobOrder(*a_, *b_)) << "only this session's key orders: lower priority first";
+  EXPECT_EQ(s->jobs().size(), 2u) << "its own job list, not the last session's appended";
 }
 
 TEST_F(SessionTiers, EnqueueVotesRejectBeatsPermitInATierAbstainPassesOn) {
