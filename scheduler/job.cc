@@ -1,6 +1,7 @@
 #include "scheduler/job.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::scheduler {
+
+uint64_t Job::NextReasonGen() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 std::string_view PhaseName(JobPhase p) {
   switch (p) {

@@ -245,7 +245,22 @@ class Job {
   const Resources& min_request() const { return min_request_; }
 
   const std::string& pending_reason() const { return pending_reason_; }
-  void set_pending_reason(std::string r) { pending_reason_ = std::move(r); }
+  void set_pending_reason(std::string r) {
+    pending_reason_ = std::move(r);
+    pending_from_ = 0;
+  }
+  // The pending reason as a copy of a kept verdict's (PlaceMemo::reason of
+  // generation `gen`): while the memo keeps that generation, the two texts
+  // are equal without comparing them (Session::KeepPendingReason, Close).
+  void set_pending_reason_from(const std::string& r, uint64_t gen) {
+    pending_reason_ = r;
+    pending_from_ = gen;
+  }
+  uint64_t pending_from() const { return pending_from_; }
+  // The pending reason is (already) the text of generation `gen`.
+  void mark_pending_from(uint64_t gen) { pending_from_ = gen; }
+  // A new PlaceMemo::reason_gen (process-wide, never 0).
+  static uint64_t NextReasonGen();
   Timestamp started() const { return started_; }
   void set_started(Timestamp t) { started_ = t; }
   int64_t generation() const { return generation_; }
@@ -296,6 +311,9 @@ class Job {
     // walltimes: GangPlacer::Recall).
     uint64_t learned = 0;
     std::string reason;
+    // Unique to this text of `reason` among all memos (a new one each time
+    // it is written: NextReasonGen); 0: none.
+    uint64_t reason_gen = 0;
     // Set when the free-GPU count decided the verdict (no attempt could hold
     // the minimum: GangPlacer::Plan's count bound). Such a verdict and its
     // reason read only `count` (GangPlacer::CountKey), so it holds again
@@ -358,6 +376,7 @@ class Job {
   Resources min_request_;
   std::set<JobId> yielded_to_;
   std::string pending_reason_;
+  uint64_t pending_from_ = 0;  // set_pending_reason_from's generation; 0: none
   uint64_t reason_session_ = 0;
   uint64_t record_session_ = 0;
   uint64_t task_changes_ = 0;

@@ -420,12 +420,16 @@ void Session::SetPendingReason(const Job& job, std::string reason) {
   reasons_.push_back({job.id(), std::move(reason), nullptr});
 }
 
-void Session::KeepPendingReason(const Job& job, const std::string& reason) {
+void Session::KeepPendingReason(const Job& job, const Job::PlaceMemo& memo) {
   // The job's first record this session, and its reason already: Close
-  // would change nothing (a later record still wins over none).
-  if (job.record_session() != record_stamp_ && job.pending_reason() == reason) return;
+  // would change nothing (a later record still wins over none). The same
+  // generation is the same text, known without comparing.
+  if (job.record_session() != record_stamp_ &&
+      ((memo.reason_gen != 0 && job.pending_from() == memo.reason_gen) || job.pending_reason() == memo.reason)) {
+    return;
+  }
   state_.job(job.id()).set_record_session(record_stamp_);
-  reasons_.push_back({job.id(), std::string(), &reason});
+  reasons_.push_back({job.id(), std::string(), &memo.reason, &memo.reason_gen});
 }
 
 uint64_t Session::VerdictContextId() {
@@ -529,9 +533,14 @@ Decisions Session::Close() {
     job.set_reason_session(stamp);
     if (job.GangReady()) continue;
     const std::string& r = rec.kept ? *rec.kept : rec.own;
-    if (job.pending_reason() == r) continue;
+    const uint64_t gen = rec.kept ? *rec.kept_gen : 0;
+    if (gen != 0 && job.pending_from() == gen) continue;  // the same text
+    if (job.pending_reason() == r) {
+      if (gen != 0) job.mark_pending_from(gen);
+      continue;
+    }
     if (rec.kept) {
-      job.set_pending_reason(r);
+      job.set_pending_reason_from(r, gen);
     } else {
       job.set_pending_reason(std::move(rec.own));
     }

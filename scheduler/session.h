@@ -74,10 +74,21 @@ struct JobOrderCache {
   std::vector<uint32_t> pos;         // by JobId value: its row + 1, 0: none
   // Scratch reused by every sort (no allocation once grown).
   std::vector<int64_t> in_rows, next_rows;
-  std::vector<uint64_t> hits;
+  std::vector<uint32_t> hit_at;  // by row: 1 + the input index of the job whose row it is, 0: none
+  std::vector<uint32_t> hits;    // input indices of the hits, in row order
+  std::vector<uint64_t> packed;  // (row << 32 | input index): few hits are sorted, not walked to
   std::vector<uint32_t> misses, order;
   std::vector<uint8_t> drop;
   std::vector<Job*> out;
+  // A job's keys while nothing can have changed them: the same session
+  // (the same clock), no commit since, the same state epoch. Rows by
+  // JobId value (key_rows[id * width ..]), valid when key_ctx[id] is ctx.
+  std::vector<int64_t> key_rows;
+  std::vector<uint32_t> key_ctx;
+  size_t key_width = 0;
+  uint32_t ctx = 0;
+  uint64_t ctx_session = 0, ctx_epoch = 0;
+  int ctx_commits = -1;
 };
 
 class Session {
@@ -230,7 +241,7 @@ class Session {
   void SetPendingReason(const Job& job, std::string reason);
   // The same with a reason that outlives the session (a remembered verdict:
   // Job::PlaceMemo): no copy unless the job's reason changes.
-  void KeepPendingReason(const Job& job, const std::string& reason);
+  void KeepPendingReason(const Job& job, const Job::PlaceMemo& memo);
   // Records a committed placement or eviction (Statement::Commit calls these).
   void RecordBind(const Job& job, uint32_t task);
   // An eviction of a job still Running is a shrink; otherwise the job stops.
@@ -246,6 +257,8 @@ class Session {
     if (!admissions_only) ++placement_commits_;
   }
   int commits() const { return commits_; }
+  // Unique to this session among the state's sessions.
+  uint64_t stamp() const { return record_stamp_; }
   // Gangs the planner tried this cycle (allocate, backfill) and those whose
   // remembered verdict it gave back instead (GangPlacer::Recall).
   void NoteTried() { ++tried_; }
@@ -294,6 +307,7 @@ class Session {
     JobId job;
     std::string own;
     const std::string* kept = nullptr;  // KeepPendingReason: outlives the session
+    const uint64_t* kept_gen = nullptr;  // its PlaceMemo::reason_gen (read with it, at Close)
   };
   std::vector<ReasonRecord> reasons_;
   uint64_t record_stamp_;  // Job::record_session of the jobs this session recorded a reason for

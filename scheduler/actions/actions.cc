@@ -19,11 +19,45 @@ void SortJobsByKeys(const Session& s, Job** jobs, size_t n) {
   const size_t w = m + 2;
   std::vector<int64_t>& in = c.in_rows;
   in.resize(n * w);
+  // Keys are a function of the job, the state and the clock: within one
+  // session, between two commits, at one state epoch, a job's row is read
+  // back (the actions of a cycle sort the same waiting jobs again and again).
+  if (cache) {
+    const uint64_t epoch = s.state().epoch();
+    if (c.key_width != w) {  // another policy: no row is valid, and rows are wider or narrower
+      c.key_width = w;
+      c.key_ctx.clear();
+      c.key_rows.clear();
+    }
+    if (c.ctx_session != s.stamp() || c.ctx_commits != s.commits() || c.ctx_epoch != epoch) {
+      if (++c.ctx == 0) {  // wrapped: no stale row may match
+        std::fill(c.key_ctx.begin(), c.key_ctx.end(), 0);
+        c.ctx = 1;
+      }
+      c.ctx_session = s.stamp();
+      c.ctx_commits = s.commits();
+      c.ctx_epoch = epoch;
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     int64_t* row = &in[i * w];
+    const uint32_t id = jobs[i]->id().value();
+    if (cache && id < c.key_ctx.size() && c.key_ctx[id] == c.ctx) {
+      std::copy_n(c.key_rows.data() + size_t{id} * w, w, row);
+      continue;
+    }
     s.JobOrderKeys(*jobs[i], row);
     row[m] = jobs[i]->created();
-    row[m + 1] = static_cast<int64_t>(jobs[i]->id().value());
+    row[m + 1] = static_cast<int64_t>(id);
+    if (cache) {
+      if (id >= c.key_ctx.size()) {
+        const size_t grown = size_t{id} + 1 + id / 2;
+        c.key_ctx.resize(grown, 0);
+        c.key_rows.resize(grown * w);
+      }
+      c.key_ctx[id] = c.ctx;
+      std::copy_n(row, w, c.key_rows.data() + size_t{id} * w);
+    }
   }
   auto less = [w](const int64_t* x, const int64_t* y) {
     for (size_t k = 0; k < w; ++k) {
@@ -46,24 +80,44 @@ void SortJobsByKeys(const Session& s, Job** jobs, size_t n) {
   }
   c.hits.clear();
   c.misses.clear();
+  // The hits in the cache's order: many are marked by row and read in one
+  // walk of the rows (no sort); a few (a filtered list) are sorted by row.
+  const size_t cached = c.rows.size() / w;
+  const bool walk = n * 8 >= cached;
+  if (walk) c.hit_at.resize(cached, 0);
+  c.packed.clear();
   for (size_t i = 0; i < n; ++i) {
     const uint32_t id = jobs[i]->id().value();
     const uint32_t r = id < c.pos.size() ? c.pos[id] : 0;
     if (r > 0 && std::equal(base + i * w, base + (i + 1) * w, c.rows.data() + size_t{r - 1} * w)) {
-      c.hits.push_back((uint64_t{r - 1} << 32) | i);
+      if (walk) {
+        c.hit_at[r - 1] = static_cast<uint32_t>(i + 1);
+      } else {
+        c.packed.push_back((uint64_t{r - 1} << 32) | i);
+      }
     } else {
       c.misses.push_back(static_cast<uint32_t>(i));
     }
   }
-  std::sort(c.hits.begin(), c.hits.end());
+  if (walk) {
+    if (c.misses.size() < n) {
+      for (size_t r = 0; r < cached; ++r) {
+        if (c.hit_at[r] == 0) continue;
+        c.hits.push_back(c.hit_at[r] - 1);
+        c.hit_at[r] = 0;  // cleared as read: the next sort finds none set
+      }
+    }
+  } else {
+    std::sort(c.packed.begin(), c.packed.end());
+    for (uint64_t h : c.packed) c.hits.push_back(static_cast<uint32_t>(h & 0xffffffffu));
+  }
   std::sort(c.misses.begin(), c.misses.end(), before);
   c.order.clear();
   {
     size_t h = 0, k = 0;
     while (h < c.hits.size() || k < c.misses.size()) {
-      const bool hit = k == c.misses.size() ||
-                       (h < c.hits.size() && before(static_cast<uint32_t>(c.hits[h] & 0xffffffffu), c.misses[k]));
-      c.order.push_back(hit ? static_cast<uint32_t>(c.hits[h++] & 0xffffffffu) : c.misses[k++]);
+      const bool hit = k == c.misses.size() || (h < c.hits.size() && before(c.hits[h], c.misses[k]));
+      c.order.push_back(hit ? c.hits[h++] : c.misses[k++]);
     }
   }
   c.out.resize(n);

@@ -174,7 +174,7 @@ class AllocateAction : public Action {
       if (next[q] == jobs.size()) live.erase(it);
       // Nothing it depends on changed since it last failed: it would fail
       // again, with the same reason (GangPlacer::Recall).
-      if (const std::string* kept = placer.Recall(*job)) {
+      if (const Job::PlaceMemo* kept = placer.Recall(*job)) {
         if (job->GangReady()) continue;
         s.KeepPendingReason(*job, *kept);
         if (!st.reservation() && s.JobStarving(*job)) {

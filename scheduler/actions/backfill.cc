@@ -50,7 +50,7 @@ class BackfillAction : public Action {
     for (Job* j : waiting) {
       if (!st.reservation()) break;
       if (s.Overused(s.queue(j->queue()))) continue;
-      if (const std::string* kept = placer.Recall(*j)) {  // would fail again
+      if (const Job::PlaceMemo* kept = placer.Recall(*j)) {  // would fail again
         s.KeepPendingReason(*j, *kept);
         continue;
       }

@@ -321,7 +321,7 @@ std::array<int64_t, 9> GangPlacer::CountKey(const Job& job, int64_t g, const Cou
           st.releasing_tasks()};
 }
 
-const std::string* GangPlacer::Recall(Job& job) {
+const Job::PlaceMemo* GangPlacer::Recall(Job& job) {
   if (!s_.memo() || parent_) return nullptr;
   Job::PlaceMemo& m = job.place_memo(use_ == ReservationUse::kNone ? 0 : 1);
   const State& st = s_.state();
@@ -337,7 +337,7 @@ const std::string* GangPlacer::Recall(Job& job) {
     m.context = s_.VerdictContextId();
     m.at = s_.now();
     s_.NoteRecalled();
-    return &m.reason;
+    return &m;
   }
   // Backfill lets a job with a walltime onto a reserved node when it ends
   // before the reservation could start (Usable): that reads the clock, so
@@ -348,7 +348,7 @@ const std::string* GangPlacer::Recall(Job& job) {
     return nullptr;
   }
   s_.NoteRecalled();
-  return &m.reason;
+  return &m;
 }
 
 PlaceOutcome GangPlacer::Place(Job& job, int limit) {
@@ -361,6 +361,7 @@ PlaceOutcome GangPlacer::Place(Job& job, int limit) {
     m.at = s_.now();
     m.learned = walltimes_ ? walltimes_->version() : 0;
     m.reason = out.reason;
+    m.reason_gen = Job::NextReasonGen();
     m.by_count = count_decided_;
     m.policy = s_.VerdictPolicyId();
     if (count_decided_) {

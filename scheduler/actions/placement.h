@@ -69,7 +69,8 @@ class GangPlacer {
   // A verdict the free-GPU count decided (no attempt could hold the minimum)
   // is recalled also after the epoch moved, while what it read is the same
   // (CountKey): a release that frees no room for the gang's tasks.
-  const std::string* Recall(Job& job);
+  // The memo it recalled (its reason is the verdict's), else null.
+  const Job::PlaceMemo* Recall(Job& job);
 
  private:
   PlaceOutcome Plan(Job& job, int limit);

@@ -58,14 +58,34 @@ absl::StatusOr<EvictionArgs> ReadEvictionArgs(const PluginArgs& args) {
   return out;
 }
 
+VictimPicker::PriorityMemo& VictimPicker::Priorities() {
+  thread_local PriorityMemo memo;
+  return memo;
+}
+
 VictimPicker::VictimPicker(Session& session, EvictMode mode, const EvictionArgs& args)
-    : s_(session), mode_(mode), args_(args) {}
+    : s_(session), mode_(mode), args_(args) {
+  PriorityMemo& m = Priorities();
+  if (++m.last == 0) {  // wrapped: no old stamp may match
+    std::fill(m.stamp.begin(), m.stamp.end(), 0);
+    m.last = 1;
+  }
+  priority_stamp_ = m.last;
+}
 
 int64_t VictimPicker::PriorityOf(const Job& j) {
   const uint32_t id = j.id().value();
-  if (id >= priority_.size()) priority_.resize(std::max<size_t>(id + 1, s_.state().num_jobs()), kNoPriority);
-  if (priority_[id] == kNoPriority) priority_[id] = s_.JobPriority(j);
-  return priority_[id];
+  PriorityMemo& m = Priorities();
+  if (id >= m.stamp.size()) {
+    const size_t n = std::max<size_t>(id + 1, s_.state().num_jobs()) * 3 / 2;
+    m.stamp.resize(n, 0);
+    m.value.resize(n, 0);
+  }
+  if (m.stamp[id] != priority_stamp_) {
+    m.value[id] = s_.JobPriority(j);
+    m.stamp[id] = priority_stamp_;
+  }
+  return m.value[id];
 }
 
 VictimPicker::Room VictimPicker::RoomAt(uint32_t node) const {

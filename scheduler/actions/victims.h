@@ -276,7 +276,17 @@ class VictimPicker {
   int commits_ = 0;  // statements committed (Apply): the state moved
   bool had_victims_ = false;
   mutable Timestamp cooldown_end_ = kNoChange;  // Eligible notes it
-  std::vector<int64_t> priority_;  // by JobId value; kNoPriority: not asked yet
+  // PriorityOf's answers for this picker: by JobId value, valid where the
+  // stamp is this picker's (one array per thread, reused by every picker:
+  // a fresh array per picker cleared an entry for every job ever submitted,
+  // each cycle, three times).
+  struct PriorityMemo {
+    std::vector<int64_t> value;
+    std::vector<uint32_t> stamp;
+    uint32_t last = 0;
+  };
+  static PriorityMemo& Priorities();
+  uint32_t priority_stamp_ = 0;
   static constexpr int64_t kNoPriority = INT64_MIN;
   // Offers per (queue, priority) of the preemptor: the plugins' victim
   // answers depend on nothing else of it (a documented assumption).
