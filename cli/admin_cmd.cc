@@ -443,14 +443,20 @@ int Queues(const ClientFlags& f) {
   }
   // With proportion's usageHalfLife: each queue's decayed past use, as GPUs
   // held on average (weighted by recency) and GPU-hours.
-  int64_t half_life_ms = 0;
-  for (const admin::Queue& q : resp.queues()) half_life_ms = std::max(half_life_ms, q.usage_half_life_ms());
+  // Once a job has ended after running: how many each queue's learners
+  // (gittins, learned walltimes) have to learn from.
+  int64_t half_life_ms = 0, ended_runs = 0;
+  for (const admin::Queue& q : resp.queues()) {
+    half_life_ms = std::max(half_life_ms, q.usage_half_life_ms());
+    ended_runs += q.ended_runs();
+  }
   std::vector<std::vector<std::string>> rows = {
       {"QUEUE", "PARENT", "WEIGHT", "DESERVED", "ALLOCATED", "CAPABILITY", "PENDING", "RUNNING"}};
   if (half_life_ms > 0) {
     rows[0].push_back("RECENT-USE");
     rows[0].push_back("DECAYED-GPU-H");
   }
+  if (ended_runs > 0) rows[0].push_back("ENDED-RUNS");
   for (const admin::Queue& q : resp.queues()) {
     rows.push_back({q.name(), q.parent().empty() ? "-" : q.parent(), absl::StrCat(q.weight()),
                     Gpus(q.deserved().gpu_milli()), Gpus(q.allocated().gpu_milli()), Gpus(q.capability().gpu_milli()),
@@ -459,11 +465,16 @@ int Queues(const ClientFlags& f) {
       rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpus()));
       rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpu_seconds() / 3600));
     }
+    if (ended_runs > 0) rows.back().push_back(absl::StrCat(q.ended_runs()));
   }
   std::cout << "(GPU counts";
   if (half_life_ms > 0) {
     std::cout << "; RECENT-USE: GPUs held on average, each second counting half after the usage half-life of "
               << absl::StrFormat("%g", static_cast<double>(half_life_ms) / 1000) << " s";
+  }
+  if (ended_runs > 0) {
+    std::cout << "; ENDED-RUNS: jobs seen to end after running, kept across restarts, that gittins and learned "
+                 "walltimes learn from";
   }
   std::cout << ")\n";
   PrintTable(rows);

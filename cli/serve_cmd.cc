@@ -65,6 +65,7 @@ struct ServeFlags {
   int shutdown_grace_ms = 5000;
   int restart_grace_ms = 10'000;
   double queue_usage_every_s = 30;
+  int64_t ended_jobs_kept = server::EndedJobHistory::kDefaultKeep;
   int cancel_grace_ms = 10'000;
 };
 
@@ -161,6 +162,7 @@ absl::StatusOr<server::DaemonOptions> Options(const ServeFlags& f) {
   o.shutdown_grace_ms = f.shutdown_grace_ms;
   o.restart_grace_ms = f.restart_grace_ms;
   o.queue_usage_every_ms = std::llround(f.queue_usage_every_s * 1000);
+  o.ended_jobs_kept = f.ended_jobs_kept;
   o.cancel_grace_ms = f.cancel_grace_ms;
   return o;
 }
@@ -311,6 +313,12 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "--state: with proportion's usageHalfLife, each queue's decayed usage is journaled this often, in "
                   "seconds, and at shutdown; a kill -9 loses at most this long of it (30)")
       ->check(CLI::Range(0.1, 3600.0))
+      ->needs("--state");
+  cmd->add_option("--ended-jobs-kept", f->ended_jobs_kept,
+                  "--state: the journal keeps the last this many jobs seen to end that gittins and backfill's "
+                  "learned walltimes learn from, and a restart learns them again; older ones are deleted as new "
+                  "ones end; 0: none (100000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}))
       ->needs("--state");
   AddLogLevelOption(*cmd, f->log_level);
   cmd->callback([f, exit_code] { *exit_code = Run(*f); });

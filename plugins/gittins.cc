@@ -166,7 +166,7 @@ GittinsPlugin::GittinsPlugin(GittinsOptions o) : o_(o), table_(Cuts(o.quantum_s,
 
 void GittinsPlugin::OnSessionOpen(scheduler::Session& s) {
   const Timestamp now = s.now();
-  Learn(s.state(), now);
+  Learn(s.state());
   if (o_.count_running) CountActive(s.state(), now);
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const Job& j) { return -Rank(j, now); });
@@ -196,12 +196,12 @@ void GittinsPlugin::OnSessionOpen(scheduler::Session& s) {
   }
 }
 
-void GittinsPlugin::Learn(const scheduler::State& state, Timestamp now) {
-  const std::vector<scheduler::JobId>& ended = state.ended_jobs();
+void GittinsPlugin::Learn(const scheduler::State& state) {
+  const std::vector<scheduler::EndedJob>& ended = state.ended_jobs();
   for (; seen_ < ended.size(); ++seen_) {
-    const Job& j = state.job(ended[seen_]);
-    if (j.phase() == JobPhase::kAborted || j.started() < 0) continue;
-    table_.Add(static_cast<double>(Attained(j, now)) / 1e6);
+    const scheduler::EndedJob& e = ended[seen_];
+    if (!e.Teaches()) continue;
+    table_.Add(static_cast<double>(Service(e.attained_milli_ms, e.min_gpu_milli)) / 1e6);
   }
 }
 
@@ -218,9 +218,11 @@ void GittinsPlugin::CountActive(const scheduler::State& state, Timestamp now) {
 }
 
 int64_t GittinsPlugin::Attained(const Job& job, Timestamp now) const {
-  const int64_t a = job.AttainedMilliMs(now);
+  return Service(job.AttainedMilliMs(now), job.min_request().gpu_milli());
+}
+
+int64_t GittinsPlugin::Service(int64_t a, int64_t g) const {
   if (o_.gpu_exponent == 1) return a;
-  const int64_t g = job.min_request().gpu_milli();
   if (g <= 0) return a;
   if (o_.gpu_exponent == 0) return a / g * 1000;  // ms run x 1000
   const double gpus = static_cast<double>(g) / 1000;

@@ -8,7 +8,8 @@
 //
 // The algorithm, per session:
 //   1. Learn. Every job that ended since the last session (State::ended_jobs,
-//      in the order they ended) Completed or Failed after running adds its
+//      in the order they ended, those a daemon restored from its journal
+//      first) Completed or Failed after running adds its
 //      service S to a histogram over service quanta: bin 0 = [0, q), bin k =
 //      [q r^(k-1), q r^k), the last bin from q r^(B-1) on (`quantum` q,
 //      `growth` r, B bins up to 1e9 s). Each bin keeps the count and the sum
@@ -130,6 +131,9 @@ class GittinsPlugin : public scheduler::Plugin {
   // Service in micro-units (1e6 per second of service: GPU-milli x ms with
   // GPU-time, ms x 1000 with byTime), as las counts it.
   int64_t Attained(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // The same of `attained` GPU-milli x ms by a job whose minimum holds
+  // `min_gpu_milli` (Job::AttainedMilliMs, Job::min_request).
+  int64_t Service(int64_t attained, int64_t min_gpu_milli) const;
   // Micro-units of service per ms while the job holds what it holds now
   // (rounded up; 0 when it holds no GPU).
   int64_t Rate(const scheduler::Job& job) const;
@@ -143,8 +147,9 @@ class GittinsPlugin : public scheduler::Plugin {
   bool WorthStopping(const scheduler::Job& job, scheduler::Timestamp now);
   // The active jobs' service into the table (countRunning).
   void CountActive(const scheduler::State& state, scheduler::Timestamp now);
-  // Reads the jobs that ended since the last call into the table.
-  void Learn(const scheduler::State& state, scheduler::Timestamp now);
+  // Reads the jobs that ended since the last call (State::ended_jobs:
+  // restored ones too) into the table.
+  void Learn(const scheduler::State& state);
   GittinsTable& table() { return table_; }
   const GittinsOptions& options() const { return o_; }
 

@@ -123,6 +123,11 @@ void Engine::RestoreDecayedUsages(std::span<const DecayedUsage> usages) {
   for (auto& p : plugins_) p->RestoreDecayedUsages(usages);
 }
 
+void Engine::RestoreEndedJobs(std::span<const EndedJob> ended) {
+  touched_ = true;
+  state_->RestoreEndedJobs(ended);
+}
+
 absl::StatusOr<JobId> Engine::SubmitJob(JobSpec spec) { return Admit(std::move(spec), clock_.Now()); }
 
 absl::StatusOr<JobId> Engine::Admit(JobSpec spec, Timestamp created) {

@@ -185,6 +185,11 @@ class Engine {
   // plugin (Plugin::RestoreDecayedUsages): the starting point of the queues
   // of those names from the next cycle on.
   void RestoreDecayedUsages(std::span<const DecayedUsage> usages);
+  // Jobs that ended before this process started (the daemon's journal, at
+  // start, in their end order) onto State::ended_jobs, where the learners
+  // read them from the next cycle on as if they had ended here
+  // (State::RestoreEndedJobs). An event: the next cycle runs.
+  void RestoreEndedJobs(std::span<const EndedJob> ended);
   // Each queue's deserved share (by queue index) as the last cycle's
   // fair-share plugin computed it, the whole cluster where none did; empty
   // before the first cycle and right after SetPolicy changed the queues.

@@ -93,11 +93,28 @@ absl::Status State::ReplaceQueues(queue::QueueTree queues) {
 void State::FinishJob(JobId id, JobPhase terminal) {
   Job& j = job(id);
   j.set_phase(terminal);
-  if (active_.erase(id) > 0) ended_.push_back(id);
+  if (active_.erase(id) > 0) {
+    ended_.push_back({.id = id,
+                      .name = j.name(),
+                      .queue = j.spec().queue,
+                      .min_gpu_milli = j.min_request().gpu_milli(),
+                      .phase = terminal,
+                      .attained_milli_ms = j.AttainedMilliMs(Now()),
+                      .started = j.started(),
+                      .last_stopped = j.last_stopped(),
+                      .ended_at = Now()});
+  }
   waiting_.erase(id);
   elastic_room_.erase(id);
   flags_[id.value()] = 0;
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
+}
+
+void State::RestoreEndedJobs(std::span<const EndedJob> ended) {
+  for (const EndedJob& e : ended) {
+    ended_.push_back(e);
+    ended_.back().id = JobId();
+  }
 }
 
 Resources State::Idle(NodeId n) const {

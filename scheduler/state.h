@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "queue/queue.h"
 #include "scheduler/clock.h"
+#include "scheduler/ended_job.h"
 #include "scheduler/job.h"
 #include "topology/cluster.h"
 #include "topology/free_index.h"
@@ -104,10 +105,17 @@ class State {
   using JobSet = absl::btree_set<JobId>;
   // Jobs not yet Completed / Failed / Aborted, by id.
   const JobSet& active_jobs() const { return active_; }
-  // Jobs that ended (Completed, Failed or Aborted), in the order they ended:
-  // what a plugin that learns from finished jobs reads (gittins), from where
-  // it read last. Grows with every job ended, as the jobs themselves do.
-  const std::vector<JobId>& ended_jobs() const { return ended_; }
+  // Jobs that ended (Completed, Failed or Aborted), in the order they ended,
+  // after those restored (RestoreEndedJobs): what a learner of the jobs seen
+  // to end reads (gittins, backfill's learned walltimes), from where it read
+  // last. Grows with every job ended, as the jobs themselves do.
+  const std::vector<EndedJob>& ended_jobs() const { return ended_; }
+  // Appends records of jobs that ended before this process started (the
+  // daemon's journal, at start, in their end order), with no job of this
+  // state behind them (id invalid): a learner reads them like any other.
+  // Meant before the first cycle: a learner that read past the end already
+  // reads them after the jobs it saw end.
+  void RestoreEndedJobs(std::span<const EndedJob> ended);
   // Active jobs with at least one Pending task: what a cycle has to look at.
   // Kept incrementally, so a cycle's cost follows the backlog, not the
   // number of running jobs.
@@ -117,8 +125,8 @@ class State {
   const JobSet& elastic_below_max() const { return elastic_room_; }
 
   JobId AddJob(JobSpec spec, QueueId queue, Timestamp now);
-  // Marks a job terminal and takes it off the active set (onto ended_jobs).
-  // Every task must have released its node first.
+  // Marks a job terminal and takes it off the active set; its record goes
+  // onto ended_jobs. Every task must have released its node first.
   void FinishJob(JobId id, JobPhase terminal);
 
   // Replaces the queue tree (policy hot reload). Every job keeps its queue by
@@ -265,7 +273,7 @@ class State {
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;
   JobSet active_;
-  std::vector<JobId> ended_;  // in the order they ended (ended_jobs())
+  std::vector<EndedJob> ended_;  // in the order they ended (ended_jobs())
   JobSet waiting_;
   JobSet elastic_room_;
   // Per job id: whether it is in active_, waiting_ and elastic_room_ (kept

@@ -22,13 +22,13 @@ absl::StatusOr<BackfillArgs> ReadBackfillArgs(const PluginArgs& args) {
 }
 
 void WalltimeEstimator::Learn(const State& state) {
-  const std::vector<JobId>& ended = state.ended_jobs();
+  const std::vector<EndedJob>& ended = state.ended_jobs();
   for (; seen_ < ended.size(); ++seen_) {
-    const Job& j = state.job(ended[seen_]);
-    if (j.phase() == JobPhase::kAborted || j.started() < 0 || j.last_stopped() < j.started()) continue;
-    const int64_t sample = j.last_stopped() - j.started();
-    const int64_t gpus = j.min_request().gpu_milli();
-    Add(by_queue_[j.spec().queue][gpus], sample);
+    const EndedJob& e = ended[seen_];
+    if (!e.Teaches() || e.last_stopped < e.started) continue;
+    const int64_t sample = e.last_stopped - e.started;
+    const int64_t gpus = e.min_gpu_milli;
+    Add(by_queue_[e.queue][gpus], sample);
     Add(by_gpus_[gpus], sample);
     ++version_;
   }

@@ -7,8 +7,9 @@
 //
 // Algorithm (WalltimeEstimator):
 //   1. Learn. Every job that ended Completed or Failed after running
-//      (State::ended_jobs, in the order they ended; a cancelled job or one
-//      that never ran teaches nothing) adds one sample, its last run: from
+//      (State::ended_jobs, in the order they ended, those a daemon restored
+//      from its journal first; a cancelled job or one that never ran
+//      teaches nothing: EndedJob::Teaches) adds one sample, its last run: from
 //      its last start (Job::started) to when it let go of its nodes
 //      (Job::last_stopped), in ms. The sample goes to two groups: the
 //      job's queue and GPUs (its minimum's GPU milli), and its GPUs alone.

@@ -171,6 +171,12 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     if (job.phase() == scheduler::JobPhase::kRunning) ++running[job.queue().value()];
     else ++pending[job.queue().value()];
   }
+  // A walk of every job seen to end (restored ones too): ListQueues is an
+  // admin's call, not a cycle's.
+  std::map<std::string, int64_t, std::less<>> ended_runs;
+  for (const scheduler::EndedJob& e : st.ended_jobs()) {
+    if (e.Teaches()) ++ended_runs[e.queue];
+  }
   std::map<std::string, const scheduler::DecayedUsage*, std::less<>> usage;
   const std::vector<scheduler::DecayedUsage> usages = engine.DecayedUsages();
   for (const scheduler::DecayedUsage& u : usages) usage[u.queue] = &u;
@@ -192,6 +198,7 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     }
     o->set_pending_jobs(pending[q]);
     o->set_running_jobs(running[q]);
+    if (auto it = ended_runs.find(spec.name); it != ended_runs.end()) o->set_ended_runs(it->second);
     if (auto it = usage.find(spec.name); it != usage.end() && it->second->half_life_ms > 0) {
       const scheduler::DecayedUsage& u = *it->second;
       o->set_usage_half_life_ms(u.half_life_ms);

@@ -239,6 +239,10 @@ void Daemon::MakeSurfaces() {
 absl::Status Daemon::Readopt(Recovered recovered) {
   {
     absl::MutexLock lock(&engine_mu_);
+    // First: the journal's terminal jobs that Recover ends again (and that
+    // teach nothing: they did not run here) come after them.
+    ended_ = std::make_unique<EndedJobHistory>(journal_.get(), options_.ended_jobs_kept);
+    ended_->Restore(recovered, *engine_);
     RM_RETURN_IF_ERROR(admin_->Recover(recovered));
   }
   std::vector<StoredRecord> stored;
@@ -368,6 +372,7 @@ void Daemon::Background() {
     // Once a second: the workers' speed reports into the jobs' models.
     if (tick % 10 == 0 && speeds_) speeds_->Learn(*engine_, absl::Now());
     if (tick % usage_ticks == 0) SaveQueueUsageLocked();
+    if (ended_) ended_->Save(*engine_);
   }
 }
 
@@ -432,6 +437,7 @@ absl::Status Daemon::Shutdown() {
   {
     absl::MutexLock lock(&engine_mu_);
     SaveQueueUsageLocked();
+    if (ended_) ended_->Save(*engine_);
   }
   return journal_ ? journal_->Flush() : absl::OkStatus();
 }

@@ -33,7 +33,10 @@
 //  4. Re-adopts the journal's jobs (running ones where they ran), then the
 //     extender's gangs (reservations and bound pods where they were), then
 //     the jobs' learned speed models (server/daemon/speed_learner.h) and
-//     the queues' decayed past use (server/daemon/fair_share_history.h).
+//     the queues' decayed past use (server/daemon/fair_share_history.h);
+//     before them all, the jobs seen to end that the learners read
+//     (server/daemon/ended_job_history.h), so that they come first in the
+//     engine's end order.
 //  5. Starts the HTTP servers (the extender's, the health port's) and the
 //     gRPC servers: the admin API, and the coordinator on the admin API's
 //     port or on its own plaintext address (coordinator_address).
@@ -46,12 +49,14 @@
 // A second thread ticks the coordinator (heartbeat timeouts) and polls the
 // local executor's processes every 100 ms, and once a second turns the
 // workers' speed reports into the jobs' speed models, and every
-// queue_usage_every_ms journals the queues' decayed past use.
+// queue_usage_every_ms journals the queues' decayed past use; every 100 ms
+// it journals the jobs that ended since.
 // Shutdown: the executor's processes get SIGTERM (SIGKILL after
 // shutdown_grace_ms), the coordinator ends every shim's membership stream
 // (UNAVAILABLE "coordinator shutting down": a shim re-joins a restarted
-// daemon), then the servers stop, the queues' decayed past use is written
-// and the journal is flushed.
+// daemon), then the servers stop, the queues' decayed past use and the
+// jobs that ended since the last write are written and the journal is
+// flushed.
 #ifndef RINGMASTER_SERVER_DAEMON_DAEMON_H_
 #define RINGMASTER_SERVER_DAEMON_DAEMON_H_
 
@@ -69,6 +74,7 @@
 #include "scheduler/engine.h"
 #include "server/admin/queue_sources.h"
 #include "server/coordinator/coordinator.h"
+#include "server/daemon/ended_job_history.h"
 #include "server/daemon/speed_learner.h"
 #include "server/extender/extender.h"
 #include "server/executor/local_executor.h"
@@ -140,6 +146,10 @@ struct DaemonOptions {
   // usageHalfLife) is journaled this often (and at shutdown): a kill -9
   // loses at most this long of it (server/daemon/fair_share_history.h).
   int64_t queue_usage_every_ms = 30'000;
+  // With state_dir: the journal keeps the last this many jobs seen to end
+  // that the learners read (gittins, backfill's learned walltimes), and a
+  // restart gives them back (server/daemon/ended_job_history.h); 0: none.
+  int64_t ended_jobs_kept = EndedJobHistory::kDefaultKeep;
 };
 
 class Daemon : private CycleSink {
@@ -225,6 +235,9 @@ class Daemon : private CycleSink {
   // Step 4 gave the journal's queue usage to the engine: from then on the
   // engine's is written back (before, a failed start would erase it).
   bool queue_usage_restored_ ABSL_GUARDED_BY(engine_mu_) = false;
+  // The jobs seen to end, to and from the journal (step 4 restores them; the
+  // background thread and Shutdown write those that ended since).
+  std::unique_ptr<EndedJobHistory> ended_ ABSL_GUARDED_BY(engine_mu_);
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
   std::thread background_;

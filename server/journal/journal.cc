@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -42,6 +43,10 @@ CREATE TABLE IF NOT EXISTS job_speed (job TEXT PRIMARY KEY, observations TEXT NO
 CREATE TABLE IF NOT EXISTS queue_usage (
   queue TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, half_life_ms INTEGER NOT NULL, valued_at INTEGER NOT NULL)
   WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ended_jobs (
+  seq INTEGER PRIMARY KEY, job TEXT NOT NULL, queue TEXT NOT NULL, min_gpu_milli INTEGER NOT NULL,
+  phase INTEGER NOT NULL, attained_milli_ms INTEGER NOT NULL, started INTEGER NOT NULL,
+  last_stopped INTEGER NOT NULL, ended_at INTEGER NOT NULL);
 )";
 
 std::string GpusText(const std::vector<int16_t>& gpus) { return absl::StrJoin(gpus, ","); }
@@ -400,6 +405,26 @@ class SqliteJournal : public Journal {
           if (row.status().ok()) r.queue_usage.push_back(std::move(u));
         },
         &r.skipped));
+    RM_RETURN_IF_ERROR(Scan(
+        "ended_jobs",
+        "SELECT seq, job, queue, min_gpu_milli, phase, attained_milli_ms, started, last_stopped, ended_at "
+        "FROM ended_jobs ORDER BY seq",
+        [&](RowReader& row) {
+          JournaledEndedJob e;
+          e.seq = row.Int(0, "seq", 1, INT64_MAX);
+          row.Key(absl::StrCat("seq ", e.seq));
+          e.name = row.Text(1, "job");
+          row.Key(absl::StrCat("seq ", e.seq, ", job '", e.name, "'"));
+          e.queue = row.Text(2, "queue");
+          e.min_gpu_milli = row.Int(3, "min_gpu_milli", 0, INT64_MAX);
+          e.phase = static_cast<int>(row.Int(4, "phase", 0, INT32_MAX));
+          e.attained_milli_ms = row.Int(5, "attained_milli_ms", 0, INT64_MAX);
+          e.started_ms = row.Int(6, "started", -1, INT64_MAX);
+          e.last_stopped_ms = row.Int(7, "last_stopped", -1, INT64_MAX);
+          e.ended_at_ms = row.Int(8, "ended_at", INT64_MIN, INT64_MAX);
+          if (row.status().ok()) r.ended_jobs.push_back(std::move(e));
+        },
+        &r.ended_skipped));
     RM_RETURN_IF_ERROR(Scan("meta", "SELECT value FROM meta WHERE key='policy'", [&](RowReader& row) {
       row.Key("key 'policy'");
       r.policy_yaml = row.Bytes(0, "value");
@@ -479,6 +504,22 @@ class SqliteJournal : public Journal {
     }, nullptr);
   }
 
+  void AddEndedJobs(std::vector<JournaledEndedJob> rows, int64_t keep) override {
+    Enqueue([rows = std::move(rows), keep](SqliteJournal& j) {
+      for (const JournaledEndedJob& e : rows) {
+        if (j.Prepared(kAddEndedJob).Text(1, e.name).Text(2, e.queue).Int(3, e.min_gpu_milli).Int(4, e.phase)
+                .Int(5, e.attained_milli_ms).Int(6, e.started_ms).Int(7, e.last_stopped_ms).Int(8, e.ended_at_ms)
+                .Run() != SQLITE_DONE) {
+          return j.Error(absl::StrCat("recording the end of job '", e.name, "'"));
+        }
+      }
+      if (j.Prepared(kPruneEndedJobs).Int(1, std::max<int64_t>(keep, 0)).Run() != SQLITE_DONE) {
+        return j.Error("pruning the ended jobs");
+      }
+      return absl::OkStatus();
+    }, nullptr);
+  }
+
   void SetCommitObserver(std::function<void(double)> observe) override {
     std::lock_guard<std::mutex> lock(mu_);
     observe_commit_ = std::move(observe);
@@ -522,6 +563,8 @@ class SqliteJournal : public Journal {
     kDeleteSpeed,
     kClearQueueUsage,
     kPutQueueUsage,
+    kAddEndedJob,
+    kPruneEndedJobs,
     kNumStmts
   };
 
@@ -541,6 +584,13 @@ class SqliteJournal : public Journal {
         "DELETE FROM job_speed WHERE job=?",
         "DELETE FROM queue_usage",
         "INSERT OR REPLACE INTO queue_usage(queue, gpu_seconds, half_life_ms, valued_at) VALUES(?,?,?,?)",
+        // seq: SQLite's next rowid, one past the largest (pruning removes
+        // only the smallest, so it never goes back).
+        "INSERT INTO ended_jobs(job, queue, min_gpu_milli, phase, attained_milli_ms, started, last_stopped, ended_at) "
+        "VALUES(?,?,?,?,?,?,?,?)",
+        // The last ? rows by seq (seq is dense: rows are only appended, and
+        // removed oldest first).
+        "DELETE FROM ended_jobs WHERE seq <= (SELECT max(seq) FROM ended_jobs) - ?",
     };
     if (stmts_.empty()) {
       for (const char* sql : kSql) stmts_.push_back(std::make_unique<Stmt>(db_, sql));

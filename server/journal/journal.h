@@ -29,6 +29,16 @@
 //           version 1 like extender_state. History, not an acknowledgement:
 //           a row that does not read is skipped (Recovered::skipped), never
 //           a refusal.
+//   ended_jobs
+//           the jobs seen to end that teach the learners (gittins, backfill's
+//           learned walltimes; scheduler/ended_job.h), one row each in the
+//           order they ended (seq, given by the journal): name, queue, the
+//           GPU milli of its minimum, ended phase, attained service, last
+//           start and stop, when it ended. AddEndedJobs keeps the last
+//           `keep` rows by seq (older ones are deleted in the same
+//           transaction). Added within version 1 like extender_state.
+//           History like queue_usage: a row that does not read is skipped
+//           (Recovered::ended_skipped).
 // Queues are the policy's, so they are journaled with it.
 //
 // Writes go through one writer thread in the order they were called. Durable
@@ -89,6 +99,20 @@ struct JournaledQueueUsage {
   bool operator==(const JournaledQueueUsage&) const = default;
 };
 
+// A job seen to end, as the learners read it (scheduler::EndedJob).
+struct JournaledEndedJob {
+  int64_t seq = 0;  // order of ending, given by the journal (AddEndedJobs ignores it)
+  std::string name;
+  std::string queue;
+  int64_t min_gpu_milli = 0;      // >= 0
+  int phase = 0;                  // scheduler::JobPhase as an int
+  int64_t attained_milli_ms = 0;  // >= 0
+  int64_t started_ms = -1;        // >= -1 (-1: never ran)
+  int64_t last_stopped_ms = -1;   // >= -1
+  int64_t ended_at_ms = 0;
+  bool operator==(const JournaledEndedJob&) const = default;
+};
+
 struct Recovered {
   std::vector<JournaledJob> jobs;  // by seq
   std::string policy_yaml;         // empty: none was set through the API
@@ -98,6 +122,9 @@ struct Recovered {
   // Rows of queue_usage left out because they did not read: each says the
   // table, the row and the column, and why (for the log).
   std::vector<std::string> skipped;
+  std::vector<JournaledEndedJob> ended_jobs;  // by seq: the order they ended
+  // Rows of ended_jobs left out, the same way.
+  std::vector<std::string> ended_skipped;
 };
 
 struct JournalOpenOptions {
@@ -157,6 +184,10 @@ class Journal {
   // now `rows` (the table is replaced: a queue not in `rows` has none). A
   // crash loses what was used since the last call.
   virtual void SetQueueUsage(std::vector<JournaledQueueUsage> rows) = 0;
+  // Queued, not waited for (Flush waits): `rows` are appended to
+  // ended_jobs in their order (each given the next seq), then only the last
+  // `keep` rows (>= 0) by seq are kept. A crash loses those not committed.
+  virtual void AddEndedJobs(std::vector<JournaledEndedJob> rows, int64_t keep) = 0;
   // Called with each transaction's duration in seconds (BEGIN to COMMIT,
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.

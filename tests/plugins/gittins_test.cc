@@ -142,12 +142,12 @@ TEST(GittinsPlugin, LearnsTheServiceOfJobsSeenToEndNotOfCancelledOnes) {
                  {"countRunning", {"false", 1, 1}}});
   ASSERT_TRUE(p.ok()) << p.status();
   auto& g = static_cast<GittinsPlugin&>(**p);
-  g.Learn(h.state(), at + 40'000);
+  g.Learn(h.state());
   EXPECT_EQ(g.table().samples(), 2) << "50 s and 100 s; the cancelled job teaches nothing";
   // From bin 0: to 100 s one ends (50) and one runs it all: 1/(50 + 100);
   // to 200 s both end (100 is bin 1's): 2/(50 + 100), the best.
   EXPECT_DOUBLE_EQ(g.table().At(0).index, 2.0 / 150);
-  g.Learn(h.state(), at + 50'000);
+  g.Learn(h.state());
   EXPECT_EQ(g.table().samples(), 2) << "each ended job is read once";
 }
 
@@ -273,7 +273,7 @@ TEST(GittinsPlugin, NextChangeNamesTheBinEdgeTheLossLimitAndPreemptAfter) {
                  {"preemptAfter", {"600", 1, 1}}});
   ASSERT_TRUE(p.ok()) << p.status();
   auto& g = static_cast<GittinsPlugin&>(**p);
-  g.Learn(h.state(), at);
+  g.Learn(h.state());
   const scheduler::Job& job = h.job("long");
   // In bin 1 (100-200 s run) the limit on the loss is 900/5 - 60 = 120 s:
   // worth stopping up to 120 s of running, not after.

@@ -432,5 +432,82 @@ TEST_F(JournalTest, QueueUsageIsReplacedWholeAndABadRowIsSkippedNeverRefused) {
   EXPECT_TRUE((*Journal::Open(dir_))->Load()->queue_usage.empty());
 }
 
+JournaledEndedJob Ended(const std::string& name, int64_t started, int64_t stopped) {
+  return {.seq = 0, .name = name, .queue = "q-" + name, .min_gpu_milli = 8000, .phase = 3,
+          .attained_milli_ms = 8000 * (stopped - started), .started_ms = started, .last_stopped_ms = stopped,
+          .ended_at_ms = stopped + 1};
+}
+
+TEST_F(JournalTest, EndedJobsComeBackInTheirOrderTheLastKeptAndABadRowIsSkippedNeverRefused) {
+  std::vector<JournaledEndedJob> want;
+  {
+    auto j = *Journal::Open(dir_);
+    ASSERT_TRUE(j->Load()->ended_jobs.empty());
+    // z ends before a: their order is the writes', not the names'.
+    j->AddEndedJobs({Ended("z", 0, 10), Ended("a", 5, 20)}, 3);
+    j->AddEndedJobs({Ended("m", -1, -1)}, 3);  // as written: what it teaches is the reader's call
+    j->AddEndedJobs({Ended("b", 30, 40), Ended("c", 1'700'000'000'000, 1'700'000'360'000)}, 3);  // z, a dropped
+    ASSERT_TRUE(j->Flush().ok());
+    for (const auto& [name, seq] : std::vector<std::pair<std::string, int64_t>>{{"m", 3}, {"b", 4}, {"c", 5}}) {
+      want.push_back(name == "m" ? Ended("m", -1, -1) : name == "b" ? Ended("b", 30, 40)
+                                                                    : Ended("c", 1'700'000'000'000, 1'700'000'360'000));
+      want.back().seq = seq;
+    }
+  }
+  {
+    auto j = *Journal::Open(dir_);
+    Recovered r = *j->Load();
+    EXPECT_EQ(r.ended_jobs, want);
+    EXPECT_TRUE(r.ended_skipped.empty());
+    // The next write goes on from the largest seq.
+    j->AddEndedJobs({Ended("d", 50, 60)}, 3);
+    ASSERT_TRUE(j->Flush().ok());
+    r = *j->Load();
+    ASSERT_EQ(r.ended_jobs.size(), 3u);
+    EXPECT_EQ(r.ended_jobs.back().name, "d");
+    EXPECT_EQ(r.ended_jobs.back().seq, 6);
+    want.erase(want.begin());
+    want.push_back(r.ended_jobs.back());
+  }
+  // Rows damaged by hand: each is skipped with what and where; the others
+  // load and the journal opens.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO ended_jobs VALUES(7, 'e', 'q', 'eight', 3, 0, 0, 0, 0), "
+                         "(8, 'f', 'q', 1000, 3, -5, 0, 0, 0), (9, 'g', 'q', 1000, 3, 0, -2, 0, 0), "
+                         "(10, 'h', 'q', 1000, 3, 0, 0, 1.5, 0), (11, x'00ff', 'q', 1000, 3, 0, 0, 0, 0)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto j = *Journal::Open(dir_);
+  auto r = j->Load();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ended_jobs, want);
+  const std::vector<std::string> why = {
+      "table ended_jobs, row 4 (seq 7, job 'e'), column min_gpu_milli: text, expected an integer",
+      "table ended_jobs, row 5 (seq 8, job 'f'), column attained_milli_ms: -5 is out of range",
+      "table ended_jobs, row 6 (seq 9, job 'g'), column started: -2 is out of range",
+      "table ended_jobs, row 7 (seq 10, job 'h'), column last_stopped: a real, expected an integer",
+      "table ended_jobs, row 8 (seq 11), column job: a blob, expected text",
+  };
+  ASSERT_EQ(r->ended_skipped.size(), why.size());
+  for (size_t i = 0; i < why.size(); ++i) {
+    EXPECT_NE(r->ended_skipped[i].find(why[i]), std::string::npos) << r->ended_skipped[i];
+    EXPECT_NE(r->ended_skipped[i].find(dir_ + "/journal.db"), std::string::npos) << r->ended_skipped[i];
+  }
+  EXPECT_TRUE(r->skipped.empty()) << "queue_usage's list is its own";
+  // Keeping 1 drops every row below the new one, damaged or not.
+  j->AddEndedJobs({Ended("i", 70, 80)}, 1);
+  ASSERT_TRUE(j->Flush().ok());
+  j.reset();
+  const Recovered after = *(*Journal::Open(dir_))->Load();
+  EXPECT_TRUE(after.ended_skipped.empty());
+  ASSERT_EQ(after.ended_jobs.size(), 1u);
+  EXPECT_EQ(after.ended_jobs[0].name, "i");
+  EXPECT_EQ(after.ended_jobs[0].seq, 12);
+}
+
 }  // namespace
 }  // namespace ringmaster::server
