@@ -19,6 +19,8 @@ class GangPlugin : public scheduler::Plugin {
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
   explicit GangPlugin(bool reserve = true) : reserve_(reserve) {}
   std::string_view name() const override { return kName; }
+  // Valid reads the job's tasks and minimum only.
+  bool AdmissionReadsOnlyJobAndQueues() const override { return true; }
   void OnSessionOpen(scheduler::Session& s) override;
 
   static scheduler::Verdict Valid(const scheduler::Job& job);

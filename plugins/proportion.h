@@ -82,6 +82,9 @@ class ProportionPlugin : public scheduler::Plugin {
   // The clock reaches only the queue order: capability checks (Allocatable)
   // read none, so the verdict memo stays on.
   bool VerdictHooksReadTime() const override { return false; }
+  // Admission compares the job's minimum with its queues' use and
+  // capabilities (WithinCapability): nothing else.
+  bool AdmissionReadsOnlyJobAndQueues() const override { return true; }
   // Step 4 above.
   scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
   // With a half-life: every queue's U brought to `now` (the allocation of

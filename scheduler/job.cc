@@ -183,6 +183,18 @@ uint32_t Job::AddTask(int role) {
   return tasks_.back().index;
 }
 
+const Resources& Job::PendingRequest() const {
+  if (pending_stamp_ != task_changes_) {
+    Resources sum;
+    for (const Task& t : tasks_) {
+      if (t.state == TaskState::kPending) sum += request(t.index);
+    }
+    pending_request_ = std::move(sum);
+    pending_stamp_ = task_changes_;
+  }
+  return pending_request_;
+}
+
 void Job::PopPendingTask() {
   if (tasks_.empty() || tasks_.back().state != TaskState::kPending) {  // a bug in the caller
     std::fprintf(stderr, "Job::PopPendingTask: job %s has %s\n", spec_.name.c_str(),

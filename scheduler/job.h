@@ -243,6 +243,10 @@ class Job {
   const Resources& allocated() const { return allocated_; }
   // Request of the gang minimum: the first min_member tasks.
   const Resources& min_request() const { return min_request_; }
+  // What its pending tasks ask, summed in task order; computed again only
+  // after task_changes() moved (each cycle's session sums every waiting
+  // job's: a backlog's jobs mostly did not change).
+  const Resources& PendingRequest() const;
 
   const std::string& pending_reason() const { return pending_reason_; }
   void set_pending_reason(std::string r) {
@@ -325,6 +329,23 @@ class Job {
     uint32_t count_task = 0;      // its first task (the queue's capability check)
     std::array<int64_t, 9> count{};
   };
+  // Enqueue's last refusal of this job (the admission memo): it holds
+  // while the policy, the job's tasks, its minimum, its queue and the use
+  // (allocated + admitted) of that queue and each ancestor are the same,
+  // when the policy's admission hooks read nothing else
+  // (Plugin::AdmissionReadsOnlyJobAndQueues).
+  struct AdmitMemo {
+    uint64_t policy = 0;  // Session::VerdictPolicyId; 0: no memo
+    uint64_t task_changes = 0;
+    int min_member = 0;
+    topology::Resources minimum;
+    uint32_t queue = 0;
+    std::vector<topology::Resources> chain_use;  // the queue's, then each ancestor's
+    std::string reason;
+    uint64_t reason_gen = 0;  // as PlaceMemo::reason_gen
+  };
+  AdmitMemo& admit_memo() { return admit_memo_; }
+  const AdmitMemo& admit_memo() const { return admit_memo_; }
   PlaceMemo& place_memo(int use) { return place_memo_[use]; }
   const PlaceMemo& place_memo(int use) const { return place_memo_[use]; }
   // The session that last gave the job a pending reason (Session::Close:
@@ -375,11 +396,14 @@ class Job {
   Resources allocated_;
   Resources min_request_;
   std::set<JobId> yielded_to_;
+  AdmitMemo admit_memo_;
   std::string pending_reason_;
   uint64_t pending_from_ = 0;  // set_pending_reason_from's generation; 0: none
   uint64_t reason_session_ = 0;
   uint64_t record_session_ = 0;
   uint64_t task_changes_ = 0;
+  mutable Resources pending_request_;            // PendingRequest's cache
+  mutable uint64_t pending_stamp_ = UINT64_MAX;  // the task_changes_ it is for
   std::array<PlaceMemo, 2> place_memo_;
   JobSpec spec_;
 };

@@ -210,6 +210,13 @@ class Plugin {
   // Default: UsesTime(). A plugin whose only time-based answers are orders
   // of queues or jobs (proportion with usageHalfLife) answers false.
   virtual bool VerdictHooksReadTime() const { return UsesTime(); }
+  // Whether its admission hooks (JobValid, JobEnqueueable) answer from the
+  // job (its spec and tasks), its queue and that queue's ancestors' use
+  // (allocated + admitted, QueueInfo) and the policy alone: no clock, no
+  // nodes, no other job. When every registered admission hook's plugin says
+  // so, enqueue remembers a refusal until one of those changes (the
+  // admission memo, scheduler/actions/enqueue.cc). Default: false.
+  virtual bool AdmissionReadsOnlyJobAndQueues() const { return false; }
   // For a plugin that keeps queues' past use: each queue's, valued at `now`
   // (>= the last session's time), queues named as in `state` (the plugin's
   // own policy's). Default: none.

@@ -30,10 +30,7 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
   // Pending demand and admitted minimums, rolled up the queue tree.
   for (JobId id : jobs_) {
     const Job& job = state_.job(id);
-    Resources pending;
-    for (const Task& t : job.tasks()) {
-      if (t.state == TaskState::kPending) pending += job.request(t.index);
-    }
+    const Resources& pending = job.PendingRequest();
     const bool admitted_not_running = job.phase() == JobPhase::kInqueue;
     int q = static_cast<int>(job.queue().value());
     while (q >= 0) {
@@ -46,9 +43,11 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     current_tier_ = static_cast<int>(t);
     for (Plugin* p : tiers_[t]) {
       opening_uses_time_ = p->UsesTime() && p->VerdictHooksReadTime();
+      opening_admission_pure_ = p->AdmissionReadsOnlyJobAndQueues();
       p->OnSessionOpen(*this);
     }
     opening_uses_time_ = false;
+    opening_admission_pure_ = false;
   }
 }
 
@@ -420,16 +419,16 @@ void Session::SetPendingReason(const Job& job, std::string reason) {
   reasons_.push_back({job.id(), std::move(reason), nullptr});
 }
 
-void Session::KeepPendingReason(const Job& job, const Job::PlaceMemo& memo) {
+void Session::KeepPendingReason(const Job& job, const std::string& reason, const uint64_t& gen) {
   // The job's first record this session, and its reason already: Close
   // would change nothing (a later record still wins over none). The same
   // generation is the same text, known without comparing.
   if (job.record_session() != record_stamp_ &&
-      ((memo.reason_gen != 0 && job.pending_from() == memo.reason_gen) || job.pending_reason() == memo.reason)) {
+      ((gen != 0 && job.pending_from() == gen) || job.pending_reason() == reason)) {
     return;
   }
   state_.job(job.id()).set_record_session(record_stamp_);
-  reasons_.push_back({job.id(), std::string(), &memo.reason, &memo.reason_gen});
+  reasons_.push_back({job.id(), std::string(), &reason, &gen});
 }
 
 uint64_t Session::VerdictContextId() {

@@ -241,7 +241,16 @@ class Session {
   void SetPendingReason(const Job& job, std::string reason);
   // The same with a reason that outlives the session (a remembered verdict:
   // Job::PlaceMemo): no copy unless the job's reason changes.
-  void KeepPendingReason(const Job& job, const Job::PlaceMemo& memo);
+  void KeepPendingReason(const Job& job, const Job::PlaceMemo& memo) {
+    KeepPendingReason(job, memo.reason, memo.reason_gen);
+  }
+  // `gen` identifies `reason`'s text (Job::NextReasonGen; 0: none); both
+  // must outlive the session and change together.
+  void KeepPendingReason(const Job& job, const std::string& reason, const uint64_t& gen);
+  // Whether every registered admission hook's plugin reads only the job and
+  // the queues (Plugin::AdmissionReadsOnlyJobAndQueues): enqueue may
+  // remember a refusal.
+  bool admission_reads_only_job_and_queues() const { return admission_pure_; }
   // Records a committed placement or eviction (Statement::Commit calls these).
   void RecordBind(const Job& job, uint32_t task);
   // An eviction of a job still Running is a shrink; otherwise the job stops.
@@ -282,6 +291,8 @@ class Session {
   template <typename Fn>
   void Add(std::vector<Registered<Fn>>& list, std::string_view plugin, Fn fn) {
     if (opening_uses_time_ && IsVerdictHook(list)) verdict_reads_clock_ = true;
+    const void* l = &list;
+    if (!opening_admission_pure_ && (l == &job_valid_ || l == &job_enqueueable_)) admission_pure_ = false;
     list.push_back({current_tier_, std::string(plugin), std::move(fn)});
   }
 
@@ -292,6 +303,9 @@ class Session {
   int current_tier_ = 0;
   // While a plugin that UsesTime opens (verdict_reads_clock).
   bool opening_uses_time_ = false;
+  // While a plugin that says AdmissionReadsOnlyJobAndQueues opens.
+  bool opening_admission_pure_ = false;
+  bool admission_pure_ = true;
   bool verdict_reads_clock_ = false;
   template <typename List>
   bool IsVerdictHook(const List& list) const {

@@ -5,6 +5,13 @@
 // 3. A job that every tier lets in (JobEnqueueable) becomes Inqueue (a
 //    Statement operation), and its minimum counts against its queue's
 //    admitted total for the jobs after it.
+// 4. The admission memo: when the policy's admission hooks read only the
+//    job and the queues (Plugin::AdmissionReadsOnlyJobAndQueues), a refused
+//    job remembers what its refusal read (Job::AdmitMemo: the policy, its
+//    tasks and minimum, its queue and the use of that queue and each
+//    ancestor); while all of it is the same, it is refused again with the
+//    same reason without asking (a backlog behind a queue's capability
+//    costs a comparison per job, not the plugins' checks and texts).
 #include <algorithm>
 
 #include "common/status_macros.h"
@@ -13,6 +20,40 @@
 
 namespace ringmaster::scheduler {
 namespace {
+
+// What admission reads of the queues: the use (allocated + admitted) of
+// the job's queue and of each ancestor, in that order.
+void ChainUse(const Session& s, const Job& j, std::vector<Resources>& out) {
+  out.clear();
+  for (int q = static_cast<int>(j.queue().value()); q >= 0; q = s.state().queues().parent(static_cast<uint32_t>(q))) {
+    const QueueInfo& info = s.queues()[q];
+    out.push_back(info.allocated() + info.inqueue);
+  }
+}
+
+// Whether the memo's inputs are the job's and its queues' now (`use`: the
+// queue chain's current use, filled here).
+bool Holds(const Session& s, const Job& j, std::vector<Resources>& use) {
+  const Job::AdmitMemo& m = j.admit_memo();
+  if (m.policy == 0 || m.policy != s.VerdictPolicyId() || m.task_changes != j.task_changes() ||
+      m.queue != j.queue().value() || m.min_member != j.min_member() || !(m.minimum == j.min_request())) {
+    return false;
+  }
+  ChainUse(s, j, use);
+  return use == m.chain_use;
+}
+
+void Remember(const Session& s, Job& j, const std::string& reason) {
+  Job::AdmitMemo& m = j.admit_memo();
+  m.policy = s.VerdictPolicyId();
+  m.task_changes = j.task_changes();
+  m.queue = j.queue().value();
+  m.min_member = j.min_member();
+  m.minimum = j.min_request();
+  ChainUse(s, j, m.chain_use);
+  m.reason = reason;
+  m.reason_gen = Job::NextReasonGen();
+}
 
 class EnqueueAction : public Action {
  public:
@@ -25,13 +66,24 @@ class EnqueueAction : public Action {
       if (j.phase() == JobPhase::kPending) pending.push_back(&j);
     }
     SortInJobOrder(s, pending.begin(), pending.end());
+    // With the fast paths only, so the property test compares both ways.
+    const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
     for (Job* j : pending) {
+      if (memo && Holds(s, *j, use_)) {
+        s.NoteRecalled();
+        s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
+        continue;
+      }
       if (Verdict valid = s.JobValid(*j); !valid.ok()) {
-        s.SetPendingReason(*j, std::string(valid.reason()));
+        std::string why(valid.reason());
+        if (memo) Remember(s, *j, why);
+        s.SetPendingReason(*j, std::move(why));
         continue;
       }
       if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
-        s.SetPendingReason(*j, admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason()));
+        std::string why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
+        if (memo) Remember(s, *j, why);
+        s.SetPendingReason(*j, std::move(why));
         continue;
       }
       Statement admit(s);
@@ -44,6 +96,9 @@ class EnqueueAction : public Action {
       }
     }
   }
+
+ private:
+  std::vector<Resources> use_;  // Holds' scratch
 };
 
 }  // namespace

@@ -20,14 +20,16 @@ using scheduler::Verdict;
 // A plugin whose callbacks are set by the test.
 class FakePlugin : public Plugin {
  public:
-  explicit FakePlugin(std::string name, std::function<void(Session&)> open)
-      : name_(std::move(name)), open_(std::move(open)) {}
+  explicit FakePlugin(std::string name, std::function<void(Session&)> open, bool admission_pure = false)
+      : name_(std::move(name)), open_(std::move(open)), admission_pure_(admission_pure) {}
   std::string_view name() const override { return name_; }
   void OnSessionOpen(Session& s) override { open_(s); }
+  bool AdmissionReadsOnlyJobAndQueues() const override { return admission_pure_; }
 
  private:
   std::string name_;
   std::function<void(Session&)> open_;
+  bool admission_pure_;
 };
 
 class SessionTiers : public ::testing::Test {
@@ -111,6 +113,21 @@ TEST_F(SessionTiers, LentBuffersComeBackClearedAndHoldNoEarlierHooks) {
   auto s = Open({{low_first}});
   EXPECT_TRUE(s->JobOrder(*a_, *b_)) << "only this session's key orders: lower priority first";
   EXPECT_EQ(s->jobs().size(), 2u) << "its own job list, not the last session's appended";
+}
+
+TEST_F(SessionTiers, AnAdmissionHookOfAPluginThatDoesNotSayWhatItReadsTurnsTheAdmissionMemoOff) {
+  auto admits = [](Session& s) { s.AddJobEnqueueableFn("a", [](const Job&) { return Verdict::Fit(); }); };
+  auto orders = [](Session& s) { s.AddJobOrderFn("o", [](const Job&, const Job&) { return 0; }); };
+  EXPECT_TRUE(Open({{orders}})->admission_reads_only_job_and_queues()) << "no admission hook: nothing unknown";
+  EXPECT_FALSE(Open({{orders}, {admits}})->admission_reads_only_job_and_queues())
+      << "an admission hook whose plugin says nothing of what it reads";
+  // The same hook from a plugin that says it reads only the job and queues.
+  plugins_.clear();
+  tier_ptrs_.clear();
+  plugins_.push_back(std::make_unique<FakePlugin>("pure", admits, true));
+  tier_ptrs_.push_back({plugins_.back().get()});
+  Session pure(state_, clock_, 1, tier_ptrs_);
+  EXPECT_TRUE(pure.admission_reads_only_job_and_queues());
 }
 
 TEST_F(SessionTiers, EnqueueVotesRejectBeatsPermitInATierAbstainPassesOn) {

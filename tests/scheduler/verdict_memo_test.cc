@@ -286,6 +286,83 @@ TEST_F(CountMemo, ANodeAddedWakesIt) {
   EXPECT_TRUE(h_->Running("big") || h_->Running("one")) << "the new node's 8 GPUs start a gang";
 }
 
+// The admission memo (scheduler/actions/enqueue.cc): a job its queue's
+// capability refuses keeps its refusal, unasked, while its queue's use is
+// the same. One node of 8 GPUs per rack, 4 racks; queue "small" may use 8
+// GPUs: "fits" (8) runs, "over" (4) waits for it; "other" is unlimited.
+class AdmissionMemo : public ::testing::Test {
+ protected:
+  static Policy WithCapability(int gpus) {
+    return PolicyFromYaml(std::string("actions: \"enqueue, allocate, backfill\"\n") + testing::kClockFreeTiers +
+                          "queues:\n- {name: small, capability: {gpu: " + std::to_string(gpus) +
+                          "}}\n- {name: other}\n");
+  }
+  void Start() {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(8));
+    h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+    h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(4).Build());
+    h_->Cycle();
+    ASSERT_TRUE(h_->Running("fits"));
+    ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
+    reason_ = h_->job("over").pending_reason();
+    ASSERT_NE(reason_.find("exceeds its capability gpu=8"), std::string::npos) << reason_;
+  }
+  // An event elsewhere: a job of the other queue arrives (the cycle runs).
+  const Engine::CycleWork& Arrival(const std::string& name) {
+    h_->Submit(JobBuilder(name).Queue("other").GpusPerTask(1).Build());
+    h_->Cycle();
+    return h_->engine().last_cycle_work();
+  }
+  std::unique_ptr<EngineHarness> h_;
+  std::string reason_;
+};
+
+TEST_F(AdmissionMemo, AnUnchangedQueueRecallsTheRefusalWithItsReason) {
+  Start();
+  const Engine::CycleWork& w = Arrival("o1");
+  EXPECT_TRUE(w.ran);
+  EXPECT_GE(w.recalled, 1) << "the refusal of 'over' is recalled, not asked again";
+  EXPECT_EQ(h_->job("over").phase(), JobPhase::kPending);
+  EXPECT_EQ(h_->job("over").pending_reason(), reason_);
+  EXPECT_TRUE(h_->Running("o1")) << "the other queue's job is admitted and starts";
+}
+
+TEST_F(AdmissionMemo, ItsQueuesUseChangingAsksAgain) {
+  Start();
+  Arrival("o1");
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("fits"), true).ok());
+  h_->Cycle();
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 0) << "the queue's use moved: asked again";
+  EXPECT_TRUE(h_->Running("over")) << "within the capability now";
+}
+
+TEST_F(AdmissionMemo, APolicyReloadAsksAgain) {
+  Start();
+  Arrival("o1");
+  ASSERT_TRUE(h_->engine().SetPolicy(WithCapability(16), plugins::BuiltinRegistry()).ok());
+  Arrival("o2");
+  EXPECT_TRUE(h_->Running("over")) << "the new capability lets it in";
+}
+
+TEST_F(AdmissionMemo, AnotherJobAdmittedToItsQueueAsksAgain) {
+  // The capability allows 12: "over" (4) would fit, but a job of the queue
+  // admitted first in job order takes the room; when that one ends, the
+  // queue's use moves and "over" is asked again.
+  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
+  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("first").Queue("small").GpusPerTask(4).Priority(5).Build());
+  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(4).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("fits"));
+  ASSERT_TRUE(h_->Running("first"));
+  ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
+  Arrival("o1");
+  EXPECT_GE(h_->engine().last_cycle_work().recalled, 1);
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("first"), true).ok());
+  h_->Cycle();
+  EXPECT_TRUE(h_->Running("over"));
+}
+
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
   ManualClock clock;
   EngineOptions o;
