@@ -31,26 +31,23 @@ void ChainUse(const Session& s, const Job& j, std::vector<Resources>& out) {
   }
 }
 
-// Whether the memo's inputs are the job's and its queues' now (`use`: the
-// queue chain's current use, filled here).
-bool Holds(const Session& s, const Job& j, std::vector<Resources>& use) {
+// Whether the memo's inputs are the job's and its queues' now (`use`: its
+// queue chain's current use).
+bool Holds(const Session& s, const Job& j, const std::vector<Resources>& use) {
   const Job::AdmitMemo& m = j.admit_memo();
-  if (m.policy == 0 || m.policy != s.VerdictPolicyId() || m.task_changes != j.task_changes() ||
-      m.queue != j.queue().value() || m.min_member != j.min_member() || !(m.minimum == j.min_request())) {
-    return false;
-  }
-  ChainUse(s, j, use);
-  return use == m.chain_use;
+  return m.policy != 0 && m.policy == s.VerdictPolicyId() && m.task_changes == j.task_changes() &&
+         m.queue == j.queue().value() && m.min_member == j.min_member() && m.minimum == j.min_request() &&
+         use == m.chain_use;
 }
 
-void Remember(const Session& s, Job& j, const std::string& reason) {
+void Remember(const Session& s, Job& j, const std::vector<Resources>& use, const std::string& reason) {
   Job::AdmitMemo& m = j.admit_memo();
   m.policy = s.VerdictPolicyId();
   m.task_changes = j.task_changes();
   m.queue = j.queue().value();
   m.min_member = j.min_member();
   m.minimum = j.min_request();
-  ChainUse(s, j, m.chain_use);
+  m.chain_use = use;
   m.reason = reason;
   m.reason_gen = Job::NextReasonGen();
 }
@@ -68,27 +65,41 @@ class EnqueueAction : public Action {
     SortInJobOrder(s, pending.begin(), pending.end());
     // With the fast paths only, so the property test compares both ways.
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
+    // Each queue's chain use, computed once per queue until an admission
+    // (the only change to any queue's use in this action) moves it.
+    int admitted = 0;
+    use_at_.assign(s.queues().size(), -1);
+    use_.resize(s.queues().size());
+    auto use_of = [&](const Job& j) -> const std::vector<Resources>& {
+      const uint32_t q = j.queue().value();
+      if (use_at_[q] != admitted) {
+        ChainUse(s, j, use_[q]);
+        use_at_[q] = admitted;
+      }
+      return use_[q];
+    };
     for (Job* j : pending) {
-      if (memo && Holds(s, *j, use_)) {
+      if (memo && Holds(s, *j, use_of(*j))) {
         s.NoteRecalled();
         s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
         continue;
       }
       if (Verdict valid = s.JobValid(*j); !valid.ok()) {
         std::string why(valid.reason());
-        if (memo) Remember(s, *j, why);
+        if (memo) Remember(s, *j, use_of(*j), why);
         s.SetPendingReason(*j, std::move(why));
         continue;
       }
       if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
         std::string why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
-        if (memo) Remember(s, *j, why);
+        if (memo) Remember(s, *j, use_of(*j), why);
         s.SetPendingReason(*j, std::move(why));
         continue;
       }
       Statement admit(s);
       admit.SetPhase(*j, JobPhase::kInqueue);
       RM_CHECK_OK(admit.Commit());  // a phase change alone cannot fail: a bug
+      ++admitted;
       int q = static_cast<int>(j->queue().value());
       while (q >= 0) {
         s.queues()[q].inqueue += j->min_request();
@@ -98,7 +109,9 @@ class EnqueueAction : public Action {
   }
 
  private:
-  std::vector<Resources> use_;  // Holds' scratch
+  // Per queue: its chain use and the admission count it was computed at.
+  std::vector<std::vector<Resources>> use_;
+  std::vector<int> use_at_;
 };
 
 }  // namespace
