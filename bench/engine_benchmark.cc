@@ -206,6 +206,18 @@ configurations:
 // (valgrind --toggle-collect='*TimedCycle*': see docs/BENCHMARKS.md).
 [[gnu::noinline]] scheduler::Decisions TimedCycle(EngineHarness& h) { return h.engine().RunCycle(); }
 
+// Runs the timed cycle of an iteration (timing paused before and after):
+// its allocations counted, its decisions returned.
+scheduler::Decisions TimeOneCycle(benchmark::State& state, EngineHarness& h, AllocCount& allocs) {
+  allocs.Start();
+  state.ResumeTiming();
+  auto d = TimedCycle(h);
+  benchmark::DoNotOptimize(d);
+  state.PauseTiming();
+  allocs.Stop();
+  return d;
+}
+
 int64_t MinorFaults() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -220,12 +232,7 @@ void RunPreemptCycles(benchmark::State& state, int nodes, int pending) {
     auto h = SetupPreempt(nodes, pending);
     free_gpus = h->state().free_index().TotalFree();
     const int64_t faults_before = MinorFaults();
-    allocs.Start();
-    state.ResumeTiming();
-    auto d = TimedCycle(*h);
-    benchmark::DoNotOptimize(d);
-    state.PauseTiming();
-    allocs.Stop();
+    auto d = TimeOneCycle(state, *h, allocs);
     faults += MinorFaults() - faults_before;
     evicted += static_cast<int64_t>(d.evictions.size());
     for (auto id : h->state().active_jobs()) held += h->state().job(id).nominated();
@@ -263,12 +270,7 @@ void BM_SteadyCycle(benchmark::State& state) {
     if (!h->engine().FinishJob(done, true).ok()) std::abort();
     h->Submit(preempt ? JobBuilder("late").Gang(4).GpusPerTask(4).Priority(10).Build() : PhillyJob("late", 8));
     h->clock().Advance(1000);
-    allocs.Start();
-    state.ResumeTiming();
-    auto d = TimedCycle(*h);
-    benchmark::DoNotOptimize(d);
-    state.PauseTiming();
-    allocs.Stop();
+    auto d = TimeOneCycle(state, *h, allocs);
     placed += static_cast<int64_t>(d.binds.size());
     evicted += static_cast<int64_t>(d.evictions.size());
     tried += h->engine().last_cycle_work().tried;
@@ -352,12 +354,7 @@ void BM_CycleBacklog(benchmark::State& state) {
       const scheduler::JobId done = h->engine().FindJob("fill0");
       if (!h->engine().FinishJob(done, true).ok()) std::abort();
     }
-    allocs.Start();
-    state.ResumeTiming();
-    auto d = TimedCycle(*h);
-    benchmark::DoNotOptimize(d);
-    state.PauseTiming();
-    allocs.Stop();
+    auto d = TimeOneCycle(state, *h, allocs);
     placed += static_cast<int64_t>(d.binds.size());
     waiting += static_cast<int64_t>(h->state().waiting_jobs().size());
     ran += h->engine().last_cycle_work().ran;

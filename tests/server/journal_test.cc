@@ -32,6 +32,22 @@ class JournalTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Damages the closed journal by hand: runs `sql` on its file.
+  void Damage(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  // Each skipped row's message says what is wrong (`why`, in order) and in
+  // which file.
+  void ExpectSkipped(const std::vector<std::string>& skipped, const std::vector<std::string>& why) {
+    ASSERT_EQ(skipped.size(), why.size());
+    for (size_t i = 0; i < why.size(); ++i) {
+      EXPECT_NE(skipped[i].find(why[i]), std::string::npos) << skipped[i];
+      EXPECT_NE(skipped[i].find(dir_ + "/journal.db"), std::string::npos) << skipped[i];
+    }
+  }
   std::string dir_;
 };
 
@@ -331,10 +347,7 @@ TEST_F(JournalTest, BadTaskRowsAreReportedNotTrusted) {
     ASSERT_TRUE(j->Flush().ok());
   }
   // Damage one row the way a hand edit would.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE tasks SET gpus='0,x'", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  Damage("UPDATE tasks SET gpus='0,x'");
   auto j = *Journal::Open(dir_);
   auto r = j->Load();
   ASSERT_ERROR(r, absl::StatusCode::kDataLoss, "table tasks, row 1 (job 'a' task 0), column gpus: bad gpus");
@@ -400,15 +413,9 @@ TEST_F(JournalTest, QueueUsageIsReplacedWholeAndABadRowIsSkippedNeverRefused) {
   }
   // Rows damaged by hand: each is skipped with what and where; the others
   // load and the journal opens (history, not acknowledgements).
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "INSERT INTO queue_usage VALUES('c', 'lots', 3600000, 1), ('d', -2, 3600000, 1), "
-                         "('e', 1, 0, 1), ('f', 1, 3600000, 'noon'), ('g', 9e999, 3600000, 1)",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
+  Damage(
+      "INSERT INTO queue_usage VALUES('c', 'lots', 3600000, 1), ('d', -2, 3600000, 1), "
+      "('e', 1, 0, 1), ('f', 1, 3600000, 'noon'), ('g', 9e999, 3600000, 1)");
   auto j = *Journal::Open(dir_);
   auto r = j->Load();
   ASSERT_TRUE(r.ok()) << r.status();
@@ -420,11 +427,7 @@ TEST_F(JournalTest, QueueUsageIsReplacedWholeAndABadRowIsSkippedNeverRefused) {
       "table queue_usage, row 6 (queue 'f'), column valued_at: text, expected an integer",
       "table queue_usage, row 7 (queue 'g'), column gpu_seconds: inf is out of range",
   };
-  ASSERT_EQ(r->skipped.size(), why.size());
-  for (size_t i = 0; i < why.size(); ++i) {
-    EXPECT_NE(r->skipped[i].find(why[i]), std::string::npos) << r->skipped[i];
-    EXPECT_NE(r->skipped[i].find(dir_ + "/journal.db"), std::string::npos) << r->skipped[i];
-  }
+  ExpectSkipped(r->skipped, why);
   // An empty SetQueueUsage (a policy without a half-life) empties the table.
   j->SetQueueUsage({});
   ASSERT_TRUE(j->Flush().ok());
@@ -471,16 +474,10 @@ TEST_F(JournalTest, EndedJobsComeBackInTheirOrderTheLastKeptAndABadRowIsSkippedN
   }
   // Rows damaged by hand: each is skipped with what and where; the others
   // load and the journal opens.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "INSERT INTO ended_jobs VALUES(7, 'e', 'q', 'eight', 3, 0, 0, 0, 0), "
-                         "(8, 'f', 'q', 1000, 3, -5, 0, 0, 0), (9, 'g', 'q', 1000, 3, 0, -2, 0, 0), "
-                         "(10, 'h', 'q', 1000, 3, 0, 0, 1.5, 0), (11, x'00ff', 'q', 1000, 3, 0, 0, 0, 0)",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
+  Damage(
+      "INSERT INTO ended_jobs VALUES(7, 'e', 'q', 'eight', 3, 0, 0, 0, 0), "
+      "(8, 'f', 'q', 1000, 3, -5, 0, 0, 0), (9, 'g', 'q', 1000, 3, 0, -2, 0, 0), "
+      "(10, 'h', 'q', 1000, 3, 0, 0, 1.5, 0), (11, x'00ff', 'q', 1000, 3, 0, 0, 0, 0)");
   auto j = *Journal::Open(dir_);
   auto r = j->Load();
   ASSERT_TRUE(r.ok()) << r.status();
@@ -492,11 +489,7 @@ TEST_F(JournalTest, EndedJobsComeBackInTheirOrderTheLastKeptAndABadRowIsSkippedN
       "table ended_jobs, row 7 (seq 10, job 'h'), column last_stopped: a real, expected an integer",
       "table ended_jobs, row 8 (seq 11), column job: a blob, expected text",
   };
-  ASSERT_EQ(r->ended_skipped.size(), why.size());
-  for (size_t i = 0; i < why.size(); ++i) {
-    EXPECT_NE(r->ended_skipped[i].find(why[i]), std::string::npos) << r->ended_skipped[i];
-    EXPECT_NE(r->ended_skipped[i].find(dir_ + "/journal.db"), std::string::npos) << r->ended_skipped[i];
-  }
+  ExpectSkipped(r->ended_skipped, why);
   EXPECT_TRUE(r->skipped.empty()) << "queue_usage's list is its own";
   // Keeping 1 drops every row below the new one, damaged or not.
   j->AddEndedJobs({Ended("i", 70, 80)}, 1);
