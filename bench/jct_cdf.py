@@ -200,21 +200,30 @@ def published_jcts(peer, system, load, workloads):
     return values, len(values)
 
 
+def run_jcts(path, hint):
+    """(finished JCTs, job count) of one run's jobs.csv; `hint` says how to make it."""
+    if not os.path.isfile(path):
+        raise InputError("no file %s (%s)" % (path, hint))
+    values, total = [], 0
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if "jct_s" not in (reader.fieldnames or []):
+            raise InputError("%s: no jct_s column" % path)
+        for row in reader:
+            total += 1
+            if row["jct_s"]:
+                values.append(float(row["jct_s"]))
+    return values, total
+
+
 def sweep_jcts(sweep, policy, load, workloads):
     """(finished JCTs, job count) pooled over the workloads of a sweep's runs."""
     values, total = [], 0
     for w in workloads:
-        path = os.path.join(sweep, "%s-%s-%s" % (policy, load, w), "jobs.csv")
-        if not os.path.isfile(path):
-            raise InputError("no file %s (run bench/pollux_sweep.sh with this OUT, POLICIES and LOADS)" % path)
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            if "jct_s" not in (reader.fieldnames or []):
-                raise InputError("%s: no jct_s column" % path)
-            for row in reader:
-                total += 1
-                if row["jct_s"]:
-                    values.append(float(row["jct_s"]))
+        v, n = run_jcts(os.path.join(sweep, "%s-%s-%s" % (policy, load, w), "jobs.csv"),
+                        "run bench/pollux_sweep.sh with this OUT, POLICIES and LOADS")
+        values += v
+        total += n
     return values, total
 
 
@@ -341,19 +350,8 @@ def write_plots(sweep, out_dir, policies, loads, workloads, peer):
 
 def case_jcts(sweep, case, policy):
     """(finished JCTs, job count) of one run of bench/default_policy_sweep.sh."""
-    path = os.path.join(sweep, "%s-%s" % (case, policy), "jobs.csv")
-    if not os.path.isfile(path):
-        raise InputError("no file %s (run bench/default_policy_sweep.sh with this OUT, CASES and POLICIES)" % path)
-    values, total = [], 0
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if "jct_s" not in (reader.fieldnames or []):
-            raise InputError("%s: no jct_s column" % path)
-        for row in reader:
-            total += 1
-            if row["jct_s"]:
-                values.append(float(row["jct_s"]))
-    return values, total
+    return run_jcts(os.path.join(sweep, "%s-%s" % (case, policy), "jobs.csv"),
+                    "run bench/default_policy_sweep.sh with this OUT, CASES and POLICIES")
 
 
 def write_case_plots(sweep, out_dir, policies, cases, prefix):

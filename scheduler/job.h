@@ -330,15 +330,14 @@ class Job {
     std::array<int64_t, 9> count{};
   };
   // Enqueue's last refusal of this job (the admission memo): it holds
-  // while the policy, the job's tasks, its minimum, its queue and the use
-  // (allocated + admitted) of that queue and each ancestor are the same,
-  // when the policy's admission hooks read nothing else
-  // (Plugin::AdmissionReadsOnlyJobAndQueues).
+  // while the policy, the job's tasks, its queue and the use (allocated +
+  // admitted) of that queue and each ancestor are the same, when the
+  // policy's admission hooks read nothing else
+  // (Plugin::AdmissionReadsOnlyJobAndQueues). Its minimum is fixed when the
+  // job is made.
   struct AdmitMemo {
     uint64_t policy = 0;  // Session::VerdictPolicyId; 0: no memo
     uint64_t task_changes = 0;
-    int min_member = 0;
-    topology::Resources minimum;
     uint32_t queue = 0;
     std::vector<topology::Resources> chain_use;  // the queue's, then each ancestor's
     std::string reason;

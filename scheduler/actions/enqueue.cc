@@ -8,8 +8,7 @@
 // 4. The admission memo: when the policy's admission hooks read only the
 //    job and the queues (Plugin::AdmissionReadsOnlyJobAndQueues), a refused
 //    job remembers what its refusal read (Job::AdmitMemo: the policy, its
-//    tasks and minimum, its queue and the use of that queue and each
-//    ancestor); while all of it is the same, it is refused again with the
+//    tasks, its queue and the use of that queue and each ancestor); while all of it is the same, it is refused again with the
 //    same reason without asking (a backlog behind a queue's capability
 //    costs a comparison per job, not the plugins' checks and texts).
 #include <algorithm>
@@ -36,8 +35,7 @@ void ChainUse(const Session& s, const Job& j, std::vector<Resources>& out) {
 bool Holds(const Session& s, const Job& j, const std::vector<Resources>& use) {
   const Job::AdmitMemo& m = j.admit_memo();
   return m.policy != 0 && m.policy == s.VerdictPolicyId() && m.task_changes == j.task_changes() &&
-         m.queue == j.queue().value() && m.min_member == j.min_member() && m.minimum == j.min_request() &&
-         use == m.chain_use;
+         m.queue == j.queue().value() && use == m.chain_use;
 }
 
 void Remember(const Session& s, Job& j, const std::vector<Resources>& use, const std::string& reason) {
@@ -45,8 +43,6 @@ void Remember(const Session& s, Job& j, const std::vector<Resources>& use, const
   m.policy = s.VerdictPolicyId();
   m.task_changes = j.task_changes();
   m.queue = j.queue().value();
-  m.min_member = j.min_member();
-  m.minimum = j.min_request();
   m.chain_use = use;
   m.reason = reason;
   m.reason_gen = Job::NextReasonGen();

@@ -344,23 +344,29 @@ TEST_F(AdmissionMemo, APolicyReloadAsksAgain) {
   EXPECT_TRUE(h_->Running("over")) << "the new capability lets it in";
 }
 
-TEST_F(AdmissionMemo, AnotherJobAdmittedToItsQueueAsksAgain) {
-  // The capability allows 12: "over" (4) would fit, but a job of the queue
-  // admitted first in job order takes the room; when that one ends, the
-  // queue's use moves and "over" is asked again.
+TEST_F(AdmissionMemo, AJobAdmittedAheadInTheSameCycleAsksAgain) {
+  // The capability allows 12: "fits" (8) runs, "over" (8) is refused on top
+  // of 8. A 4-GPU job of the queue with a higher priority arrives: enqueue
+  // admits it first in job order, which moves the queue's use inside the
+  // action, so "over" is asked again in that cycle and refused on top of 12
+  // (a use computed before the admission would recall the old reason).
   h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
   h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-  h_->Submit(JobBuilder("first").Queue("small").GpusPerTask(4).Priority(5).Build());
-  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(4).Build());
+  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
   h_->Cycle();
   ASSERT_TRUE(h_->Running("fits"));
-  ASSERT_TRUE(h_->Running("first"));
   ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
+  const std::string before = h_->job("over").pending_reason();
   Arrival("o1");
-  EXPECT_GE(h_->engine().last_cycle_work().recalled, 1);
-  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("first"), true).ok());
+  ASSERT_GE(h_->engine().last_cycle_work().recalled, 1) << "unchanged: recalled";
+  ASSERT_EQ(h_->job("over").pending_reason(), before);
+  h_->Submit(JobBuilder("ahead").Queue("small").GpusPerTask(4).Priority(5).Build());
   h_->Cycle();
-  EXPECT_TRUE(h_->Running("over"));
+  EXPECT_TRUE(h_->Running("ahead"));
+  EXPECT_EQ(h_->job("over").phase(), JobPhase::kPending);
+  EXPECT_NE(h_->job("over").pending_reason(), before) << "asked again on top of the new use";
+  EXPECT_NE(h_->job("over").pending_reason().find("on top of gpu=12"), std::string::npos)
+      << h_->job("over").pending_reason();
 }
 
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
