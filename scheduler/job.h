@@ -339,7 +339,7 @@ class Job {
     uint64_t policy = 0;  // Session::VerdictPolicyId; 0: no memo
     uint64_t task_changes = 0;
     uint32_t queue = 0;
-    std::vector<topology::Resources> chain_use;  // the queue's, then each ancestor's
+    uint64_t chain_use = 0;  // the id of the use of the queue and each ancestor (enqueue)
     std::string reason;
     uint64_t reason_gen = 0;  // as PlaceMemo::reason_gen
   };

@@ -423,9 +423,14 @@ void Session::KeepPendingReason(const Job& job, const std::string& reason, const
   // The job's first record this session, and its reason already: Close
   // would change nothing (a later record still wins over none). The same
   // generation is the same text, known without comparing.
-  if (job.record_session() != record_stamp_ &&
-      ((gen != 0 && job.pending_from() == gen) || job.pending_reason() == reason)) {
-    return;
+  if (job.record_session() != record_stamp_) {
+    if (gen != 0 && job.pending_from() == gen) return;
+    if (job.pending_reason() == reason) {
+      // The same text under another generation: named by this one from
+      // now on, so the next recall of it compares no text.
+      if (gen != 0) state_.job(job.id()).mark_pending_from(gen);
+      return;
+    }
   }
   state_.job(job.id()).set_record_session(record_stamp_);
   reasons_.push_back({job.id(), std::string(), &reason, &gen});

@@ -12,6 +12,10 @@
 //    same reason without asking (a backlog behind a queue's capability
 //    costs a comparison per job, not the plugins' checks and texts).
 #include <algorithm>
+#include <atomic>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "scheduler/actions/action.h"
@@ -19,6 +23,10 @@
 
 namespace ringmaster::scheduler {
 namespace {
+
+// Names each distinct chain use an enqueue action saw (EnqueueAction::Intern):
+// unique in the process, so a memo's id is one queue's one use.
+std::atomic<uint64_t> next_chain_id{0};
 
 // What admission reads of the queues: the use (allocated + admitted) of
 // the job's queue and of each ancestor, in that order.
@@ -30,21 +38,21 @@ void ChainUse(const Session& s, const Job& j, std::vector<Resources>& out) {
   }
 }
 
-// Whether the memo's inputs are the job's and its queues' now (`use`: its
-// queue chain's current use).
-bool Holds(const Session& s, const Job& j, const std::vector<Resources>& use) {
+// Whether the memo's inputs are the job's and its queues' now (`use`: the
+// id of its queue chain's current use).
+bool Holds(const Session& s, const Job& j, uint64_t use) {
   const Job::AdmitMemo& m = j.admit_memo();
   return m.policy != 0 && m.policy == s.VerdictPolicyId() && m.task_changes == j.task_changes() &&
          m.queue == j.queue().value() && use == m.chain_use;
 }
 
-void Remember(const Session& s, Job& j, const std::vector<Resources>& use, const std::string& reason) {
+void Remember(const Session& s, Job& j, uint64_t use, std::string reason) {
   Job::AdmitMemo& m = j.admit_memo();
   m.policy = s.VerdictPolicyId();
   m.task_changes = j.task_changes();
   m.queue = j.queue().value();
   m.chain_use = use;
-  m.reason = reason;
+  m.reason = std::move(reason);
   m.reason_gen = Job::NextReasonGen();
 }
 
@@ -53,7 +61,8 @@ class EnqueueAction : public Action {
   std::string_view name() const override { return "enqueue"; }
   bool UsesTime() const override { return false; }
   void Execute(Session& s) override {
-    std::vector<Job*> pending;
+    std::vector<Job*>& pending = pending_;
+    pending.clear();
     for (JobId id : s.jobs()) {
       Job& j = s.mutable_state().job(id);
       if (j.phase() == JobPhase::kPending) pending.push_back(&j);
@@ -62,17 +71,21 @@ class EnqueueAction : public Action {
     // With the fast paths only, so the property test compares both ways.
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
     // Each queue's chain use, computed once per queue until an admission
-    // (the only change to any queue's use in this action) moves it.
+    // (the only change to any queue's use in this action) moves it, and
+    // named by an id that changes when the use does (kept across cycles:
+    // a memo compares ids, not the queues' resources).
     int admitted = 0;
     use_at_.assign(s.queues().size(), -1);
-    use_.resize(s.queues().size());
-    auto use_of = [&](const Job& j) -> const std::vector<Resources>& {
+    use_id_.resize(s.queues().size(), 0);
+    if (interned_.size() != s.queues().size()) interned_.assign(s.queues().size(), {});
+    auto use_of = [&](const Job& j) -> uint64_t {
       const uint32_t q = j.queue().value();
       if (use_at_[q] != admitted) {
-        ChainUse(s, j, use_[q]);
+        ChainUse(s, j, scratch_);
+        use_id_[q] = Intern(q, scratch_);
         use_at_[q] = admitted;
       }
-      return use_[q];
+      return use_id_[q];
     };
     for (Job* j : pending) {
       if (memo && Holds(s, *j, use_of(*j))) {
@@ -80,34 +93,76 @@ class EnqueueAction : public Action {
         s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
         continue;
       }
+      std::string why;
       if (Verdict valid = s.JobValid(*j); !valid.ok()) {
-        std::string why(valid.reason());
-        if (memo) Remember(s, *j, use_of(*j), why);
-        s.SetPendingReason(*j, std::move(why));
+        why = valid.reason();
+      } else if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
+        why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
+      } else {
+        Admit(s, *j);
+        ++admitted;
         continue;
       }
-      if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
-        std::string why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
-        if (memo) Remember(s, *j, use_of(*j), why);
+      if (memo) {
+        // The memo's text, kept by generation: later recalls of it cost
+        // no comparison of texts (Session::KeepPendingReason).
+        Remember(s, *j, use_of(*j), std::move(why));
+        s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
+      } else {
         s.SetPendingReason(*j, std::move(why));
-        continue;
-      }
-      Statement admit(s);
-      admit.SetPhase(*j, JobPhase::kInqueue);
-      RM_CHECK_OK(admit.Commit());  // a phase change alone cannot fail: a bug
-      ++admitted;
-      int q = static_cast<int>(j->queue().value());
-      while (q >= 0) {
-        s.queues()[q].inqueue += j->min_request();
-        q = s.state().queues().parent(static_cast<uint32_t>(q));
       }
     }
   }
 
  private:
-  // Per queue: its chain use and the admission count it was computed at.
-  std::vector<std::vector<Resources>> use_;
+  // The job becomes Inqueue and its minimum counts against its queue and
+  // each ancestor for the jobs after it.
+  static void Admit(Session& s, Job& j) {
+    Statement admit(s);
+    admit.SetPhase(j, JobPhase::kInqueue);
+    RM_CHECK_OK(admit.Commit());  // a phase change alone cannot fail: a bug
+    int q = static_cast<int>(j.queue().value());
+    while (q >= 0) {
+      s.queues()[q].inqueue += j.min_request();
+      q = s.state().queues().parent(static_cast<uint32_t>(q));
+    }
+  }
+
+  // The id of queue q's chain use `use`: the same use (the same values)
+  // has the same id again (a queue's use near its capability goes back and
+  // forth between a few values, and the memos made at each stay good).
+  // Each queue keeps at most kInterned uses, then starts over with new ids
+  // (a memo of a forgotten id misses: the job is asked again).
+  uint64_t Intern(uint32_t q, const std::vector<Resources>& use) {
+    static constexpr size_t kInterned = 4096;
+    uint64_t h = use.size();
+    for (const Resources& r : use) {
+      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.gpu_milli());
+      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.cpu_milli());
+      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.memory());
+      h = h * 0x9E3779B97F4A7C15ULL + r.scalars().size();
+    }
+    auto& table = interned_[q];
+    auto it = table.try_emplace(h).first;
+    for (const auto& [seen, id] : it->second) {
+      if (seen == use) return id;
+    }
+    if (table.size() > kInterned) {
+      table.clear();
+      it = table.try_emplace(h).first;
+    }
+    const uint64_t id = ++next_chain_id;
+    it->second.emplace_back(use, id);
+    return id;
+  }
+
+  std::vector<Job*> pending_;  // the cycle's pending jobs (reused)
+  // Per queue: the id of its chain use and the admission count it was
+  // computed at (this cycle); the uses seen (by a hash of the values).
+  std::vector<uint64_t> use_id_;
   std::vector<int> use_at_;
+  std::vector<std::unordered_map<uint64_t, std::vector<std::pair<std::vector<Resources>, uint64_t>>>> interned_;
+  std::vector<Resources> scratch_;
 };
 
 }  // namespace

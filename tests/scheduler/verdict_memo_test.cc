@@ -324,7 +324,33 @@ TEST_F(AdmissionMemo, AnUnchangedQueueRecallsTheRefusalWithItsReason) {
   EXPECT_GE(w.recalled, 1) << "the refusal of 'over' is recalled, not asked again";
   EXPECT_EQ(h_->job("over").phase(), JobPhase::kPending);
   EXPECT_EQ(h_->job("over").pending_reason(), reason_);
+  EXPECT_EQ(h_->job("over").pending_from(), h_->job("over").admit_memo().reason_gen)
+      << "the reason is known as the memo's text: a recall compares no text";
   EXPECT_TRUE(h_->Running("o1")) << "the other queue's job is admitted and starts";
+}
+
+TEST_F(AdmissionMemo, AUseThatComesBackIsTheSameUse) {
+  // The queue's use goes 8 -> 12 -> 8 ("short" admitted, then ended). A use
+  // has one id however often it comes back: at 8 again, "over"'s memo names
+  // the id of its first refusal (a fresh id per change would never match a
+  // memo made before, and a queue near its capability goes back and forth).
+  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
+  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("fits"));
+  const uint64_t memo_at_8 = h_->job("over").admit_memo().chain_use;
+  ASSERT_NE(memo_at_8, 0u);
+  h_->Submit(JobBuilder("short").Queue("small").GpusPerTask(4).Priority(5).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("short"));
+  EXPECT_NE(h_->job("over").admit_memo().chain_use, memo_at_8) << "asked again at 12";
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("short"), true).ok());
+  h_->Cycle();
+  EXPECT_EQ(h_->job("over").admit_memo().chain_use, memo_at_8) << "8 again: the id of 8";
+  Arrival("o1");
+  EXPECT_GE(h_->engine().last_cycle_work().recalled, 1);
+  EXPECT_EQ(h_->job("over").phase(), JobPhase::kPending);
 }
 
 TEST_F(AdmissionMemo, ItsQueuesUseChangingAsksAgain) {
