@@ -28,10 +28,12 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
   jobs_.reserve(state_.waiting_jobs().size());
   for (JobId id : state_.waiting_jobs()) jobs_.push_back(id);
   // Pending demand and admitted minimums, rolled up the queue tree.
+  admitted_.reserve(jobs_.size());
   for (JobId id : jobs_) {
     const Job& job = state_.job(id);
     const Resources& pending = job.PendingRequest();
     const bool admitted_not_running = job.phase() == JobPhase::kInqueue;
+    if (job.phase() != JobPhase::kPending) admitted_.push_back(id);
     int q = static_cast<int>(job.queue().value());
     while (q >= 0) {
       queues_[q].request += pending;
@@ -57,14 +59,22 @@ Session::~Session() {
   // Cleared, capacity kept: the next session fills them again.
   auto clear = [](auto&... lists) { (lists.clear(), ...); };
   Buffers& b = *buffers_;
-  clear(b.jobs, b.reasons, b.bound, b.evictions, b.queue_order, b.job_order, b.job_order_key, b.task_order,
+  clear(b.jobs, b.admitted, b.reasons, b.bound, b.evictions, b.queue_order, b.job_order, b.job_order_key, b.task_order,
         b.job_valid, b.job_enqueueable, b.job_ready, b.job_pipelined, b.job_starving, b.predicate, b.node_order,
         b.preemptable, b.reclaimable, b.overused, b.allocatable, b.victim_tasks, b.gpu_select, b.job_priority,
         b.job_speedup, b.resize_pays, b.placed_speedup, b.start_pays);
 }
 
+void Session::RefreshAdmitted() {
+  admitted_.clear();
+  for (JobId id : jobs_) {
+    if (state_.job(id).phase() != JobPhase::kPending) admitted_.push_back(id);
+  }
+}
+
 void Session::SwapLists(Buffers& b) {
   jobs_.swap(b.jobs);
+  admitted_.swap(b.admitted);
   reasons_.swap(b.reasons);
   bound_.swap(b.bound);
   evictions_.swap(b.evictions);
@@ -502,8 +512,9 @@ Decisions Session::Close() {
   for (const auto& tier : tiers_) {
     for (Plugin* p : tier) p->OnSessionClose(*this);
   }
-  // Pipelined tasks were promises for this cycle only.
-  for (JobId id : jobs_) {
+  // Pipelined tasks were promises for this cycle only (only an admitted
+  // job is placed).
+  for (JobId id : admitted_) {
     Job& job = state_.job(id);
     if (job.PipelinedCount() == 0 || job.nominated()) continue;
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {

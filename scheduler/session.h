@@ -236,6 +236,12 @@ class Session {
 
   // Jobs this session looks at: active jobs with a Pending task, by id.
   const std::vector<JobId>& jobs() const { return jobs_; }
+  // Those of them admitted (any phase but Pending), by id: what actions
+  // after enqueue walk, so that a backlog its queues refuse costs them
+  // nothing. Enqueue's admissions join it (RefreshAdmitted).
+  const std::vector<JobId>& admitted_jobs() const { return admitted_; }
+  // Rebuilds admitted_jobs() from jobs() (enqueue, after it admitted any).
+  void RefreshAdmitted();
 
   // Records why a job is still pending after this cycle (last writer wins).
   void SetPendingReason(const Job& job, std::string reason);
@@ -315,6 +321,7 @@ class Session {
   }
   std::vector<QueueInfo> queues_;
   std::vector<JobId> jobs_;
+  std::vector<JobId> admitted_;
   int nodes_to_score_ = kDefaultNodesToScore;
   bool fast_paths_ = true;
   struct ReasonRecord {
@@ -369,6 +376,7 @@ class Session {
 
 struct Session::Buffers {
   std::vector<JobId> jobs;
+  std::vector<JobId> admitted;
   std::vector<ReasonRecord> reasons;
   std::vector<std::pair<JobId, uint32_t>> bound;
   std::vector<Eviction> evictions;

@@ -59,6 +59,7 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
   JobId id(static_cast<uint32_t>(jobs_.size()));
   jobs_.push_back(std::make_unique<Job>(id, std::move(spec), queue, now));
   active_.insert(id);
+  if (jobs_.back()->elastic()) elastic_.insert(id);
   flags_.push_back(kActive);
   UpdateWaiting(*jobs_.back());
   return id;
@@ -106,6 +107,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   }
   waiting_.erase(id);
   elastic_room_.erase(id);
+  elastic_.erase(id);
   flags_[id.value()] = 0;
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
 }
@@ -427,6 +429,9 @@ absl::Status State::CheckInvariants() const {
   for (JobId id : waiting_) {
     if (!active_.count(id)) return absl::InternalError(absl::StrCat("7: job ", job(id).name(), " waits, not active"));
   }
+  for (JobId id : elastic_) {
+    if (!active_.count(id)) return absl::InternalError(absl::StrCat("8: job ", job(id).name(), " is in the elastic set, not active"));
+  }
   for (JobId id : active_) {
     const Job& j = job(id);
     const bool should_wait = j.Count(TaskState::kPending) > 0;
@@ -434,6 +439,9 @@ absl::Status State::CheckInvariants() const {
         should_wait != ((flags_[j.id().value()] & kWaiting) != 0) ||
         (flags_[j.id().value()] & kActive) == 0) {
       return absl::InternalError(absl::StrCat("7: job ", j.name(), " waiting set is off"));
+    }
+    if (j.elastic() != (elastic_.count(j.id()) > 0)) {
+      return absl::InternalError(absl::StrCat("8: job ", j.name(), " elastic set is off"));
     }
     const bool room = j.elastic() && j.ReadyCount() < j.max_member();
     if (room != (elastic_room_.count(j.id()) > 0) || room != ((flags_[j.id().value()] & kRoom) != 0)) {

@@ -123,6 +123,9 @@ class State {
   // Active elastic jobs below their maximum (what the elastic action may
   // grow), kept like waiting_jobs().
   const JobSet& elastic_below_max() const { return elastic_room_; }
+  // Active elastic jobs (whatever their size): a walk over them (the
+  // elastic action's loans) costs the elastic jobs, not every job.
+  const JobSet& elastic_jobs() const { return elastic_; }
 
   JobId AddJob(JobSpec spec, QueueId queue, Timestamp now);
   // Marks a job terminal and takes it off the active set; its record goes
@@ -276,6 +279,7 @@ class State {
   std::vector<EndedJob> ended_;  // in the order they ended (ended_jobs())
   JobSet waiting_;
   JobSet elastic_room_;
+  JobSet elastic_;
   // Per job id: whether it is in active_, waiting_ and elastic_room_ (kept
   // with them).
   static constexpr uint8_t kActive = 1, kWaiting = 2, kRoom = 4;

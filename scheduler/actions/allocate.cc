@@ -135,7 +135,7 @@ class AllocateAction : public Action {
     // tried (a vector and an index: a deque allocates even when empty).
     std::vector<std::vector<Job*>> by_queue(s.queues().size());
     std::vector<size_t> next(by_queue.size(), 0);
-    for (JobId id : s.jobs()) {
+    for (JobId id : s.admitted_jobs()) {
       Job& j = st.job(id);
       if (WaitsForPlacement(j)) by_queue[j.queue().value()].push_back(&j);
     }

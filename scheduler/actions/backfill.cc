@@ -35,7 +35,7 @@ class BackfillAction : public Action {
     if (walltimes_) walltimes_->Learn(st);
     if (!st.reservation()) return;
     std::vector<Job*> waiting;
-    for (JobId id : s.jobs()) {
+    for (JobId id : s.admitted_jobs()) {
       Job& j = st.job(id);
       if (j.id() == st.reservation()->job) continue;
       if ((j.phase() == JobPhase::kInqueue || j.phase() == JobPhase::kRunning) &&

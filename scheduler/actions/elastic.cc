@@ -60,7 +60,7 @@ bool InItsDomain(const State& st, const Job& j) {
 // A running elastic job holds members above its desired size: without one
 // there is nothing to give back (and no waiting gang need be tried).
 bool AnyLoan(const State& st) {
-  for (JobId id : st.active_jobs()) {
+  for (JobId id : st.elastic_jobs()) {
     const Job& j = st.job(id);
     if (j.elastic() && j.phase() == JobPhase::kRunning && j.ReadyCount() > VictimPicker::LoanFloor(j)) return true;
   }
@@ -104,7 +104,7 @@ class ElasticAction : public Action {
     int64_t largest_free = st.free_index().LargestFree(0);
     bool blocked = false;
     int64_t block_priority = 0;
-    for (JobId id : s.jobs()) {
+    for (JobId id : s.admitted_jobs()) {
       const Job& w = st.job(id);
       if (w.phase() != JobPhase::kInqueue || w.GangReady() || w.nominated()) continue;
       if (PerTaskGpus(w) > largest_free) continue;  // could not use what is idle

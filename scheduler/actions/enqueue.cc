@@ -67,54 +67,99 @@ class EnqueueAction : public Action {
       Job& j = s.mutable_state().job(id);
       if (j.phase() == JobPhase::kPending) pending.push_back(&j);
     }
-    SortInJobOrder(s, pending.begin(), pending.end());
     // With the fast paths only, so the property test compares both ways.
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
     // Each queue's chain use, computed once per queue until an admission
     // (the only change to any queue's use in this action) moves it, and
     // named by an id that changes when the use does (kept across cycles:
     // a memo compares ids, not the queues' resources).
-    int admitted = 0;
+    admitted_ = 0;
     use_at_.assign(s.queues().size(), -1);
     use_id_.resize(s.queues().size(), 0);
     if (interned_.size() != s.queues().size()) interned_.assign(s.queues().size(), {});
-    auto use_of = [&](const Job& j) -> uint64_t {
-      const uint32_t q = j.queue().value();
-      if (use_at_[q] != admitted) {
-        ChainUse(s, j, scratch_);
-        use_id_[q] = Intern(q, scratch_);
-        use_at_[q] = admitted;
-      }
-      return use_id_[q];
-    };
+    if (memo && RefuseAllUnordered(s)) return;
+    SortInJobOrder(s, pending.begin(), pending.end());
     for (Job* j : pending) {
-      if (memo && Holds(s, *j, use_of(*j))) {
+      if (memo && Holds(s, *j, UseOf(s, *j))) {
         s.NoteRecalled();
         s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
         continue;
       }
       std::string why;
-      if (Verdict valid = s.JobValid(*j); !valid.ok()) {
-        why = valid.reason();
-      } else if (Verdict admit = s.JobEnqueueable(*j); !admit.ok()) {
-        why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
-      } else {
+      if (!Refused(s, *j, why)) {
         Admit(s, *j);
-        ++admitted;
+        ++admitted_;
         continue;
       }
       if (memo) {
-        // The memo's text, kept by generation: later recalls of it cost
-        // no comparison of texts (Session::KeepPendingReason).
-        Remember(s, *j, use_of(*j), std::move(why));
-        s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
+        Refuse(s, *j, std::move(why));
       } else {
         s.SetPendingReason(*j, std::move(why));
       }
     }
+    if (admitted_ > 0) s.RefreshAdmitted();
   }
 
  private:
+  // Queue q's chain use id now (at admitted_ admissions this cycle).
+  uint64_t UseOf(const Session& s, const Job& j) {
+    const uint32_t q = j.queue().value();
+    if (use_at_[q] != admitted_) {
+      ChainUse(s, j, scratch_);
+      use_id_[q] = Intern(q, scratch_);
+      use_at_[q] = admitted_;
+    }
+    return use_id_[q];
+  }
+
+  // Whether the plugins refuse the job (with `why`), or would admit it.
+  static bool Refused(Session& s, const Job& j, std::string& why) {
+    if (Verdict valid = s.JobValid(j); !valid.ok()) {
+      why = valid.reason();
+      return true;
+    }
+    if (Verdict admit = s.JobEnqueueable(j); !admit.ok()) {
+      why = admit.reason().empty() ? "not admitted by its queue" : std::string(admit.reason());
+      return true;
+    }
+    return false;
+  }
+
+  // The job stays Pending with `why`, remembered at its queues' use now.
+  // The memo's text is kept by generation: later recalls of it compare no
+  // text (Session::KeepPendingReason).
+  void Refuse(Session& s, Job& j, std::string why) {
+    Remember(s, j, UseOf(s, j), std::move(why));
+    s.KeepPendingReason(j, j.admit_memo().reason, j.admit_memo().reason_gen);
+  }
+
+  // The cycle where nothing is admitted, without the job order: until the
+  // first admission every job sees its queues' use as the cycle found it,
+  // so its verdict does not depend on where it sits in the order (the
+  // admission hooks read only the job and the queues). The jobs whose
+  // memo does not hold are asked, in job order; when every one of them is
+  // refused, so is every job (the others' memos hold) and no job need be
+  // sorted. At the first that would be admitted, false: the caller walks
+  // every job in job order (the refusals made here hold there, by memo).
+  bool RefuseAllUnordered(Session& s) {
+    misses_.clear();
+    hits_.clear();
+    for (Job* j : pending_) {
+      (Holds(s, *j, UseOf(s, *j)) ? hits_ : misses_).push_back(j);
+    }
+    SortInJobOrder(s, misses_.begin(), misses_.end());
+    for (Job* j : misses_) {
+      std::string why;
+      if (!Refused(s, *j, why)) return false;
+      Refuse(s, *j, std::move(why));
+    }
+    for (Job* j : hits_) {
+      s.NoteRecalled();
+      s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
+    }
+    return true;
+  }
+
   // The job becomes Inqueue and its minimum counts against its queue and
   // each ancestor for the jobs after it.
   static void Admit(Session& s, Job& j) {
@@ -157,6 +202,8 @@ class EnqueueAction : public Action {
   }
 
   std::vector<Job*> pending_;  // the cycle's pending jobs (reused)
+  std::vector<Job*> hits_, misses_;  // those whose memo held, did not (reused)
+  int admitted_ = 0;           // admissions this cycle
   // Per queue: the id of its chain use and the admission count it was
   // computed at (this cycle); the uses seen (by a hash of the values).
   std::vector<uint64_t> use_id_;

@@ -17,7 +17,7 @@ std::vector<Job*> WaitingGangs(Session& s) { return WaitingGangs(s, nullptr); }
 
 std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
   std::vector<Job*> out;
-  for (JobId id : s.jobs()) {
+  for (JobId id : s.admitted_jobs()) {
     Job& j = s.mutable_state().job(id);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
     if (j.GangReady()) continue;

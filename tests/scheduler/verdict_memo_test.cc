@@ -395,6 +395,43 @@ TEST_F(AdmissionMemo, AJobAdmittedAheadInTheSameCycleAsksAgain) {
       << h_->job("over").pending_reason();
 }
 
+TEST_F(AdmissionMemo, ANewcomerRefusedAloneLeavesTheOthersRecalled) {
+  // Nothing is admitted: the newcomer is the only job asked, the refused
+  // backlog is recalled (without the job order), reasons as before.
+  Start();
+  h_->Submit(JobBuilder("late").Queue("small").GpusPerTask(4).Build());
+  h_->Cycle();
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 1) << "'over' recalled, 'late' asked";
+  EXPECT_EQ(h_->job("over").pending_reason(), reason_);
+  EXPECT_EQ(h_->job("late").phase(), JobPhase::kPending);
+  EXPECT_NE(h_->job("late").pending_reason().find("exceeds its capability gpu=8"), std::string::npos)
+      << h_->job("late").pending_reason();
+}
+
+TEST_F(AdmissionMemo, AnAdmissionAmongTheAskedWalksEveryJobInJobOrder) {
+  // The capability allows 12; "fits" (8) runs, "over" (8, priority 0) is
+  // refused on top of 8. In one cycle "big" (8, priority 5) and "tiny" (4,
+  // priority 1) arrive: in job order big is refused on top of 8, tiny is
+  // admitted (12), then over is asked again and refused on top of 12. The
+  // unordered pass finds tiny admissible and gives way to the ordered walk.
+  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
+  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("fits"));
+  ASSERT_NE(h_->job("over").pending_reason().find("on top of gpu=8"), std::string::npos)
+      << h_->job("over").pending_reason();
+  h_->Submit(JobBuilder("big").Queue("small").GpusPerTask(8).Priority(5).Build());
+  h_->Submit(JobBuilder("tiny").Queue("small").GpusPerTask(4).Priority(1).Build());
+  h_->Cycle();
+  EXPECT_TRUE(h_->Running("tiny"));
+  EXPECT_EQ(h_->job("big").phase(), JobPhase::kPending);
+  EXPECT_NE(h_->job("big").pending_reason().find("on top of gpu=8"), std::string::npos)
+      << "asked before tiny's admission: " << h_->job("big").pending_reason();
+  EXPECT_NE(h_->job("over").pending_reason().find("on top of gpu=12"), std::string::npos)
+      << "asked after it: " << h_->job("over").pending_reason();
+}
+
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
   ManualClock clock;
   EngineOptions o;
