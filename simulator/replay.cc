@@ -697,7 +697,8 @@ void Driver::RecordStop(size_t j, int64_t now, std::string reason, std::string_v
 
 double Driver::HeldGpuSeconds(size_t j, int64_t now) const {
   const JobRun& r = runs_[j];
-  return result_.jobs[j].gpu_seconds + (r.running ? r.gpus_held * static_cast<double>(now - r.held_since_ms) / 1000.0 : 0);
+  const double since = r.running ? r.gpus_held * static_cast<double>(now - r.held_since_ms) / 1000.0 : 0;
+  return result_.jobs[j].gpu_seconds + since;
 }
 
 double Driver::AllocatedGpus() const {

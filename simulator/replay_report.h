@@ -1,8 +1,9 @@
 // What a replay writes (docs/TRACE_FORMAT.md, "Outputs"): summary.json with
 // the run's metrics, jobs.csv with one row per trace job, timeline.csv with
 // the cluster after each change, stops.csv with one row per whole-job stop
-// (who was stopped, after how much service, for whom, who had waited how long). Rendered as strings so tests can compare
-// two runs byte for byte; WriteReplayOutputs puts them in a folder.
+// (who was stopped, after how much service, for whom, who had waited how
+// long). Rendered as strings so tests can compare two runs byte for byte;
+// WriteReplayOutputs puts them in a folder.
 //
 // Definitions: JCT = end - submit and queue delay = first start - submit, over
 // completed jobs; percentiles are nearest-rank. gpu_alloc_ratio = allocated
