@@ -2,7 +2,7 @@
 // the engine. Two modes:
 //   * trace replay (simulator/replay.h): --trace FILE [--format F] CLUSTER
 //     [--policy FILE] [--seed S] [--out DIR] [--check] [--quiet]; writes
-//     DIR/summary.json, jobs.csv and timeline.csv and prints a summary;
+//     DIR/summary.json, jobs.csv, timeline.csv and stops.csv and prints a summary;
 //   * --protocol fgd: the FGD experiment protocol (simulator/fgd_protocol.h)
 //     on an openb node list and pod list, placed through the engine;
 //     --driver direct is the FGD authors' loop as an engine configuration.
@@ -437,7 +437,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   AddClusterFlags(*sim, f->cluster);
   sim->add_option("--policy", f->policy, "policy file (YAML); built-in default when absent")->check(CLI::ExistingFile);
   sim->add_option("--seed", f->seed, "random seed (42)");
-  sim->add_option("--out", f->out, "output folder (summary.json, jobs.csv, timeline.csv)");
+  sim->add_option("--out", f->out, "output folder (summary.json, jobs.csv, timeline.csv, stops.csv)");
   sim->add_flag("--check", f->check, "check every invariant after each cycle; stop at the first violation");
   sim->add_flag("--no-fast-paths", f->no_fast_paths,
                 "try every waiting gang and run every wake-up cycle (the same decisions, slower: for comparisons)");

@@ -159,6 +159,11 @@ class Driver {
   void AskWakeup(int64_t now, int64_t wake, bool events_left);
   void RecordTimeline(int64_t now);
   double AllocatedGpus() const;
+  // GPU-seconds job j (trace index) has held up to now.
+  double HeldGpuSeconds(size_t j, int64_t now) const;
+  // A row of stops.csv for running job j, stopped whole now (for the job
+  // named `preemptor`, if any), before the stop changes its run.
+  void RecordStop(size_t j, int64_t now, std::string reason, std::string_view preemptor);
   // Free GPUs on partly used nodes / free GPUs, from per-node counts kept up
   // to date for the nodes whose jobs changed (MarkDirty).
   double Fragmentation();
@@ -404,6 +409,7 @@ void Driver::NodeDown(const NodeEvent& e, int64_t now) {
     if (job.phase() == JobPhase::kRunning && job.GangReady()) {
       Resize(j, job, now);
     } else {
+      RecordStop(j, now, absl::StrCat("node ", e.node, " failed"), "");
       Stop(j, false, now);
     }
   }
@@ -491,10 +497,12 @@ void Driver::Cycle(int64_t now) {
 }
 
 void Driver::AfterCycle(const Decisions& d, int64_t now) {
-  // Per job touched (id order): stopped whole, and for a preemptor.
+  // Per job touched (id order): stopped whole, and for a preemptor; the
+  // first eviction that names it (for stops.csv).
   struct Touch {
     bool evicted = false;
     bool preempted = false;
+    const scheduler::Eviction* first = nullptr;
   };
   std::map<JobId, Touch> touched;
   for (const auto& m : d.membership) touched.emplace(m.job, Touch{});
@@ -502,6 +510,20 @@ void Driver::AfterCycle(const Decisions& d, int64_t now) {
     Touch& t = touched[e.job];
     if (e.kind != scheduler::Eviction::Kind::kShrink) t.evicted = true;
     if (!e.preemptor.empty()) t.preempted = true;
+    if (t.first == nullptr || (t.first->kind == scheduler::Eviction::Kind::kShrink &&
+                               e.kind != scheduler::Eviction::Kind::kShrink)) {
+      t.first = &e;
+    }
+  }
+  // A row of stops.csv per running job this cycle stops (below), read
+  // before any of this cycle's starts changes the runs.
+  for (const auto& [id, touch] : touched) {
+    if (id.value() >= by_engine_id_.size() || by_engine_id_[id.value()] == SIZE_MAX) continue;
+    const size_t j = by_engine_id_[id.value()];
+    const scheduler::Job& job = engine_->state().job(id);
+    if (!runs_[j].running || (!touch.evicted && job.phase() == JobPhase::kRunning && job.GangReady())) continue;
+    RecordStop(j, now, touch.first != nullptr ? touch.first->reason : "its gang broke",
+               touch.first != nullptr ? std::string_view(touch.first->preemptor) : std::string_view());
   }
   // A simulated process leaves at once, or release_after_s later (never
   // after its grace deadline: the engine's grace period is the upper bound).
@@ -650,6 +672,33 @@ void Driver::Stop(size_t j, bool preempted, int64_t now) {
   if (preempted) ++out.preemptions;
   --running_;
   ++pending_;
+}
+
+void Driver::RecordStop(size_t j, int64_t now, std::string reason, std::string_view preemptor) {
+  StopRecord rec;
+  rec.time_ms = now;
+  rec.job = j;
+  rec.gpu_seconds = HeldGpuSeconds(j, now);
+  rec.since_start_ms = now - runs_[j].held_since_ms;
+  rec.reason = std::move(reason);
+  if (!preemptor.empty()) {
+    const JobId pid = engine_->FindJob(preemptor);
+    if (pid.valid() && pid.value() < by_engine_id_.size() && by_engine_id_[pid.value()] != SIZE_MAX) {
+      const size_t p = by_engine_id_[pid.value()];
+      rec.preemptor = p;
+      rec.preemptor_gpu_seconds = HeldGpuSeconds(p, now);
+      if (!runs_[p].running) {
+        rec.preemptor_waited_ms = now - (runs_[p].restart_pending ? runs_[p].held_since_ms : result_.jobs[p].submit_ms);
+      }
+    }
+  }
+  result_.stops.push_back(std::move(rec));
+}
+
+double Driver::HeldGpuSeconds(size_t j, int64_t now) const {
+  const JobRun& r = runs_[j];
+  const double since = r.running ? r.gpus_held * static_cast<double>(now - r.held_since_ms) / 1000.0 : 0;
+  return result_.jobs[j].gpu_seconds + since;
 }
 
 double Driver::AllocatedGpus() const {

@@ -141,6 +141,19 @@ struct JobOutcome {
   double gpu_seconds = 0;  // GPUs held x time held
 };
 
+// One whole-job stop of a running job (an eviction: preempt, reclaim, a lost
+// node; shrinks are not stops), in the order the cycles made them.
+struct StopRecord {
+  int64_t time_ms = 0;
+  size_t job = 0;                // trace index (JobOutcome)
+  double gpu_seconds = 0;        // what it had held until the stop (GPUs x time)
+  int64_t since_start_ms = 0;    // since it last started or was resized
+  std::optional<size_t> preemptor;  // trace index of the job it made room for
+  double preemptor_gpu_seconds = 0;
+  int64_t preemptor_waited_ms = -1;  // since it was submitted or last stopped; -1 when it was running
+  std::string reason;            // the eviction's reason, as the decisions give it
+};
+
 // The cluster after each instant at which it changed.
 struct TimelinePoint {
   int64_t time_ms = 0;
@@ -160,6 +173,7 @@ struct InvariantViolation {
 struct ReplayResult {
   std::vector<JobOutcome> jobs;  // trace order
   std::vector<TimelinePoint> timeline;
+  std::vector<StopRecord> stops;  // time order
   int64_t total_gpus = 0;
   int64_t events = 0;  // arrivals + completions + cycles + node failures and recoveries
   int64_t node_failures = 0;

@@ -1,4 +1,4 @@
-// summary.json, jobs.csv and timeline.csv of a replay.
+// summary.json, jobs.csv, timeline.csv and stops.csv of a replay.
 #include "simulator/replay_report.h"
 
 #include <algorithm>
@@ -204,12 +204,45 @@ std::string TimelineCsv(const ReplayResult& r) {
   return out;
 }
 
+std::string StopsCsv(const ReplayResult& r) {
+  std::string out =
+      "time_s,job_id,gpus,gpu_seconds,since_start_s,preemptor,preemptor_gpus,preemptor_gpu_seconds,"
+      "preemptor_waited_s,reason\n";
+  for (const StopRecord& s : r.stops) {
+    const JobOutcome& j = r.jobs[s.job];
+    AppendMs(&out, s.time_ms);
+    absl::StrAppend(&out, ",", j.id, ",", j.gpus, ",");
+    AppendFixed(&out, s.gpu_seconds, 3);
+    out.push_back(',');
+    AppendMs(&out, s.since_start_ms);
+    out.push_back(',');
+    if (s.preemptor) {
+      const JobOutcome& p = r.jobs[*s.preemptor];
+      absl::StrAppend(&out, p.id, ",", p.gpus, ",");
+      AppendFixed(&out, s.preemptor_gpu_seconds, 3);
+      out.push_back(',');
+      if (s.preemptor_waited_ms >= 0) AppendMs(&out, s.preemptor_waited_ms);
+    } else {
+      out.append(",,,");
+    }
+    // The reason is free text: quoted, a quote doubled (RFC 4180).
+    out.append(",\"");
+    for (char c : s.reason) {
+      if (c == '"') out.push_back('"');
+      out.push_back(c);
+    }
+    out.append("\"\n");
+  }
+  return out;
+}
+
 absl::Status WriteReplayOutputs(const std::string& dir, const ReplayResult& r, const RunInfo& info) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", ec.message()));
   for (const auto& [name, text] : {std::pair{"summary.json", SummaryJson(r, info)},
-                                   {"jobs.csv", JobsCsv(r)}, {"timeline.csv", TimelineCsv(r)}}) {
+                                   {"jobs.csv", JobsCsv(r)}, {"timeline.csv", TimelineCsv(r)},
+                                   {"stops.csv", StopsCsv(r)}}) {
     const std::string path = absl::StrCat(dir, "/", name);
     std::ofstream f(path, std::ios::binary);
     f << text;

@@ -1,7 +1,9 @@
 // What a replay writes (docs/TRACE_FORMAT.md, "Outputs"): summary.json with
 // the run's metrics, jobs.csv with one row per trace job, timeline.csv with
-// the cluster after each change. Rendered as strings so tests can compare
-// two runs byte for byte; WriteReplayOutputs puts them in a folder.
+// the cluster after each change, stops.csv with one row per whole-job stop
+// (who was stopped, after how much service, for whom, who had waited how
+// long). Rendered as strings so tests can compare two runs byte for byte;
+// WriteReplayOutputs puts them in a folder.
 //
 // Definitions: JCT = end - submit and queue delay = first start - submit, over
 // completed jobs; percentiles are nearest-rank. gpu_alloc_ratio = allocated
@@ -32,8 +34,10 @@ struct RunInfo {
 std::string SummaryJson(const ReplayResult& r, const RunInfo& info);
 std::string JobsCsv(const ReplayResult& r);
 std::string TimelineCsv(const ReplayResult& r);
+std::string StopsCsv(const ReplayResult& r);
 
-// Creates `dir` and writes summary.json, jobs.csv and timeline.csv there.
+// Creates `dir` and writes summary.json, jobs.csv, timeline.csv and
+// stops.csv there.
 absl::Status WriteReplayOutputs(const std::string& dir, const ReplayResult& r, const RunInfo& info);
 
 // The headline numbers of SummaryJson, for the CLI's table and for tests.

@@ -126,6 +126,21 @@ TEST(Replay, GpuSecondsAreConserved) {
   EXPECT_LT(stopped, static_cast<int>(r.jobs.size()) / 2) << "most jobs ran once";
   EXPECT_NEAR(held, r.allocated_gpu_seconds, 1e-6 * held);
   EXPECT_GT(StatsOf(r).avg_queue_delay_s, 0);  // it is contended
+  // stops.csv has one row per eviction, each stop's preemptions counted in
+  // jobs.csv, and what a job held at a stop is at most what it held in all.
+  std::vector<int> rows(r.jobs.size()), for_someone(r.jobs.size());
+  for (const StopRecord& s : r.stops) {
+    ++rows[s.job];
+    for_someone[s.job] += s.preemptor.has_value() ? 1 : 0;
+    EXPECT_LE(s.gpu_seconds, r.jobs[s.job].gpu_seconds + 1e-9) << r.jobs[s.job].id;
+  }
+  int64_t evictions = 0;
+  for (size_t i = 0; i < r.jobs.size(); ++i) {
+    EXPECT_EQ(rows[i], r.jobs[i].evictions) << r.jobs[i].id;
+    EXPECT_EQ(for_someone[i], r.jobs[i].preemptions) << r.jobs[i].id;
+    evictions += r.jobs[i].evictions;
+  }
+  EXPECT_GT(evictions, 0);  // the check has something to count
 }
 
 TEST(Replay, ARingAcrossSpinesRunsSlower) {
@@ -386,10 +401,77 @@ TEST(ReplayFailures, ARigidJobRestartsFromItsLastCheckpoint) {
   ASSERT_TRUE(r.jobs[0].completed);
   EXPECT_EQ(r.jobs[0].evictions, 1);
   EXPECT_EQ(r.jobs[0].end_ms, 170'000);
+  // stops.csv: the stop at 50, after 8 GPUs x 50 s, for nobody.
+  ASSERT_EQ(r.stops.size(), 1u);
+  EXPECT_EQ(r.stops[0].time_ms, 50'000);
+  EXPECT_DOUBLE_EQ(r.stops[0].gpu_seconds, 400);
+  EXPECT_FALSE(r.stops[0].preemptor.has_value());
+  EXPECT_THAT(StopsCsv(r), HasSubstr("\n50.000,x,8,400.000,50.000,,,,,\""));
   EXPECT_EQ(r.node_failures, 1);
   // Held: 8 GPUs x (50 + 100) s.
   EXPECT_DOUBLE_EQ(r.jobs[0].gpu_seconds, 8 * 150);
   EXPECT_NEAR(r.allocated_gpu_seconds, 8 * 150, 1e-9);
+}
+
+TEST(ReplayStops, EachStopSaysAfterHowMuchServiceForWhomAndAfterWhatWait) {
+  // 1 node x 4 GPUs; the preempt action's cooldown is 15 s, no grace, no
+  // restart cost. lo (4 GPUs, 100 s) runs from 0. hi (priority 10, 4 GPUs,
+  // 20 s) arrives at 10; lo may be its victim only from 15 (the cooldown),
+  // so hi has waited 5 s when it stops lo, which had held 4 GPUs x 15 s = 60
+  // GPU-s. hi runs 15 -> 35; lo (no checkpoint) runs its 100 s again from
+  // 35 and ends at 135. mid (4 GPUs, 10 s, priority 0) arrives at 1 and
+  // waits behind lo the whole time: nobody stops for it.
+  const auto trace = Native(
+      "job_id,submit_time_s,duration_s,tasks,gpus_per_task,priority\n"
+      "lo,0,100,1,4,0\n"
+      "mid,1,10,1,4,0\n"
+      "hi,10,20,1,4,10\n");
+  std::vector<queue::ConfigError> errors;
+  auto policy = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 0, cooldown: 15}
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+)",
+                                       "p.yaml", plugins::BuiltinRegistry(), &errors);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  ReplayOptions o;
+  o.restart_cost_s = 0;
+  o.queues_from_trace = false;
+  o.wake_period_s = 1;
+  o.check = true;
+  auto r = Replay(Uniform(1, 4, 1), *policy, trace, "t.csv", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->violation.has_value());
+  EXPECT_EQ(r->jobs[2].start_ms, 15'000);
+  EXPECT_EQ(r->jobs[0].end_ms, 135'000);
+  ASSERT_EQ(r->stops.size(), 1u);
+  const StopRecord& s = r->stops[0];
+  EXPECT_EQ(s.time_ms, 15'000);
+  EXPECT_EQ(s.job, 0u);
+  EXPECT_DOUBLE_EQ(s.gpu_seconds, 60);
+  EXPECT_EQ(s.since_start_ms, 15'000);
+  ASSERT_TRUE(s.preemptor.has_value());
+  EXPECT_EQ(*s.preemptor, 2u);
+  EXPECT_DOUBLE_EQ(s.preemptor_gpu_seconds, 0);
+  EXPECT_EQ(s.preemptor_waited_ms, 5'000);
+  EXPECT_THAT(s.reason, HasSubstr("evicted for hi"));
+  const std::string csv = StopsCsv(*r);
+  EXPECT_THAT(csv, HasSubstr("time_s,job_id,gpus,gpu_seconds,since_start_s,preemptor,preemptor_gpus,"
+                             "preemptor_gpu_seconds,preemptor_waited_s,reason\n"));
+  EXPECT_THAT(csv, HasSubstr("\n15.000,lo,4,60.000,15.000,hi,4,0.000,5.000,\"evicted for hi"));
+  // Quoted free text: a quote in the reason is doubled.
+  ReplayResult q;
+  q.jobs.push_back(JobOutcome{.id = "a", .gpus = 1});
+  q.stops.push_back(StopRecord{.time_ms = 1'000, .job = 0, .reason = "lost \"n1\", sorry"});
+  EXPECT_EQ(StopsCsv(q), absl::StrCat("time_s,job_id,gpus,gpu_seconds,since_start_s,preemptor,preemptor_gpus,",
+                                      "preemptor_gpu_seconds,preemptor_waited_s,reason\n",
+                                      "1.000,a,1,0.000,0.000,,,,,\"lost \"\"n1\"\", sorry\"\n"));
 }
 
 TEST(ReplayFailures, AnElasticJobAboveItsMinimumShrinksInstead) {
@@ -404,6 +486,7 @@ TEST(ReplayFailures, AnElasticJobAboveItsMinimumShrinksInstead) {
   ASSERT_TRUE(r.jobs[0].completed);
   EXPECT_EQ(r.jobs[0].shrinks, 1);
   EXPECT_EQ(r.jobs[0].evictions, 0);
+  EXPECT_TRUE(r.stops.empty());  // a shrink is not a stop
   EXPECT_EQ(r.jobs[0].end_ms, 165'000);
 }
 
@@ -427,6 +510,10 @@ TEST(ReplayFailures, DrawnFailuresAreDeterministicAndConserveGpuSeconds) {
   }
   EXPECT_EQ(completed, 200);
   EXPECT_NEAR(held, a.allocated_gpu_seconds, 1e-6 * held);
+  EXPECT_EQ(StopsCsv(a), StopsCsv(b));
+  int64_t evictions = 0;
+  for (const JobOutcome& j : a.jobs) evictions += j.evictions;
+  EXPECT_EQ(static_cast<int64_t>(a.stops.size()), evictions);  // lost nodes' stops too
   o.seed = 14;
   EXPECT_NE(JobsCsv(RunReplay(Uniform(16, 8, 4, 2), trace, o)), JobsCsv(a));
 }
