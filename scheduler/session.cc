@@ -65,10 +65,19 @@ Session::~Session() {
         b.job_speedup, b.resize_pays, b.placed_speedup, b.start_pays);
 }
 
-void Session::RefreshAdmitted() {
-  admitted_.clear();
-  for (JobId id : jobs_) {
-    if (state_.job(id).phase() != JobPhase::kPending) admitted_.push_back(id);
+void Session::AddAdmitted(std::vector<JobId>& ids) {
+  if (ids.empty()) return;
+  std::sort(ids.begin(), ids.end());
+  // Merged from the back into the grown list (std::inplace_merge would
+  // allocate a buffer each cycle).
+  size_t a = admitted_.size(), b = ids.size();
+  admitted_.resize(a + b);
+  for (size_t out = a + b; b > 0;) {
+    if (a > 0 && ids[b - 1] < admitted_[a - 1]) {
+      admitted_[--out] = admitted_[--a];
+    } else {
+      admitted_[--out] = ids[--b];
+    }
   }
 }
 

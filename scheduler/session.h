@@ -238,10 +238,11 @@ class Session {
   const std::vector<JobId>& jobs() const { return jobs_; }
   // Those of them admitted (any phase but Pending), by id: what actions
   // after enqueue walk, so that a backlog its queues refuse costs them
-  // nothing. Enqueue's admissions join it (RefreshAdmitted).
+  // nothing. Enqueue's admissions join it (AddAdmitted).
   const std::vector<JobId>& admitted_jobs() const { return admitted_; }
-  // Rebuilds admitted_jobs() from jobs() (enqueue, after it admitted any).
-  void RefreshAdmitted();
+  // Merges jobs of jobs() just admitted (enqueue; any order) into
+  // admitted_jobs(), in id order, without reading the jobs.
+  void AddAdmitted(std::vector<JobId>& ids);
 
   // Records why a job is still pending after this cycle (last writer wins).
   void SetPendingReason(const Job& job, std::string reason);

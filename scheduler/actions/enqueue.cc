@@ -74,6 +74,7 @@ class EnqueueAction : public Action {
     // named by an id that changes when the use does (kept across cycles:
     // a memo compares ids, not the queues' resources).
     admitted_ = 0;
+    admitted_ids_.clear();
     use_at_.assign(s.queues().size(), -1);
     use_id_.resize(s.queues().size(), 0);
     if (interned_.size() != s.queues().size()) interned_.assign(s.queues().size(), {});
@@ -89,6 +90,7 @@ class EnqueueAction : public Action {
       if (!Refused(s, *j, why)) {
         Admit(s, *j);
         ++admitted_;
+        admitted_ids_.push_back(j->id());
         continue;
       }
       if (memo) {
@@ -97,7 +99,7 @@ class EnqueueAction : public Action {
         s.SetPendingReason(*j, std::move(why));
       }
     }
-    if (admitted_ > 0) s.RefreshAdmitted();
+    s.AddAdmitted(admitted_ids_);
   }
 
  private:
@@ -204,6 +206,7 @@ class EnqueueAction : public Action {
   std::vector<Job*> pending_;  // the cycle's pending jobs (reused)
   std::vector<Job*> hits_, misses_;  // those whose memo held, did not (reused)
   int admitted_ = 0;           // admissions this cycle
+  std::vector<JobId> admitted_ids_;  // the jobs admitted this cycle (reused)
   // Per queue: the id of its chain use and the admission count it was
   // computed at (this cycle); the uses seen (by a hash of the values).
   std::vector<uint64_t> use_id_;
