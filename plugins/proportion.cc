@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <optional>
@@ -25,9 +26,28 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> ProportionPlugin::Create(cons
   if (half_life > 0 && half_life_ms == 0) {
     return args.Error("usageHalfLife", "must be 0 (off) or at least 1 ms");
   }
+  RM_ASSIGN_OR_RETURN(const double usage_weight, args.Double("usageWeight", 0));
+  if (!(usage_weight >= 0 && usage_weight <= kMaxUsageWeight)) {
+    return args.Error("usageWeight", "must be in [0, 100] (0: deserved shares ignore past use)");
+  }
+  if (usage_weight > 0 && half_life_ms == 0) {
+    return args.Error("usageWeight", "needs usageHalfLife > 0 (the decayed usage it reads)");
+  }
   RM_RETURN_IF_ERROR(args.Finish());
-  return std::make_unique<ProportionPlugin>(half_life_ms);
+  return std::make_unique<ProportionPlugin>(half_life_ms, usage_weight);
 }
+
+int ProportionPlugin::LevelOf(double rho, double k) {
+  if (!(rho > 1) || !(k > 0)) return 0;
+  const double level = std::floor(kLevelsPerDoubling * std::log2(1 + k * (rho - 1)));
+  return static_cast<int>(std::clamp(level, 0.0, static_cast<double>(kMaxLevel)));
+}
+
+double ProportionPlugin::LevelRho(int level, double k) {
+  return 1 + (std::exp2(static_cast<double>(level) / kLevelsPerDoubling) - 1) / k;
+}
+
+double ProportionPlugin::LevelFactor(int level) { return std::exp2(-static_cast<double>(level) / kLevelsPerDoubling); }
 
 namespace {
 
@@ -72,13 +92,24 @@ bool ProportionPlugin::Overused(const QueueInfo& q) {
 
 namespace {
 
-// Every queue's deserved share, water-filled from the session's demand.
-void SetDeserved(scheduler::Session& s) {
+// Every queue's deserved share, water-filled from the session's demand
+// (with `weights`: those in place of the queues' own).
+void SetDeserved(scheduler::Session& s, const std::vector<int64_t>* weights = nullptr) {
   const auto& tree = s.state().queues();
   std::vector<Resources> request(tree.size());
   for (size_t q = 0; q < tree.size(); ++q) request[q] = s.queues()[q].request;
-  std::vector<Resources> deserved = queue::ComputeDeserved(tree, s.state().total(), request);
+  std::vector<Resources> deserved = weights ? queue::ComputeDeserved(tree, s.state().total(), request, *weights)
+                                            : queue::ComputeDeserved(tree, s.state().total(), request);
   for (size_t q = 0; q < tree.size(); ++q) s.queues()[q].deserved = deserved[q];
+}
+
+// Calls f(group) for every set of siblings (the roots, each queue's children).
+template <typename F>
+void ForEachSiblings(const queue::QueueTree& tree, F&& f) {
+  f(tree.roots());
+  for (uint32_t q = 0; q < tree.size(); ++q) {
+    if (!tree.is_leaf(q)) f(tree.children(q));
+  }
 }
 
 // -1 when l is lower, +1 when higher, 0 when equal.
@@ -135,9 +166,14 @@ std::vector<scheduler::TaskRef> Reclaimable(const scheduler::Session& s, const s
 }  // namespace
 
 void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
-  SetDeserved(s);
+  if (half_life_ms_ > 0) Decay(s);
+  if (usage_weight_ > 0) {
+    const std::vector<int64_t> weights = AdjustedWeights(s);
+    SetDeserved(s, &weights);
+  } else {
+    SetDeserved(s);
+  }
   if (half_life_ms_ > 0) {
-    Decay(s);
     s.AddQueueOrderFn(kName, [this](const QueueInfo& l, const QueueInfo& r) {
       return CompareKeys(OrderKey(l), OrderKey(r));
     });
@@ -190,6 +226,47 @@ void ProportionPlugin::Decay(const scheduler::Session& s) {
   at_ = now;
 }
 
+std::vector<int64_t> ProportionPlugin::AdjustedWeights(const scheduler::Session& s) {
+  const auto& tree = s.state().queues();
+  std::vector<int64_t> weights(tree.size(), 1);
+  ForEachSiblings(tree, [&](const std::vector<uint32_t>& group) {
+    // Competing: asks for GPUs now (allocated + pending, descendants included).
+    double sum_r = 0, sum_w = 0;
+    int64_t all_w = 0;
+    for (uint32_t q : group) {
+      Usage& u = usage_[q];
+      u.competing = s.queues()[q].request.gpu_milli() > 0;
+      u.level = 0;
+      const int64_t w = tree.spec(q).weight;
+      all_w = all_w > std::numeric_limits<int64_t>::max() - w ? std::numeric_limits<int64_t>::max() : all_w + w;
+      if (!u.competing) continue;
+      sum_r += u.gpus;
+      sum_w += static_cast<double>(w);
+    }
+    if (sum_r > 0) {
+      for (uint32_t q : group) {
+        Usage& u = usage_[q];
+        if (!u.competing) continue;
+        const double rho = (u.gpus / sum_r) * (sum_w / static_cast<double>(tree.spec(q).weight));
+        u.level = LevelOf(rho, usage_weight_);
+      }
+    }
+    // Integer weights for the water-filling: w x scale x 2^(-level / 8),
+    // scale = 2^16 unless the siblings' weights are too big for it (then
+    // less, down to 1); never below 1.
+    int64_t scale = int64_t{1} << 16;
+    while (scale > 1 && all_w > (int64_t{1} << 61) / scale) scale /= 2;
+    for (uint32_t q : group) {
+      const int64_t w = tree.spec(q).weight;
+      const int level = usage_[q].level;
+      const int64_t scaled = w > std::numeric_limits<int64_t>::max() / scale ? w : w * scale;
+      weights[q] = level == 0 ? scaled
+                              : std::max<int64_t>(1, std::llround(static_cast<double>(scaled) * LevelFactor(level)));
+    }
+  });
+  return weights;
+}
+
 void ProportionPlugin::OnSessionClose(scheduler::Session& s) {
   if (half_life_ms_ <= 0 || usage_.size() != s.queues().size()) return;
   for (size_t q = 0; q < usage_.size(); ++q) {
@@ -209,6 +286,10 @@ double ProportionPlugin::GpuSecondsOf(double gpus) const {
 }
 
 double ProportionPlugin::DecayedGpuSeconds(scheduler::QueueId q) const { return GpuSecondsOf(UsageGpus(q)); }
+
+int ProportionPlugin::ShareLevel(scheduler::QueueId q) const {
+  return usage_weight_ > 0 && q.value() < usage_.size() ? usage_[q.value()].level : 0;
+}
 
 std::vector<scheduler::DecayedUsage> ProportionPlugin::DecayedUsages(const scheduler::State& state,
                                                                      scheduler::Timestamp now) const {
@@ -282,13 +363,23 @@ scheduler::Timestamp ProportionPlugin::NextChange(const scheduler::State& state,
   const double h = static_cast<double>(half_life_ms_);
   const double x0 = std::exp2(-static_cast<double>(std::max<scheduler::Timestamp>(now - at_, 0)) / h);
   auto at_x0 = [x0](const Line& l) { return l.a + l.b * x0; };
+  // The instant x (in (0, x0)) is reached, a little early (rounding: the
+  // session computes its figures its own way).
+  auto instant = [&](double x) -> scheduler::Timestamp {
+    const double t = static_cast<double>(at_) + h * -std::log2(x);
+    if (!(t < 4e18)) return scheduler::kNoChange;
+    const double early = t - 1 - (t - static_cast<double>(now)) * 1e-6;
+    return std::max(now, static_cast<scheduler::Timestamp>(std::floor(early)));
+  };
+  scheduler::Timestamp next = scheduler::kNoChange;
+  if (usage_weight_ > 0) next = NextLevelChange(state, now, x0, instant);
+  if (next <= now) return now;
   std::sort(lines.begin(), lines.end(), [&](const Line& l, const Line& r) {
     const double lv = at_x0(l), rv = at_x0(r);
     return lv != rv ? lv < rv : l.b < r.b;
   });
   // The first change of the order is two keys adjacent now becoming equal
   // (by continuity, anything between them would have crossed one first).
-  scheduler::Timestamp next = scheduler::kNoChange;
   for (size_t i = 0; i + 1 < lines.size(); ++i) {
     const Line& lo = lines[i];
     const Line& hi = lines[i + 1];
@@ -297,12 +388,61 @@ scheduler::Timestamp ProportionPlugin::NextChange(const scheduler::State& state,
     // lo.a + lo.b x = hi.a + hi.b x; x falls from x0 towards 0 as time goes on.
     const double x = (hi.a - lo.a) / (lo.b - hi.b);
     if (!(x > 0 && x < x0)) continue;
-    const double t = static_cast<double>(at_) + h * -std::log2(x);
-    if (!(t < 4e18)) continue;
-    // A little early (rounding: the session computes the keys its own way).
-    const double early = t - 1 - (t - static_cast<double>(now)) * 1e-6;
-    next = std::min(next, std::max(now, static_cast<scheduler::Timestamp>(std::floor(early))));
+    next = std::min(next, instant(x));
   }
+  return next;
+}
+
+template <typename Instant>
+scheduler::Timestamp ProportionPlugin::NextLevelChange(const scheduler::State& state, scheduler::Timestamp now,
+                                                       double x0, const Instant& instant) const {
+  // While nothing changes, R_q = held_q + (R_q(at_) - held_q) x, so within a
+  // group of competing siblings
+  //   rho_q(x) = W_q (a_q + b_q x) / (C + D x),  W_q = sum w / w_q,
+  // a ratio of two linear functions of x, monotone on (0, x0]: its level
+  // changes first where rho_q reaches the level boundary just above or just
+  // below it (LevelRho), and crosses each at most once.
+  const auto& tree = state.queues();
+  scheduler::Timestamp next = scheduler::kNoChange;
+  ForEachSiblings(tree, [&](const std::vector<uint32_t>& group) {
+    if (next <= now) return;
+    double c = 0, d = 0, sum_w = 0;
+    int competing = 0;
+    for (uint32_t q : group) {
+      const Usage& u = usage_[q];
+      if (!u.competing) continue;
+      ++competing;
+      c += u.held;
+      d += u.gpus - u.held;
+      sum_w += static_cast<double>(tree.spec(q).weight);
+    }
+    if (competing < 2) return;  // one alone has rho = 1: level 0 for ever
+    if (!(c + d * x0 > 0)) {
+      // No past use yet (every level 0): the first GPU held makes some.
+      if (c > 0) next = now;
+      return;
+    }
+    for (uint32_t q : group) {
+      const Usage& u = usage_[q];
+      if (!u.competing) continue;
+      const double w = sum_w / static_cast<double>(tree.spec(q).weight);
+      const double a = u.held, b = u.gpus - u.held;
+      if (LevelOf(w * (a + b * x0) / (c + d * x0), usage_weight_) != u.level) {
+        next = now;  // already moved (time since the last session)
+        return;
+      }
+      for (const int m : {u.level + 1, u.level}) {
+        if (m < 1 || m > kMaxLevel) continue;
+        // w (a + b x) = L (c + d x)  <=>  x = (L c - w a) / (w b - L d)
+        const double l = LevelRho(m, usage_weight_);
+        const double den = w * b - l * d;
+        if (den == 0) continue;
+        const double x = (l * c - w * a) / den;
+        if (!(x > 0 && x < x0)) continue;
+        next = std::min(next, instant(x));
+      }
+    }
+  });
   return next;
 }
 

@@ -9,6 +9,7 @@
 //                   within capability (up the tree); otherwise the job waits
 //                   Pending with the numbers.
 //   Reclaimable: tasks of reclaimable queues that are above their deserved share.
+//   With usageWeight (below), deserved shares read decayed usage too.
 //
 // Time-decayed fair share (`usageHalfLife`, seconds, default 0 = off; as
 // Slurm's PriorityDecayHalfLife, Kueue's usageHalfLifeTime, KAI's
@@ -46,6 +47,40 @@
 //      (a few ms early), now when two adjacent keys tie and move apart, or
 //      kNoChange.
 //
+// Deserved shares that read decayed usage (`usageWeight`, k in [0, 100],
+// default 0 = off; needs usageHalfLife > 0). Without it only the order above
+// reads past use, while allocate's Overused and reclaim compare what queues
+// hold with the instantaneous deserved share, and the two fight (a queue
+// served first by the order is then reclaimed back). With k > 0 each
+// queue's weight in the water-filling (queue/proportion.h, step 2) is
+// lowered by how far its decayed usage exceeded its fair part of the
+// decayed usage of the siblings that compete with it now:
+//   competing siblings: queues of one parent (or the roots) asking for GPUs
+//     now (allocated + pending, descendants included)
+//   rho_q   = (R_q / sum R) / (w_q / sum w)   over the competing siblings
+//             (1: it used exactly its weight's part; 0 when sum R = 0)
+//   p_q     = 1 + k x max(0, rho_q - 1)       (>= 1: only over-use counts)
+//   level_q = floor(8 log2 p_q)               (0, 1, 2, ...: 8 a doubling)
+//   w'_q    = w_q x 2^(-level_q / 8)          (in integers: w x 2^16 x
+//             2^(-level / 8), rounded, at least 1)
+// Guarantees (step 1) and capabilities are untouched, no weight reaches
+// zero (p_q <= 1 + k (sum w / w_q - 1)), a queue at or below its part keeps
+// its weight, and a queue alone (rho = 1) deserves what it did. Example: a
+// and b of weight 1 both ask for the 8-GPU cluster, R_a = 4, R_b = 0, k = 1:
+// rho_a = 1 / (1/2) = 2, p_a = 2, level 8, w'_a = 1/2: a deserves 8 x
+// (1/2) / (3/2) = 2.667 GPUs, b 5.333 (in milli-GPUs: floors 2,666 and
+// 5,333, the 1 left over to the first queue still short: 2,667 and 5,333),
+// where without k each deserves 4. Deserved shares are what allocate's Overused, reclaim's victims
+// (ReclaimKeepsShares, TakerStaysWithinShare), the queue order and the
+// verdict memo's context read, so all of them follow. The level is
+// quantized (8 steps a doubling of p, 9 % of weight each) so that deserved
+// shares change at discrete instants NextChange can name: with allocation
+// and demand standing, rho_q(t) is a ratio of two linear functions of
+// 2^(-t / H), monotone in t, so the next change is the first instant some
+// rho_q reaches the boundary of its level, LevelRho(level) or
+// LevelRho(level + 1). k = 0 (or no argument) computes deserved shares
+// exactly as without a half-life.
+//
 // What survives (DecayedUsages / RestoreDecayedUsages, by queue name): a
 // policy reload hands each queue's usage, valued at the reload, to the new
 // plugin (Engine::SetPolicy); the daemon journals it and gives it back at
@@ -71,9 +106,14 @@ class ProportionPlugin : public scheduler::Plugin {
  public:
   static constexpr const char* kName = "proportion";
   // `usageHalfLife`: seconds in [0, 1e9] (0, the default: no decayed usage,
-  // the instantaneous order).
+  // the instantaneous order). `usageWeight`: k in [0, 100] (0, the default:
+  // deserved shares from weights alone); > 0 needs usageHalfLife > 0.
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
-  explicit ProportionPlugin(scheduler::Timestamp half_life_ms = 0) : half_life_ms_(half_life_ms) {}
+  explicit ProportionPlugin(scheduler::Timestamp half_life_ms = 0, double usage_weight = 0)
+      : half_life_ms_(half_life_ms), usage_weight_(half_life_ms > 0 ? usage_weight : 0) {}
+  static constexpr double kMaxUsageWeight = 100;
+  static constexpr double kLevelsPerDoubling = 8;
+  static constexpr int kMaxLevel = 512;
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
   void OnSessionClose(scheduler::Session& s) override;
@@ -111,6 +151,17 @@ class ProportionPlugin : public scheduler::Plugin {
   double DecayedGpuSeconds(scheduler::QueueId q) const;
   // What the queue order compares with the half-life on (lower first).
   double OrderKey(const scheduler::QueueInfo& q) const;
+  // usageWeight's k (0: off).
+  double usage_weight() const { return usage_weight_; }
+  // The level of q's weight at the last session's open (0 with usageWeight
+  // off): its weight counted w x LevelFactor(level).
+  int ShareLevel(scheduler::QueueId q) const;
+  // floor(8 log2(1 + k max(0, rho - 1))), clamped to [0, kMaxLevel].
+  static int LevelOf(double rho, double k);
+  // The rho at which the level reaches `level` (>= 1): 1 + (2^(level/8) - 1) / k.
+  static double LevelRho(int level, double k);
+  // 2^(-level / 8).
+  static double LevelFactor(int level);
 
  private:
   // Per queue (by index), kept across sessions with the half-life on.
@@ -119,6 +170,8 @@ class ProportionPlugin : public scheduler::Plugin {
     double held = 0;          // GPUs held at the last close
     double share = 0;         // Share(q) at the last close
     double deserved_gpus = 0; // deserved GPUs at the last close
+    bool competing = false;   // usageWeight: asked for GPUs at the last open
+    int level = 0;            // usageWeight: its level at the last open
   };
   // Restored usage, waiting for the first session.
   struct Restored {
@@ -129,7 +182,16 @@ class ProportionPlugin : public scheduler::Plugin {
   // Step 1 (the first session: from restored_).
   void Decay(const scheduler::Session& s);
   double GpuSecondsOf(double gpus) const;
+  // usageWeight: each queue's level (competing, level) from R at this
+  // session, and the weights the water-filling uses.
+  std::vector<int64_t> AdjustedWeights(const scheduler::Session& s);
+  // usageWeight: the first instant a level changes (NextChange's part);
+  // `instant` turns an x = 2^(-(t - at_) / H) into a time, a little early.
+  template <typename Instant>
+  scheduler::Timestamp NextLevelChange(const scheduler::State& state, scheduler::Timestamp now, double x0,
+                                       const Instant& instant) const;
   scheduler::Timestamp half_life_ms_;
+  double usage_weight_ = 0;
   std::vector<Usage> usage_;
   scheduler::Timestamp at_ = -1;  // when usage_[].gpus was brought up to date; -1: never
   std::vector<Restored> restored_;  // only while at_ is -1

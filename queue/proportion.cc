@@ -19,9 +19,12 @@ Resources Scale(const Resources& r, int64_t num, int64_t den) {
   return out;
 }
 
+// `weights`: one per queue in place of the spec's, or null.
 void Split(const QueueTree& tree, const std::vector<uint32_t>& children, const Resources& share,
-           const std::vector<Resources>& request, std::vector<Resources>& deserved) {
+           const std::vector<Resources>& request, const std::vector<int64_t>* weights,
+           std::vector<Resources>& deserved) {
   if (children.empty()) return;
+  auto weight = [&](uint32_t q) { return weights ? (*weights)[q] : tree.spec(q).weight; };
   // Target: what each child could use at most.
   std::vector<Resources> cap(children.size());
   for (size_t i = 0; i < children.size(); ++i) {
@@ -45,16 +48,16 @@ void Split(const QueueTree& tree, const std::vector<uint32_t>& children, const R
   }
   // Step 2: water-fill by weight.
   for (int round = 0; round < 64; ++round) {
-    int64_t weights = 0;
+    int64_t sum = 0;
     for (size_t i = 0; i < children.size(); ++i) {
-      if (!cap[i].LessEqual(deserved[children[i]])) weights += tree.spec(children[i]).weight;
+      if (!cap[i].LessEqual(deserved[children[i]])) sum += weight(children[i]);
     }
-    if (weights == 0 || remaining.IsZero()) break;
+    if (sum == 0 || remaining.IsZero()) break;
     Resources given;
     for (size_t i = 0; i < children.size(); ++i) {
       Resources& d = deserved[children[i]];
       if (cap[i].LessEqual(d)) continue;
-      Resources add = Scale(remaining, tree.spec(children[i]).weight, weights);
+      Resources add = Scale(remaining, weight(children[i]), sum);
       Resources next = Resources::Min(d + add, Resources::Max(cap[i], d));
       given += next - d;
       d = next;
@@ -72,7 +75,7 @@ void Split(const QueueTree& tree, const std::vector<uint32_t>& children, const R
     }
     remaining -= given;
   }
-  for (uint32_t c : children) Split(tree, tree.children(c), deserved[c], request, deserved);
+  for (uint32_t c : children) Split(tree, tree.children(c), deserved[c], request, weights, deserved);
 }
 
 }  // namespace
@@ -80,7 +83,14 @@ void Split(const QueueTree& tree, const std::vector<uint32_t>& children, const R
 std::vector<Resources> ComputeDeserved(const QueueTree& tree, const Resources& total,
                                        const std::vector<Resources>& request) {
   std::vector<Resources> deserved(tree.size());
-  Split(tree, tree.roots(), total, request, deserved);
+  Split(tree, tree.roots(), total, request, nullptr, deserved);
+  return deserved;
+}
+
+std::vector<Resources> ComputeDeserved(const QueueTree& tree, const Resources& total,
+                                       const std::vector<Resources>& request, const std::vector<int64_t>& weights) {
+  std::vector<Resources> deserved(tree.size());
+  Split(tree, tree.roots(), total, request, &weights, deserved);
   return deserved;
 }
 

@@ -23,6 +23,11 @@ namespace ringmaster::queue {
 // descendants'. Returns deserved[q] for every queue.
 std::vector<Resources> ComputeDeserved(const QueueTree& tree, const Resources& total,
                                        const std::vector<Resources>& request);
+// The same with `weights[q]` (> 0, one per queue) in place of each queue's
+// spec weight in step 2 (proportion's usageWeight: weights adjusted by
+// decayed past use). Only ratios between siblings matter.
+std::vector<Resources> ComputeDeserved(const QueueTree& tree, const Resources& total,
+                                       const std::vector<Resources>& request, const std::vector<int64_t>& weights);
 
 // Dominant resource share of `allocated` in `total`: max over dimensions of
 // allocated/total (dimensions with total 0 are ignored). In [0, +inf).

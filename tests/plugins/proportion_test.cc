@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numbers>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "plugins/registry.h"
@@ -382,6 +385,233 @@ TEST(ProportionPlugin, RestoredRowsThatAreNoUsageAreLeftOut) {
   CycleAt(h, 0);
   EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "a")), 0);
   EXPECT_EQ(Proportion(h).UsageGpus(Queue(h, "b")), 0);
+}
+
+// --- Deserved shares that read decayed usage (usageWeight) -------------------
+
+TEST(ProportionPlugin, UsageWeightIsAStrengthThatNeedsAHalfLife) {
+  auto make = [](const std::string& half_life, const std::string& k) {
+    std::map<std::string, scheduler::PluginArgs::Value> args = {{"usageWeight", {k, 9, 4}}};
+    if (!half_life.empty()) args["usageHalfLife"] = {half_life, 8, 4};
+    return plugins::ProportionPlugin::Create(scheduler::PluginArgs("proportion", "p.yaml", args));
+  };
+  for (const std::string bad : {"-1", "abc", "nan", "inf", "100.5", "1e9"}) {
+    auto p = make("3600", bad);
+    ASSERT_ERROR(p, absl::StatusCode::kInvalidArgument, "p.yaml:9:4: plugins[proportion].arguments.usageWeight: ")
+        << "'" << bad << "' accepted";
+  }
+  // Without a half-life there is no decayed usage to read.
+  for (const std::string off : {"", "0"}) {
+    auto p = make(off, "1");
+    ASSERT_ERROR(p, absl::StatusCode::kInvalidArgument,
+                 "p.yaml:9:4: plugins[proportion].arguments.usageWeight: needs usageHalfLife > 0");
+  }
+  auto on = make("3600", "2.5");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(static_cast<const plugins::ProportionPlugin&>(**on).usage_weight(), 2.5);
+  EXPECT_TRUE((*on)->UsesTime());
+  EXPECT_FALSE((*on)->VerdictHooksReadTime());  // deserved shares reach the memo through its context
+  auto zero = make("3600", "0");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(static_cast<const plugins::ProportionPlugin&>(**zero).usage_weight(), 0);
+  auto def = plugins::ProportionPlugin::Create(scheduler::PluginArgs("proportion", "p.yaml", {}));
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(static_cast<const plugins::ProportionPlugin&>(**def).usage_weight(), 0);
+}
+
+TEST(ProportionPlugin, LevelsAreEightADoublingOfTheOveruse) {
+  using P = plugins::ProportionPlugin;
+  // p = 1 + k max(0, rho - 1), level = floor(8 log2 p).
+  EXPECT_EQ(P::LevelOf(0, 1), 0);
+  EXPECT_EQ(P::LevelOf(1, 100), 0);    // exactly its part
+  EXPECT_EQ(P::LevelOf(2, 1), 8);      // p = 2
+  EXPECT_EQ(P::LevelOf(3, 1), 12);     // p = 3, 8 x 1.585 = 12.68
+  EXPECT_EQ(P::LevelOf(2, 0.5), 4);    // p = 1.5, 8 x 0.585 = 4.68
+  EXPECT_EQ(P::LevelOf(1.05, 1), 0);   // p = 1.05, 8 x 0.0704 = 0.56
+  EXPECT_EQ(P::LevelOf(1e300, 100), P::kMaxLevel);
+  EXPECT_EQ(P::LevelOf(std::numeric_limits<double>::quiet_NaN(), 1), 0);
+  EXPECT_DOUBLE_EQ(P::LevelRho(8, 1), 2);                            // 1 + (2 - 1) / 1
+  EXPECT_DOUBLE_EQ(P::LevelRho(4, 0.5), 1 + (std::sqrt(2.0) - 1) * 2);  // 1.8284
+  EXPECT_DOUBLE_EQ(P::LevelFactor(8), 0.5);
+  EXPECT_DOUBLE_EQ(P::LevelFactor(12), std::exp2(-1.5));  // 0.3536
+}
+
+// Queues of equal weight with usageHalfLife 1 h and usageWeight `k` on
+// `actions`.
+scheduler::Policy Weighted(const std::string& k, const std::vector<std::string>& names,
+                           const std::string& actions = "enqueue, allocate") {
+  std::string queues;
+  for (const std::string& n : names) queues += "- {name: " + n + "}\n";
+  return PolicyFromYaml(R"(
+actions: ")" + actions + R"("
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+    arguments: {usageHalfLife: 3600, usageWeight: )" + k + R"(}
+queues:
+)" + queues);
+}
+
+int64_t DeservedMilliGpus(EngineHarness& h, const std::string& queue) {
+  return h.engine().deserved()[Queue(h, queue).value()].gpu_milli();
+}
+
+TEST(ProportionPlugin, DeservedSharesOfThreeQueuesWithKnownHistory) {
+  // 8 GPUs, queues a, b, c of weight 1, H = 1 h. a holds all 8 GPUs over
+  // [0, H); at H a1, b1 and c1 (8 GPUs each) wait, so all three compete and
+  // each could use the whole cluster.
+  //   R_a = 8 (1 - 1/2) = 4, R_b = R_c = 0; sum R = 4, sum w = 3
+  //   rho_a = (4 / 4) / (1 / 3) = 3, rho_b = rho_c = 0
+  // k = 1: p_a = 1 + 1 x (3 - 1) = 3, level floor(8 log2 3) = floor(12.68) = 12,
+  //   w'_a = 2^(-12/8) = 0.35355 (integers: round(65,536 x 0.35355) = 23,170
+  //   against 65,536 for b and c; sum 154,242).
+  //   a deserves 8,000 x 23,170 / 154,242 = 1,201.7 -> 1,201 milli-GPUs,
+  //   b and c 8,000 x 65,536 / 154,242 = 3,399.1 -> 3,399 each; the 1 milli
+  //   left over goes to the first queue still short: a 1,202, b 3,399, c 3,399
+  //   (8 x 0.35355 / 2.35355 = 1.2018 GPUs against 3.3991).
+  // k = 0 (control): 2,668 / 2,666 / 2,666 (8,000 / 3 = 2,666 each; the 2
+  // milli left over go to the first queue still short).
+  auto run = [](const std::string& k) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), Weighted(k, {"a", "b", "c"}));
+    h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+    CycleAt(h, 0);
+    EXPECT_TRUE(h.Running("a0"));
+    h.clock().Set(kHour);
+    Finish(h, "a0");
+    for (const std::string q : {"a", "b", "c"}) h.Submit(JobBuilder(q + "1").Queue(q).GpusPerTask(8).Build());
+    CycleAt(h, kHour);
+    EXPECT_NEAR(Proportion(h).UsageGpus(Queue(h, "a")), 4, 1e-9);
+    return std::tuple(DeservedMilliGpus(h, "a"), DeservedMilliGpus(h, "b"), DeservedMilliGpus(h, "c"),
+                      Proportion(h).ShareLevel(Queue(h, "a")), h.Running("a1"));
+  };
+  const auto [a, b, c, level, a_runs] = run("1");
+  EXPECT_EQ(level, 12);
+  EXPECT_EQ(a, 1'202);
+  EXPECT_EQ(b, 3'399);
+  EXPECT_EQ(c, 3'399);
+  EXPECT_FALSE(a_runs);  // b1 starts: b is first in the decayed order (key 0 against a's 4 / 1.202)
+  const auto [a0, b0, c0, level0, a0_runs] = run("0");
+  EXPECT_EQ(level0, 0);
+  EXPECT_EQ(a0, 2'668);
+  EXPECT_EQ(b0, 2'666);
+  EXPECT_EQ(c0, 2'666);
+}
+
+TEST(ProportionPlugin, ReclaimTakesBackFromTheQueueThatUsedMore) {
+  // 8 GPUs, a and b of weight 1, H = 1 h, enqueue, allocate, reclaim.
+  // a0..a7 (1 GPU each) hold the cluster over [0, H); at H a4..a7 end and b
+  // asks for b0 (4 GPUs) and b1 (1 GPU). Allocate starts b0 in the 4 free
+  // GPUs; b1 needs reclaim. Both queues compete (a asks for its 4 running,
+  // b for 5): R_a = 8 (1 - 1/2) = 4, R_b = 0.
+  // Instantaneous shares (k = 0): a deserves 4 (its request) and b 4; a
+  // holds 4, not above, and b would end at 5 > 4: no reclaim.
+  // k = 1: rho_a = (4 / 4) / (1 / 2) = 2, p_a = 2, level 8, w'_a = 1/2
+  // (32,768 against 65,536). Water-filling 8,000 milli: a gets 8,000 x 1/3
+  // = 2,666, b 5,333 capped at its request, 5,000; the 334 left go to a,
+  // the only one short: a deserves 3,000, b 5,000. a holds 4,000 > 3,000
+  // and b ends at 5,000 <= 5,000: reclaim stops one of a's jobs for b1.
+  auto evictions = [](const std::string& k) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
+                    Weighted(k, {"a", "b"}, "enqueue, allocate, reclaim"));
+    for (int i = 0; i < 8; ++i) h.Submit(JobBuilder("a" + std::to_string(i)).Queue("a").GpusPerTask(1).Build());
+    CycleAt(h, 0);
+    h.clock().Set(kHour);
+    for (int i = 4; i < 8; ++i) Finish(h, "a" + std::to_string(i));
+    h.Submit(JobBuilder("b0").Queue("b").GpusPerTask(4).Build());
+    h.Submit(JobBuilder("b1").Queue("b").GpusPerTask(1).Build());
+    h.clock().Set(kHour);
+    const scheduler::Decisions d = h.Cycle();
+    EXPECT_TRUE(h.Running("b0"));
+    std::vector<std::string> stopped;
+    for (const scheduler::Eviction& e : d.evictions) stopped.push_back(h.state().job(e.job).name());
+    return std::pair(stopped, DeservedMilliGpus(h, "a"));
+  };
+  const auto [instant, a_instant] = evictions("0");
+  EXPECT_TRUE(instant.empty());
+  EXPECT_EQ(a_instant, 4'000);
+  const auto [decayed, a_decayed] = evictions("1");
+  ASSERT_EQ(decayed.size(), 1u);
+  EXPECT_EQ(decayed[0].substr(0, 1), "a");
+  EXPECT_EQ(a_decayed, 3'000);
+}
+
+TEST(ProportionPlugin, NextChangeIsWhenALevelChanges) {
+  // 8 GPUs, a and b of weight 1, H = 1 h, k = 0.5. a holds 8 GPUs over
+  // [0, H); from H b0 holds 1 GPU, and a and b each wait with a gang that
+  // never fits (2 x 8 GPUs): both compete. With x = 2^(-(t - H) / H):
+  //   R_a = 4 x, R_b = 1 - x, rho_a = 2 x 4x / (1 + 3x) = 8x / (1 + 3x)
+  // At H rho_a = 2: p_a = 1 + 0.5 x 1 = 1.5, level floor(8 x 0.585) = 4,
+  // w'_a = 2^(-1/2) (46,341 against 65,536): a deserves 8,000 x 46,341 /
+  // 111,877 = 3,313 (+1 left over) = 3,314 milli, b 4,686. a's level falls
+  // to 3 when rho_a reaches LevelRho(4) = 1 + (2^(1/2) - 1) / 0.5 = 1.82843:
+  //   8x = 1.82843 (1 + 3x)  ->  x = 1.82843 / 2.51472 = 0.727090
+  //   t = H + H (-log2 0.727090) = 3,600,000 + 1,655,257.9 ms = 5,255,257.9 ms
+  // (b's rho = 2 (1 - x) / (1 + 3x) reaches LevelRho(1) = 1.18102 later, at
+  // x = 0.14775; the queue keys cross at x = 0.30, later too). Then
+  // w'_a = 2^(-3/8) (50,535): a deserves 3,483 + 1 = 3,484, b 4,516.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), Weighted("0.5", {"a", "b"}));
+  h.Submit(JobBuilder("a0").Queue("a").GpusPerTask(8).Build());
+  CycleAt(h, 0);
+  h.clock().Set(kHour);
+  Finish(h, "a0");
+  h.Submit(JobBuilder("b0").Queue("b").GpusPerTask(1).Build());
+  h.Submit(JobBuilder("a-never").Queue("a").Gang(2).GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b-never").Queue("b").Gang(2).GpusPerTask(8).Build());
+  for (int i = 0; i < 5; ++i) {
+    CycleAt(h, kHour);
+    if (h.engine().NextWakeup() > kHour) break;
+  }
+  ASSERT_TRUE(h.Running("b0"));
+  const auto& p = Proportion(h);
+  EXPECT_EQ(p.ShareLevel(Queue(h, "a")), 4);
+  EXPECT_EQ(p.ShareLevel(Queue(h, "b")), 0);
+  EXPECT_EQ(DeservedMilliGpus(h, "a"), 3'314);
+  const double x = plugins::ProportionPlugin::LevelRho(4, 0.5) / (8 - 3 * plugins::ProportionPlugin::LevelRho(4, 0.5));
+  EXPECT_NEAR(x, 0.727090, 1e-6);
+  const Timestamp change = kHour + static_cast<Timestamp>(std::floor(kHour * -std::log2(x)));
+  ASSERT_EQ(change, 5'255'257);
+  const Timestamp wake = h.engine().NextWakeup();
+  EXPECT_LE(wake, change);
+  EXPECT_GE(wake, change - 10);
+  // Just before: level 4 still (the cycle the engine was told to skip to
+  // decides as the quiet ones before it).
+  CycleAt(h, wake);
+  EXPECT_EQ(p.ShareLevel(Queue(h, "a")), 4);
+  EXPECT_EQ(DeservedMilliGpus(h, "a"), 3'314);
+  // Just after: level 3.
+  CycleAt(h, change + 1);
+  EXPECT_EQ(p.ShareLevel(Queue(h, "a")), 3);
+  EXPECT_EQ(DeservedMilliGpus(h, "a"), 3'484);
+  EXPECT_EQ(DeservedMilliGpus(h, "b"), 4'516);
+}
+
+TEST(ProportionPlugin, DeservedSharesReadingUsageSurviveAPolicyReload) {
+  // a held the cluster over [0, H), then at H both wait with gangs that
+  // never fit (16 GPUs each): with k = 1, R_a = 4 and R_b = 0, level 8,
+  // a deserves 8,000 x 1/3 = 2,666 (+1 left over) = 2,667 milli, b 5,333.
+  // A plugin that got the usage from a reload at H computes the same: the
+  // carried R_a = 4 gives the same level.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), Weighted("1", {"a", "b"}));
+  AUsesTheClusterForAnHour(h);
+  h.Submit(JobBuilder("a-never").Queue("a").Gang(2).GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b-never").Queue("b").Gang(2).GpusPerTask(8).Build());
+  CycleAt(h, kHour);
+  const std::vector<topology::Resources> before = h.engine().deserved();
+  EXPECT_EQ(DeservedMilliGpus(h, "a"), 2'667);
+  EXPECT_EQ(Proportion(h).ShareLevel(Queue(h, "a")), 8);
+  const scheduler::PluginRegistry registry = plugins::BuiltinRegistry();
+  ASSERT_TRUE(h.engine().SetPolicy(Weighted("1", {"a", "b"}), registry).ok());
+  CycleAt(h, kHour);
+  EXPECT_EQ(Proportion(h).ShareLevel(Queue(h, "a")), 8);
+  EXPECT_EQ(h.engine().deserved(), before);
+  // A reload without usageWeight: the instantaneous shares, 4 and 4.
+  ASSERT_TRUE(h.engine().SetPolicy(TwoQueues("{usageHalfLife: 3600}"), registry).ok());
+  CycleAt(h, kHour);
+  EXPECT_EQ(DeservedMilliGpus(h, "a"), 4'000);
 }
 
 }  // namespace

@@ -48,6 +48,32 @@ TEST(Proportion, HierarchySplitsTheParentsShare) {
   EXPECT_EQ(d[*t.Find("y")].gpu_milli(), 24000);
 }
 
+TEST(Proportion, GivenWeightsReplaceTheSpecsOnly) {
+  // proportion's usageWeight hands its own weights (scaled by 2^16).
+  QueueSpec a{.name = "a", .weight = 3}, b{.name = "b", .weight = 1};
+  auto t = *QueueTree::Build({a, b});
+  const std::vector<Resources> req = {Gpu(64), Gpu(64)};
+  // The specs' weights scaled: the same shares, 48 and 16.
+  EXPECT_EQ(ComputeDeserved(t, Gpu(64), req, {3 << 16, 1 << 16}), ComputeDeserved(t, Gpu(64), req));
+  // 1:1 instead of 3:1: 32 and 32.
+  auto d = ComputeDeserved(t, Gpu(64), req, {1 << 16, 1 << 16});
+  EXPECT_EQ(d[0].gpu_milli(), 32000);
+  EXPECT_EQ(d[1].gpu_milli(), 32000);
+  // Guarantees first and capabilities still cap: a guaranteed 24, b capped
+  // at 30; the other 40 by the given 1:3 -> a 10, b 30: a 34, b 30. By 3:1
+  // instead: a 30 more (54), b 10.
+  QueueSpec g{.name = "g", .weight = 1}, c{.name = "c", .weight = 1};
+  g.guarantee = Gpu(24);
+  c.capability = Resources(topology::kUnlimited, topology::kUnlimited, 30000);
+  auto t2 = *QueueTree::Build({g, c});
+  d = ComputeDeserved(t2, Gpu(64), req, {1, 3});
+  EXPECT_EQ(d[0].gpu_milli(), 34000);
+  EXPECT_EQ(d[1].gpu_milli(), 30000);
+  d = ComputeDeserved(t2, Gpu(64), req, {3, 1});
+  EXPECT_EQ(d[0].gpu_milli(), 54000);
+  EXPECT_EQ(d[1].gpu_milli(), 10000);
+}
+
 TEST(Proportion, DominantShare) {
   // 16/64 GPUs = .25, 512/1024 cores = .5 -> .5
   EXPECT_DOUBLE_EQ(DominantShare(Resources(512000, 0, 16000), Resources(1024000, 0, 64000)), 0.5);

@@ -76,6 +76,19 @@ Policy Shipped(const std::string& name) {
     }
     return WithQueues(std::move(p));
   }
+  if (name == "default+usageWeight") {
+    // ... and deserved shares that read it (usageWeight 4: levels move
+    // within a scenario, so deserved shares change between events).
+    Policy p = DefaultPolicy();
+    for (auto& tier : p.tiers) {
+      for (PluginConfig& c : tier) {
+        if (c.name == "proportion") {
+          c.args = PluginArgs("proportion", "test", {{"usageHalfLife", {"600", 0, 0}}, {"usageWeight", {"4", 0, 0}}});
+        }
+      }
+    }
+    return WithQueues(std::move(p));
+  }
   if (name == "default+learnedWalltime") {
     // The default with backfill on learned walltimes (a low bar: estimates
     // after 2 ended jobs, so scenarios reach them).
@@ -220,7 +233,8 @@ TEST_P(FastPathsProperty, RandomContendedEventsDecideTheSameWithAndWithout) {
 INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
-                                           "default+usageHalfLife", "default+learnedWalltime", "gittins.yaml"),
+                                           "default+usageHalfLife", "default+usageWeight", "default+learnedWalltime",
+                                           "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {

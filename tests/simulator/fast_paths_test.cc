@@ -47,6 +47,20 @@ std::vector<TraceJob> Contended(uint64_t seed, int n) {
 }
 
 scheduler::Policy PolicyFile(const std::string& name) {
+  if (name == "ringmaster.yaml+usageWeight") {
+    // The default with deserved shares that read decayed usage (proportion's
+    // usageHalfLife 30 min, usageWeight 2): levels change between events.
+    scheduler::Policy p = PolicyFile("ringmaster.yaml");
+    for (auto& tier : p.tiers) {
+      for (scheduler::PluginConfig& c : tier) {
+        if (c.name == "proportion") {
+          c.args = scheduler::PluginArgs("proportion", "test",
+                                         {{"usageHalfLife", {"1800", 0, 0}}, {"usageWeight", {"2", 0, 0}}});
+        }
+      }
+    }
+    return p;
+  }
   std::vector<queue::ConfigError> errors;
   auto p = scheduler::LoadPolicyFile(testing::SourceDir() + "/examples/policies/" + name,
                                      plugins::BuiltinRegistry(), &errors);
@@ -56,7 +70,7 @@ scheduler::Policy PolicyFile(const std::string& name) {
 
 TEST(FastPaths, RandomContendedReplaysDecideTheSameWithAndWithout) {
   const std::vector<std::string> policies = {"fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
-                                             "elastic.yaml", "gittins.yaml", ""};
+                                             "elastic.yaml", "gittins.yaml", "ringmaster.yaml+usageWeight", ""};
   topology::UniformClusterSpec spec;
   spec.nodes = 3;
   spec.gpus_per_node = 8;
