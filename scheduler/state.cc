@@ -86,6 +86,9 @@ absl::Status State::ReplaceQueues(queue::QueueTree queues) {
     jp->set_queue(q ? QueueId(*q) : QueueId());
     for (const Task& t : jp->tasks()) {
       if (HoldsNode(t.state)) AddUsage(*jp, t.index, +1);
+      if (!jp->queue().valid()) continue;
+      if (t.state == TaskState::kReleasing) AddMoving(*jp, &QueueUsage::releasing_gpu_milli, jp->request(t.index).gpu_milli());
+      if (t.state == TaskState::kPipelined) AddMoving(*jp, &QueueUsage::pipelined_gpu_milli, jp->request(t.index).gpu_milli());
     }
   }
   return absl::OkStatus();
@@ -205,6 +208,12 @@ void State::AddUsage(Job& job, uint32_t i, int sign) {
   }
 }
 
+void State::AddMoving(const Job& job, int64_t QueueUsage::*count, int64_t delta) {
+  for (int q = static_cast<int>(job.queue().value()); q >= 0; q = queues_.parent(static_cast<uint32_t>(q))) {
+    queue_usage_[q].*count += delta;
+  }
+}
+
 void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to) {
   Touch();
   Task& t = job.mutable_task(i);
@@ -216,6 +225,7 @@ void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gp
   if (to == TaskState::kPipelined) {
     s.pipelined += job.request(i);
     for (int16_t d : gpus) s.gpu_pipelined[d] += static_cast<int16_t>(g.milli);
+    AddMoving(job, &QueueUsage::pipelined_gpu_milli, job.request(i).gpu_milli());
   } else {
     s.used += job.request(i);
     for (int16_t d : gpus) s.gpu_used[d] += static_cast<int16_t>(g.milli);
@@ -253,11 +263,13 @@ void State::SetState(Job& job, uint32_t i, TaskState to) {
     s.releasing -= job.request(i);
     for (int16_t d : t.gpus) s.gpu_releasing[d] -= milli;
     --releasing_tasks_;
+    AddMoving(job, &QueueUsage::releasing_gpu_milli, -job.request(i).gpu_milli());
   }
   if (to == TaskState::kReleasing) {
     ++releasing_tasks_;
     s.releasing += job.request(i);
     for (int16_t d : t.gpus) s.gpu_releasing[d] += milli;
+    AddMoving(job, &QueueUsage::releasing_gpu_milli, job.request(i).gpu_milli());
   }
   job.NoteState(t.state, to, i, Now());
   t.state = to;
@@ -273,11 +285,13 @@ void State::Release(Job& job, uint32_t i, TaskState to) {
     if (t.state == TaskState::kPipelined) {
       s.pipelined -= job.request(i);
       for (int16_t d : t.gpus) s.gpu_pipelined[d] -= static_cast<int16_t>(g.milli);
+      AddMoving(job, &QueueUsage::pipelined_gpu_milli, -job.request(i).gpu_milli());
     } else if (HoldsNode(t.state)) {
       if (t.state == TaskState::kReleasing) {
         --releasing_tasks_;
         s.releasing -= job.request(i);
         for (int16_t d : t.gpus) s.gpu_releasing[d] -= static_cast<int16_t>(g.milli);
+        AddMoving(job, &QueueUsage::releasing_gpu_milli, -job.request(i).gpu_milli());
       }
       s.used -= job.request(i);
       for (int16_t d : t.gpus) s.gpu_used[d] -= static_cast<int16_t>(g.milli);
@@ -405,6 +419,7 @@ absl::Status State::CheckInvariants() const {
     }
   }
   std::vector<Resources> qalloc(queues_.size());
+  std::vector<std::pair<int64_t, int64_t>> qmoving(queues_.size());  // releasing, pipelined GPU milli
   // Finished jobs (not active) are checked through counts: no flag of theirs
   // is set (the flag counts equal the sets' sizes, and every active job's
   // flags are checked below), and one still holding a node or counted in a
@@ -460,9 +475,16 @@ absl::Status State::CheckInvariants() const {
     if (!(jalloc == j.allocated())) {
       return absl::InternalError(absl::StrCat("5: job ", j.name(), " allocated counter is off"));
     }
+    int64_t releasing = 0, pipelined = 0;
+    for (const Task& t : j.tasks()) {
+      if (t.state == TaskState::kReleasing) releasing += j.request(t.index).gpu_milli();
+      if (t.state == TaskState::kPipelined) pipelined += j.request(t.index).gpu_milli();
+    }
     int q = static_cast<int>(j.queue().value());
     while (q >= 0) {
       qalloc[q] += jalloc;
+      qmoving[q].first += releasing;
+      qmoving[q].second += pipelined;
       q = queues_.parent(static_cast<uint32_t>(q));
     }
     if (j.phase() == JobPhase::kRunning && !j.GangReady()) {
@@ -538,6 +560,12 @@ absl::Status State::CheckInvariants() const {
     if (!(qalloc[q] == queue_usage_[q].allocated)) {
       return absl::InternalError(absl::StrCat("5: queue ", queues_.spec(q).name,
                                               " allocated counter is off"));
+    }
+    if (qmoving[q] != std::pair{queue_usage_[q].releasing_gpu_milli, queue_usage_[q].pipelined_gpu_milli}) {
+      return absl::InternalError(absl::StrCat("5: queue ", queues_.spec(q).name, " releasing (", qmoving[q].first,
+                                              " counted, ", queue_usage_[q].releasing_gpu_milli,
+                                              " kept) or pipelined (", qmoving[q].second, " counted, ",
+                                              queue_usage_[q].pipelined_gpu_milli, " kept) GPU milli are off"));
     }
   }
   return free_.CheckConsistent(*cluster_);

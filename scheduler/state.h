@@ -63,6 +63,13 @@ struct NodeState {
 
 struct QueueUsage {
   Resources allocated;  // this queue and its descendants
+  // Of what its tasks hold or are promised, the GPUs (milli) on their way:
+  // out (tasks Releasing: counted in `allocated` until they are gone) and
+  // in (tasks Pipelined onto GPUs that others release: not yet counted).
+  // Reclaim reads both (victims.cc), so a queue already giving back is not
+  // taken from again, nor a taker already promised its share given more.
+  int64_t releasing_gpu_milli = 0;
+  int64_t pipelined_gpu_milli = 0;
 };
 
 // Nodes held for a head-of-line gang so that smaller jobs do not keep taking
@@ -251,6 +258,8 @@ class State {
 
  private:
   void AddUsage(Job& job, uint32_t i, int sign);
+  // Adds `delta` GPU milli to the queue chain's releasing or pipelined count.
+  void AddMoving(const Job& job, int64_t QueueUsage::*count, int64_t delta);
   void UpdateWaiting(const Job& job);
   void Refresh(NodeId n);
   // Keeps state_count_ and distinct_by_free_ in step with node n's free

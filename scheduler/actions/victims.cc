@@ -128,23 +128,32 @@ bool VictimPicker::ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Reso
   }
   if (pv.empty() || vv.empty()) return false;  // one contains the other
   const QueueInfo& giver = s_.queues()[vv.back()];
-  // The giver borrows: above its deserved share (GPUs) before this take.
-  if (giver.allocated().gpu_milli() <= giver.deserved.gpu_milli()) return false;
+  // The giver borrows: above its deserved share (GPUs) before this take,
+  // what it is already releasing not counted (a queue giving back is not
+  // taken from again for the same excess while its victims stop).
+  if (giver.allocated().gpu_milli() - giver.usage->releasing_gpu_milli <= giver.deserved.gpu_milli()) return false;
   // No queue on the giver's side goes below its guarantee.
   for (int q : vv) {
     const QueueInfo& info = s_.queues()[q];
-    if (info.allocated().gpu_milli() - take.gpu_milli() < info.spec->guarantee.gpu_milli()) return false;
+    if (info.allocated().gpu_milli() - info.usage->releasing_gpu_milli - take.gpu_milli() <
+        info.spec->guarantee.gpu_milli()) {
+      return false;
+    }
   }
   return true;
 }
 
 // The taker ends no higher than its deserved share (every level up to the
-// common ancestor with a giver: checked on the taker's own chain).
+// common ancestor with a giver: checked on the taker's own chain), what its
+// queue was already promised (tasks pipelined onto releasing GPUs) counted.
 static bool TakerStaysWithinShare(const Session& s, const Job& p) {
   const auto& tree = s.state().queues();
   for (int q = static_cast<int>(p.queue().value()); q >= 0; q = tree.parent(q)) {
     const QueueInfo& info = s.queues()[q];
-    if (info.allocated().gpu_milli() + p.min_request().gpu_milli() > info.deserved.gpu_milli()) return false;
+    if (info.allocated().gpu_milli() + info.usage->pipelined_gpu_milli + p.min_request().gpu_milli() >
+        info.deserved.gpu_milli()) {
+      return false;
+    }
   }
   return true;
 }

@@ -296,6 +296,34 @@ TEST(Reclaim, TwoEqualQueuesDoNotEvictEachOtherInALoop) {
   EXPECT_EQ(st.queue_usage(scheduler::QueueId(*st.queues().Find("a"))).allocated.gpu_milli(), 16'000);
 }
 
+TEST(Reclaim, WhatIsAlreadyOnItsWayCountsAndNothingIsTakenTwice) {
+  // 2 nodes x 8 GPUs, two equal queues (deserved 8 GPUs each). Queue a runs
+  // four 4-GPU jobs (16 GPUs); b asks for three. With a 30 s grace period
+  // reclaim stops two of a's jobs for b0 and b1 (pipelined onto their GPUs).
+  // While those stop, a's releasing GPUs are no longer its excess and b's
+  // pipelined ones are b's: b2 takes nothing (counting them the other way
+  // took a third job, then a took it back from b: a swap every cooldown).
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy("30", R"(queues:
+- {name: a, weight: 1}
+- {name: b, weight: 1}
+)")));
+  for (int i = 0; i < 4; ++i) h.Submit(JobBuilder("a" + std::to_string(i)).Queue("a").GpusPerTask(4).Build());
+  h.Cycle();
+  for (int i = 0; i < 3; ++i) h.Submit(JobBuilder("b" + std::to_string(i)).Queue("b").GpusPerTask(4).Build());
+  int evictions = 0;
+  for (int c = 0; c < 200; ++c) {
+    evictions += Count(h.Cycle(), Eviction::Kind::kEvict);
+    h.clock().Advance(1000);
+  }
+  EXPECT_EQ(evictions, 2) << "b takes back its deserved 8 GPUs once";
+  const auto& st = h.state();
+  EXPECT_EQ(st.queue_usage(scheduler::QueueId(*st.queues().Find("a"))).allocated.gpu_milli(), 8'000);
+  EXPECT_EQ(st.queue_usage(scheduler::QueueId(*st.queues().Find("b"))).allocated.gpu_milli(), 8'000);
+  EXPECT_TRUE(h.Running("b0"));
+  EXPECT_TRUE(h.Running("b1"));
+  EXPECT_FALSE(h.Running("b2"));
+}
+
 TEST(Reclaim, NeverTakesAQueueBelowItsGuarantee) {
   // a has a 16-GPU guarantee and holds exactly 16; b (weight 3) wants more.
   EngineHarness h(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), PolicyFromYaml(Policy("0", R"(queues:
