@@ -61,13 +61,15 @@ using scheduler::Timestamp;
 
 constexpr Timestamp kHour = 3'600'000;  // ms
 
-// Queues of equal weight, in this order, on `actions` (no preempt, no
-// reclaim: only the queue order decides), proportion with `arguments`.
-scheduler::Policy Queues(const std::string& arguments, const std::vector<std::string>& names) {
+// Queues of equal weight, in this order, on `actions` (by default no
+// preempt, no reclaim: only the queue order decides), proportion with
+// `arguments`.
+scheduler::Policy Queues(const std::string& arguments, const std::vector<std::string>& names,
+                         const std::string& actions = "enqueue, allocate") {
   std::string queues;
   for (const std::string& n : names) queues += "- {name: " + n + "}\n";
   return PolicyFromYaml(R"(
-actions: "enqueue, allocate"
+actions: ")" + actions + R"("
 tiers:
 - plugins:
   - name: gang
@@ -440,20 +442,7 @@ TEST(ProportionPlugin, LevelsAreEightADoublingOfTheOveruse) {
 // `actions`.
 scheduler::Policy Weighted(const std::string& k, const std::vector<std::string>& names,
                            const std::string& actions = "enqueue, allocate") {
-  std::string queues;
-  for (const std::string& n : names) queues += "- {name: " + n + "}\n";
-  return PolicyFromYaml(R"(
-actions: ")" + actions + R"("
-tiers:
-- plugins:
-  - name: gang
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-    arguments: {usageHalfLife: 3600, usageWeight: )" + k + R"(}
-queues:
-)" + queues);
+  return Queues("{usageHalfLife: 3600, usageWeight: " + k + "}", names, actions);
 }
 
 int64_t DeservedMilliGpus(EngineHarness& h, const std::string& queue) {

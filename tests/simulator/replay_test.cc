@@ -226,6 +226,14 @@ scheduler::Policy PolicyOf(const std::string& yaml) {
   return *std::move(p);
 }
 
+// Priority preemption alone (priority, gang, predicates) with a grace period
+// and a cooldown, in seconds.
+scheduler::Policy PreemptPolicy(int grace_s, int cooldown_s) {
+  return PolicyOf("actions: \"enqueue, allocate, preempt\"\nconfigurations:\n- name: preempt\n  arguments: {gracePeriod: " +
+                  std::to_string(grace_s) + ", cooldown: " + std::to_string(cooldown_s) +
+                  "}\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n");
+}
+
 TEST(Replay, APolicyThatDoesNotReadTheClockRunsNoWakeUpCyclesAndDecidesTheSame) {
   // FIFO gang scheduling reads no clock (Engine::NextWakeup: never), so the
   // replay runs cycles only after events. The same order with las in front
@@ -426,26 +434,13 @@ TEST(ReplayStops, EachStopSaysAfterHowMuchServiceForWhomAndAfterWhatWait) {
       "lo,0,100,1,4,0\n"
       "mid,1,10,1,4,0\n"
       "hi,10,20,1,4,10\n");
-  std::vector<queue::ConfigError> errors;
-  auto policy = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt"
-configurations:
-- name: preempt
-  arguments: {gracePeriod: 0, cooldown: 15}
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-)",
-                                       "p.yaml", plugins::BuiltinRegistry(), &errors);
-  ASSERT_TRUE(policy.ok()) << policy.status();
+  const scheduler::Policy policy = PreemptPolicy(0, 15);
   ReplayOptions o;
   o.restart_cost_s = 0;
   o.queues_from_trace = false;
   o.wake_period_s = 1;
   o.check = true;
-  auto r = Replay(Uniform(1, 4, 1), *policy, trace, "t.csv", o);
+  auto r = Replay(Uniform(1, 4, 1), policy, trace, "t.csv", o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->violation.has_value());
   EXPECT_EQ(r->jobs[2].start_ms, 15'000);
@@ -593,20 +588,7 @@ TEST(ReplayJobFile, FixedDurationsAndDelayedReleases) {
   ASSERT_EQ(trace.size(), 3u);  // submit order: lo, endless, hi
   EXPECT_EQ(trace[1].id(), "endless");
   EXPECT_TRUE(trace[1].endless);
-  std::vector<queue::ConfigError> errors;
-  auto policy = scheduler::ParsePolicy(R"(actions: "enqueue, allocate, preempt"
-configurations:
-- name: preempt
-  arguments: {gracePeriod: 30, cooldown: 0}
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-)",
-                                       "p.yaml", plugins::BuiltinRegistry(), &errors);
-  ASSERT_TRUE(policy.ok()) << policy.status();
+  const scheduler::Policy policy = PreemptPolicy(30, 0);
   ReplayOptions o;
   o.release_after_s = 2;
   o.speed_scales_with_size = false;
@@ -623,7 +605,7 @@ tiers:
     finished.push_back(e.state().job(id).name() + "@" + std::to_string(now));
   };
   o.on_end = [&](const scheduler::Engine& e, int64_t) { ended = e.state().num_jobs() == 3; };
-  auto r = Replay(Uniform(2, 4, 2), *policy, trace, "jobs.yaml", o);
+  auto r = Replay(Uniform(2, 4, 2), policy, trace, "jobs.yaml", o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->violation.has_value());
   const JobOutcome& lo = r->jobs[0];
