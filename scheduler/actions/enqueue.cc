@@ -71,8 +71,8 @@ class EnqueueAction : public Action {
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
     // Each queue's chain use, computed once per queue until an admission
     // (the only change to any queue's use in this action) moves it, and
-    // named by an id that changes when the use does (kept across cycles:
-    // a memo compares ids, not the queues' resources).
+    // named by an id interned per queue (Intern: a memo compares ids, not
+    // the queues' resources).
     admitted_ = 0;
     admitted_ids_.clear();
     use_at_.assign(s.queues().size(), -1);
@@ -139,17 +139,17 @@ class EnqueueAction : public Action {
   // first admission every job sees its queues' use as the cycle found it,
   // so its verdict does not depend on where it sits in the order (the
   // admission hooks read only the job and the queues). The jobs whose
-  // memo does not hold are asked, in job order; when every one of them is
-  // refused, so is every job (the others' memos hold) and no job need be
-  // sorted. At the first that would be admitted, false: the caller walks
-  // every job in job order (the refusals made here hold there, by memo).
+  // memo does not hold are asked, in id order (each answer reads only the
+  // job and that use); when every one of them is refused, so is every job
+  // (the others' memos hold) and no job need be sorted. At the first that
+  // would be admitted, false: the caller walks every job in job order (the
+  // refusals made here hold there, by memo, until the first admission).
   bool RefuseAllUnordered(Session& s) {
     misses_.clear();
     hits_.clear();
     for (Job* j : pending_) {
       (Holds(s, *j, UseOf(s, *j)) ? hits_ : misses_).push_back(j);
     }
-    SortInJobOrder(s, misses_.begin(), misses_.end());
     for (Job* j : misses_) {
       std::string why;
       if (!Refused(s, *j, why)) return false;
