@@ -197,9 +197,8 @@ void GittinsPlugin::OnSessionOpen(scheduler::Session& s) {
 }
 
 void GittinsPlugin::Learn(const scheduler::State& state) {
-  const std::vector<scheduler::EndedJob>& ended = state.ended_jobs();
-  for (; seen_ < ended.size(); ++seen_) {
-    const scheduler::EndedJob& e = ended[seen_];
+  for (seen_ = std::max<uint64_t>(seen_, state.ended_begin()); seen_ < state.ended_end(); ++seen_) {
+    const scheduler::EndedJob& e = state.ended_job(seen_);
     if (!e.Teaches()) continue;
     table_.Add(static_cast<double>(Service(e.attained_milli_ms, e.min_gpu_milli)) / 1e6);
   }

@@ -162,7 +162,7 @@ class GittinsPlugin : public scheduler::Plugin {
   GittinsOptions o_;
   std::vector<int64_t> cuts_;  // bin edges after 0, micro-units
   mutable GittinsTable table_;
-  size_t seen_ = 0;  // State::ended_jobs() read so far
+  uint64_t seen_ = 0;  // State::ended_job records read so far (an index from the first ever)
 };
 
 }  // namespace ringmaster::plugins

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(topology::Cluster cluster
   std::unique_ptr<Engine> e(new Engine(clock, options));
   RM_ASSIGN_OR_RETURN(auto tree, QueuesOf(policy));
   e->state_ = std::make_unique<State>(std::move(cluster), std::move(tree), &e->clock_);
+  e->state_->set_ended_kept(options.ended_jobs_kept);
   e->nodes_to_score_ = policy.nodes_to_score;
   RM_ASSIGN_OR_RETURN(auto configured, Configure(policy, registry));
   e->plugins_ = std::move(configured.plugins);

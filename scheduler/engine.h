@@ -52,6 +52,11 @@ struct EngineOptions {
   // Aborted. 0: everything is released at once and the job is Aborted at
   // once (the simulator, `schedule`, most tests).
   int64_t cancel_grace_ms = 0;
+  // The ended-job records the state holds at least (State::set_ended_kept:
+  // the oldest go once twice as many are held). 0: every one (a replay,
+  // which ends). A daemon sets it (serve: its --ended-jobs-kept, at least
+  // 10,000), so that its memory does not grow with every job ever run.
+  size_t ended_jobs_kept = 0;
   // The shortcuts that make a cycle cost what changed, with the same
   // decisions: the planner skips a gang that cannot fit by free GPU count
   // (State::TasksFitByCount), and NextWakeup names the first time-based

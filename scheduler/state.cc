@@ -98,7 +98,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   Job& j = job(id);
   j.set_phase(terminal);
   if (active_.erase(id) > 0) {
-    ended_.push_back({.id = id,
+    AddEnded({.id = id,
                       .name = j.name(),
                       .queue = j.spec().queue,
                       .min_gpu_milli = j.min_request().gpu_milli(),
@@ -116,11 +116,22 @@ void State::FinishJob(JobId id, JobPhase terminal) {
 }
 
 void State::RestoreEndedJobs(std::span<const EndedJob> ended) {
-  for (const EndedJob& e : ended) {
-    ended_.push_back(e);
-    ended_.back().id = JobId();
+  for (EndedJob e : ended) {
+    e.id = JobId();
+    AddEnded(std::move(e));
   }
 }
+
+void State::AddEnded(EndedJob e) {
+  ended_.push_back(std::move(e));
+  if (ended_kept_ > 0 && ended_.size() >= 2 * ended_kept_) {
+    const size_t drop = ended_.size() - ended_kept_;
+    ended_.erase(ended_.begin(), ended_.begin() + static_cast<std::ptrdiff_t>(drop));
+    ended_base_ += drop;
+  }
+}
+
+void State::set_ended_kept(size_t n) { ended_kept_ = n; }  // the next record trims
 
 Resources State::Idle(NodeId n) const {
   return cluster_->node(n).allocatable - nodes_[n.value()].used;

@@ -112,11 +112,20 @@ class State {
   using JobSet = absl::btree_set<JobId>;
   // Jobs not yet Completed / Failed / Aborted, by id.
   const JobSet& active_jobs() const { return active_; }
-  // Jobs that ended (Completed, Failed or Aborted), in the order they ended,
-  // after those restored (RestoreEndedJobs): what a learner of the jobs seen
-  // to end reads (gittins, backfill's learned walltimes), from where it read
-  // last. Grows with every job ended, as the jobs themselves do.
-  const std::vector<EndedJob>& ended_jobs() const { return ended_; }
+  // Records of the jobs that ended (Completed, Failed or Aborted), in the
+  // order they ended, after those restored (RestoreEndedJobs): what a
+  // learner of the jobs seen to end reads (gittins, backfill's learned
+  // walltimes, the daemon's journal), from where it read last. Record i
+  // counts from the first ever, so a reader's place survives the oldest
+  // being dropped: [ended_begin(), ended_end()) are held.
+  uint64_t ended_begin() const { return ended_base_; }
+  uint64_t ended_end() const { return ended_base_ + ended_.size(); }
+  const EndedJob& ended_job(uint64_t i) const { return ended_[i - ended_base_]; }
+  // Holds at least the `n` newest records (0, the default: every one, as a
+  // replay does): once 2n are held, the oldest n go (amortized O(1) a job).
+  // A long-running daemon sets it, so that its memory does not grow with
+  // every job ever run (serve --ended-jobs-kept).
+  void set_ended_kept(size_t n);
   // Appends records of jobs that ended before this process started (the
   // daemon's journal, at start, in their end order), with no job of this
   // state behind them (id invalid): a learner reads them like any other.
@@ -285,7 +294,10 @@ class State {
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;
   JobSet active_;
-  std::vector<EndedJob> ended_;  // in the order they ended (ended_jobs())
+  std::vector<EndedJob> ended_;  // in the order they ended, from ended_base_
+  uint64_t ended_base_ = 0;      // records dropped before ended_'s first
+  size_t ended_kept_ = 0;        // set_ended_kept (0: all)
+  void AddEnded(EndedJob e);
   JobSet waiting_;
   JobSet elastic_room_;
   JobSet elastic_;

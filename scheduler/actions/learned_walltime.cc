@@ -22,9 +22,10 @@ absl::StatusOr<BackfillArgs> ReadBackfillArgs(const PluginArgs& args) {
 }
 
 void WalltimeEstimator::Learn(const State& state) {
-  const std::vector<EndedJob>& ended = state.ended_jobs();
-  for (; seen_ < ended.size(); ++seen_) {
-    const EndedJob& e = ended[seen_];
+  // Records dropped before they were read are not read (State keeps many
+  // more than one cycle ends).
+  for (seen_ = std::max<uint64_t>(seen_, state.ended_begin()); seen_ < state.ended_end(); ++seen_) {
+    const EndedJob& e = state.ended_job(seen_);
     if (!e.Teaches() || e.last_stopped < e.started) continue;
     const int64_t sample = e.last_stopped - e.started;
     const int64_t gpus = e.min_gpu_milli;

@@ -75,7 +75,7 @@ class WalltimeEstimator {
 
   int percentile_;
   int min_samples_;
-  size_t seen_ = 0;  // State::ended_jobs() read so far
+  uint64_t seen_ = 0;  // State::ended_job records read so far (an index from the first ever)
   uint64_t version_ = 0;
   // queue -> GPU milli -> samples.
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, Group>> by_queue_;

@@ -171,10 +171,12 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     if (job.phase() == scheduler::JobPhase::kRunning) ++running[job.queue().value()];
     else ++pending[job.queue().value()];
   }
-  // A walk of every job seen to end (restored ones too): ListQueues is an
-  // admin's call, not a cycle's.
+  // A walk of the records the state holds (restored ones too; at most
+  // twice serve's --ended-jobs-kept): ListQueues is an admin's call, not a
+  // cycle's.
   std::map<std::string, int64_t, std::less<>> ended_runs;
-  for (const scheduler::EndedJob& e : st.ended_jobs()) {
+  for (uint64_t i = st.ended_begin(); i < st.ended_end(); ++i) {
+    const scheduler::EndedJob& e = st.ended_job(i);
     if (e.Teaches()) ++ended_runs[e.queue];
   }
   std::map<std::string, const scheduler::DecayedUsage*, std::less<>> usage;

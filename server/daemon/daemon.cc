@@ -36,6 +36,11 @@ scheduler::Timestamp WallClock::Now() const {
 
 namespace {
 
+// The fewest ended-job records the engine holds in memory whatever
+// --ended-jobs-kept says (0 included): more than can end between two cycles,
+// so that no learner misses one.
+constexpr int64_t kEndedJobsInMemoryAtLeast = 10'000;
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
@@ -178,6 +183,10 @@ absl::Status Daemon::MakeEngine(const Recovered& recovered) {
   eo.check_invariants = false;
   eo.restart_grace_ms = options_.restart_grace_ms;
   eo.cancel_grace_ms = options_.cancel_grace_ms;
+  // The records the learners and the journal read, bounded in memory: what
+  // the journal keeps, and never fewer than a burst of ends between two
+  // cycles could hold (a learner reads them every cycle).
+  eo.ended_jobs_kept = static_cast<size_t>(std::max<int64_t>(options_.ended_jobs_kept, kEndedJobsInMemoryAtLeast));
   RM_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(std::move(options_.cluster), policy, *registry_, clock_, eo));
   loop_ = std::make_unique<CycleLoop>(*engine_, engine_mu_);
   return absl::OkStatus();

@@ -70,7 +70,7 @@ size_t EndedJobHistory::Restore(const Recovered& recovered, scheduler::Engine& e
     common::Log(common::LogLevel::info, "ended jobs restored",
                 {{"jobs", ended.size()}, {"left_out_over_keep", first}});
   }
-  saved_ = engine.state().ended_jobs().size();
+  saved_ = engine.state().ended_end();
   restored_ = true;
   // keep 0 (none kept): what an earlier run kept goes now, not at the next
   // write (Save writes none).
@@ -82,15 +82,15 @@ size_t EndedJobHistory::Save(const scheduler::Engine& engine) {
   // Before Restore, the engine's list does not hold the journal's yet:
   // writing would put new jobs before them.
   if (journal_ == nullptr || !restored_) return 0;
-  const std::vector<EndedJob>& ended = engine.state().ended_jobs();
-  if (saved_ >= ended.size()) return 0;
+  const scheduler::State& st = engine.state();
+  if (saved_ >= st.ended_end()) return 0;
   if (keep_ <= 0) {
-    saved_ = ended.size();
+    saved_ = st.ended_end();
     return 0;
   }
   std::vector<JournaledEndedJob> rows;
-  for (; saved_ < ended.size(); ++saved_) {
-    if (ended[saved_].Teaches()) rows.push_back(ToJournal(ended[saved_]));
+  for (saved_ = std::max<uint64_t>(saved_, st.ended_begin()); saved_ < st.ended_end(); ++saved_) {
+    if (st.ended_job(saved_).Teaches()) rows.push_back(ToJournal(st.ended_job(saved_)));
   }
   const size_t written = rows.size();
   if (!rows.empty()) journal_->AddEndedJobs(std::move(rows), keep_);

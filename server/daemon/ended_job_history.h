@@ -46,7 +46,7 @@ class EndedJobHistory {
  private:
   Journal* journal_;
   int64_t keep_;
-  size_t saved_ = 0;  // State::ended_jobs() handled so far
+  uint64_t saved_ = 0;  // State::ended_job records handled so far (an index from the first ever)
   bool restored_ = false;
 };
 

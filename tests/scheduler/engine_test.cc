@@ -121,6 +121,38 @@ struct BrokenGang : FullClusterGang {
   }
 };
 
+TEST(Engine, EndedJobRecordsAreBoundedAndAReaderKeepsItsPlace) {
+  // Kept 3: the records are held until 6, then the oldest 3 go; indices
+  // count from the first record ever, so a reader's cursor stays valid.
+  scheduler::ManualClock clock;
+  auto registry = plugins::BuiltinRegistry();
+  scheduler::EngineOptions opts;
+  opts.ended_jobs_kept = 3;
+  auto e = *scheduler::Engine::Create(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), scheduler::DefaultPolicy(),
+                                      registry, clock, opts);
+  std::vector<std::string> read;  // what a reader that reads after every end saw
+  uint64_t cursor = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto id = *e->SubmitJob(JobBuilder("j" + std::to_string(i)).GpusPerTask(1).Build());
+    e->RunCycle();
+    clock.Advance(1000);
+    ASSERT_TRUE(e->FinishJob(id, true).ok());
+    const scheduler::State& st = e->state();
+    EXPECT_EQ(st.ended_end(), static_cast<uint64_t>(i + 1));
+    EXPECT_LE(st.ended_end() - st.ended_begin(), 5u) << "never more than twice the bound, less one";
+    EXPECT_GE(st.ended_end() - st.ended_begin(), std::min<uint64_t>(3, i + 1)) << "at least the bound";
+    for (cursor = std::max(cursor, st.ended_begin()); cursor < st.ended_end(); ++cursor) {
+      read.push_back(st.ended_job(cursor).name);
+    }
+  }
+  EXPECT_EQ(read.size(), 10u) << "a reader after every end misses none";
+  EXPECT_EQ(read.front(), "j0");
+  EXPECT_EQ(read.back(), "j9");
+  const scheduler::State& st = e->state();
+  EXPECT_EQ(st.ended_job(st.ended_end() - 1).name, "j9");
+  EXPECT_EQ(st.ended_begin(), 6u) << "the oldest went three at a time, at the 6th and the 9th record";
+}
+
 TEST(EngineBrokenGang, ACrashedTaskLeavesItsSurvivorsReleasingUntilTheyAreGone) {
   BrokenGang h;
   ASSERT_EQ(h.job(h.gang).phase(), JobPhase::kRunning);

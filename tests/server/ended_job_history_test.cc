@@ -32,6 +32,13 @@ using testing::EngineHarness;
 using testing::JobBuilder;
 using testing::PolicyFromYaml;
 
+// The ended-job records the state holds, oldest first.
+std::vector<scheduler::EndedJob> Ended(const scheduler::State& st) {
+  std::vector<scheduler::EndedJob> out;
+  for (uint64_t i = st.ended_begin(); i < st.ended_end(); ++i) out.push_back(st.ended_job(i));
+  return out;
+}
+
 // The default policy, backfill on learned walltimes (p90 of at least 5
 // runs), queues a and b.
 scheduler::Policy LearningPolicy() {
@@ -76,7 +83,7 @@ void Teach(EngineHarness& h) {
   h.Cycle();
   ASSERT_EQ(h.job("cancelled-running").phase(), JobPhase::kAborted);
   ASSERT_EQ(h.job("never-ran").phase(), JobPhase::kAborted);
-  ASSERT_EQ(h.state().ended_jobs().size(), 19u);
+  ASSERT_EQ(Ended(h.state()).size(), 19u);
 }
 
 // The 2 x 8 gang reserves both nodes while "running" (8 GPUs) holds one:
@@ -176,12 +183,12 @@ TEST_F(EndedJobHistoryTest, ARestartLearnsExactlyWhatTheUninterruptedRunLearned)
   // The records as the learners read them: equal on every field but the id
   // (none: restored) for the 17 that teach.
   std::vector<scheduler::EndedJob> want;
-  for (const scheduler::EndedJob& e : first.state().ended_jobs()) {
+  for (const scheduler::EndedJob& e : Ended(first.state())) {
     if (!e.Teaches()) continue;
     want.push_back(e);
     want.back().id = scheduler::JobId();
   }
-  EXPECT_EQ(restarted.state().ended_jobs(), want);
+  EXPECT_EQ(Ended(restarted.state()), want);
 
   const std::vector<double> gittins = GittinsFigures(first.state());
   EXPECT_EQ(GittinsFigures(restarted.state()), gittins);
@@ -246,7 +253,7 @@ TEST_F(EndedJobHistoryTest, ADamagedRowIsSkippedAndTheOthersRestored) {
   EndedJobHistory history(j.get(), EndedJobHistory::kDefaultKeep);
   EXPECT_EQ(history.Restore(r, h.engine()), 15u);  // logs both
   std::vector<std::string> names;
-  for (const scheduler::EndedJob& e : h.state().ended_jobs()) names.push_back(e.name);
+  for (const scheduler::EndedJob& e : Ended(h.state())) names.push_back(e.name);
   EXPECT_EQ(std::count(names.begin(), names.end(), "eight4"), 0);
   EXPECT_EQ(std::count(names.begin(), names.end(), "b5"), 0);
   EXPECT_EQ(names.front(), "one0");
@@ -265,9 +272,9 @@ TEST_F(EndedJobHistoryTest, OnlyTheLastKeepAreKeptAndRestored) {
   // A restart that keeps fewer restores the last of them.
   EngineHarness h(TwoNodes(), LearningPolicy());
   EXPECT_EQ(Restart(h, 2), 2u);
-  ASSERT_EQ(h.state().ended_jobs().size(), 2u);
-  EXPECT_EQ(h.state().ended_jobs()[0].name, "b5");
-  EXPECT_EQ(h.state().ended_jobs()[1].name, "failed");
+  ASSERT_EQ(Ended(h.state()).size(), 2u);
+  EXPECT_EQ(Ended(h.state())[0].name, "b5");
+  EXPECT_EQ(Ended(h.state())[1].name, "failed");
   // keep 0: nothing restored, and the table is emptied.
   EngineHarness none(TwoNodes(), LearningPolicy());
   EXPECT_EQ(Restart(none, 0), 0u);
