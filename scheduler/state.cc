@@ -86,9 +86,9 @@ absl::Status State::ReplaceQueues(queue::QueueTree queues) {
     jp->set_queue(q ? QueueId(*q) : QueueId());
     for (const Task& t : jp->tasks()) {
       if (HoldsNode(t.state)) AddUsage(*jp, t.index, +1);
-      if (!jp->queue().valid()) continue;
-      if (t.state == TaskState::kReleasing) AddMoving(*jp, &QueueUsage::releasing_gpu_milli, jp->request(t.index).gpu_milli());
-      if (t.state == TaskState::kPipelined) AddMoving(*jp, &QueueUsage::pipelined_gpu_milli, jp->request(t.index).gpu_milli());
+      const int64_t gpus = jp->request(t.index).gpu_milli();
+      if (t.state == TaskState::kReleasing) AddMoving(*jp, &QueueUsage::releasing_gpu_milli, gpus);
+      if (t.state == TaskState::kPipelined) AddMoving(*jp, &QueueUsage::pipelined_gpu_milli, gpus);
     }
   }
   return absl::OkStatus();
@@ -456,7 +456,9 @@ absl::Status State::CheckInvariants() const {
     if (!active_.count(id)) return absl::InternalError(absl::StrCat("7: job ", job(id).name(), " waits, not active"));
   }
   for (JobId id : elastic_) {
-    if (!active_.count(id)) return absl::InternalError(absl::StrCat("8: job ", job(id).name(), " is in the elastic set, not active"));
+    if (!active_.count(id)) {
+      return absl::InternalError(absl::StrCat("8: job ", job(id).name(), " is in the elastic set, not active"));
+    }
   }
   for (JobId id : active_) {
     const Job& j = job(id);

@@ -8,9 +8,11 @@
 // 4. The admission memo: when the policy's admission hooks read only the
 //    job and the queues (Plugin::AdmissionReadsOnlyJobAndQueues), a refused
 //    job remembers what its refusal read (Job::AdmitMemo: the policy, its
-//    tasks, its queue and the use of that queue and each ancestor); while all of it is the same, it is refused again with the
-//    same reason without asking (a backlog behind a queue's capability
-//    costs a comparison per job, not the plugins' checks and texts).
+//    tasks, its queue and the id of the use of that queue and each
+//    ancestor); while all of it is the same, it is refused again with the
+//    same reason without asking. Until the first admission the order does
+//    not matter (RefuseAllUnordered): a cycle that admits nothing asks only
+//    the jobs whose memo missed and sorts none.
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>

@@ -307,6 +307,17 @@ class AdmissionMemo : public ::testing::Test {
     reason_ = h_->job("over").pending_reason();
     ASSERT_NE(reason_.find("exceeds its capability gpu=8"), std::string::npos) << reason_;
   }
+  // Capability 12: "fits" (8) runs, "over" (8) is refused on top of 8.
+  void StartAt12() {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
+    h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+    h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
+    h_->Cycle();
+    ASSERT_TRUE(h_->Running("fits"));
+    ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
+    reason_ = h_->job("over").pending_reason();
+    ASSERT_NE(reason_.find("on top of gpu=8"), std::string::npos) << reason_;
+  }
   // An event elsewhere: a job of the other queue arrives (the cycle runs).
   const Engine::CycleWork& Arrival(const std::string& name) {
     h_->Submit(JobBuilder(name).Queue("other").GpusPerTask(1).Build());
@@ -334,11 +345,7 @@ TEST_F(AdmissionMemo, AUseThatComesBackIsTheSameUse) {
   // has one id however often it comes back: at 8 again, "over"'s memo names
   // the id of its first refusal (a fresh id per change would never match a
   // memo made before, and a queue near its capability goes back and forth).
-  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
-  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
-  h_->Cycle();
-  ASSERT_TRUE(h_->Running("fits"));
+  StartAt12();
   const uint64_t memo_at_8 = h_->job("over").admit_memo().chain_use;
   ASSERT_NE(memo_at_8, 0u);
   h_->Submit(JobBuilder("short").Queue("small").GpusPerTask(4).Priority(5).Build());
@@ -376,13 +383,8 @@ TEST_F(AdmissionMemo, AJobAdmittedAheadInTheSameCycleAsksAgain) {
   // admits it first in job order, which moves the queue's use inside the
   // action, so "over" is asked again in that cycle and refused on top of 12
   // (a use computed before the admission would recall the old reason).
-  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
-  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
-  h_->Cycle();
-  ASSERT_TRUE(h_->Running("fits"));
-  ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
-  const std::string before = h_->job("over").pending_reason();
+  StartAt12();
+  const std::string before = reason_;
   Arrival("o1");
   ASSERT_GE(h_->engine().last_cycle_work().recalled, 1) << "unchanged: recalled";
   ASSERT_EQ(h_->job("over").pending_reason(), before);
@@ -414,13 +416,7 @@ TEST_F(AdmissionMemo, AnAdmissionAmongTheAskedWalksEveryJobInJobOrder) {
   // priority 1) arrive: in job order big is refused on top of 8, tiny is
   // admitted (12), then over is asked again and refused on top of 12. The
   // unordered pass finds tiny admissible and gives way to the ordered walk.
-  h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
-  h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-  h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
-  h_->Cycle();
-  ASSERT_TRUE(h_->Running("fits"));
-  ASSERT_NE(h_->job("over").pending_reason().find("on top of gpu=8"), std::string::npos)
-      << h_->job("over").pending_reason();
+  StartAt12();
   h_->Submit(JobBuilder("big").Queue("small").GpusPerTask(8).Priority(5).Build());
   h_->Submit(JobBuilder("tiny").Queue("small").GpusPerTask(4).Priority(1).Build());
   h_->Cycle();

@@ -229,9 +229,10 @@ scheduler::Policy PolicyOf(const std::string& yaml) {
 // Priority preemption alone (priority, gang, predicates) with a grace period
 // and a cooldown, in seconds.
 scheduler::Policy PreemptPolicy(int grace_s, int cooldown_s) {
-  return PolicyOf("actions: \"enqueue, allocate, preempt\"\nconfigurations:\n- name: preempt\n  arguments: {gracePeriod: " +
-                  std::to_string(grace_s) + ", cooldown: " + std::to_string(cooldown_s) +
-                  "}\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n");
+  return PolicyOf(absl::StrCat(
+      "actions: \"enqueue, allocate, preempt\"\n"
+      "configurations:\n- name: preempt\n  arguments: {gracePeriod: ", grace_s, ", cooldown: ", cooldown_s, "}\n"
+      "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n"));
 }
 
 TEST(Replay, APolicyThatDoesNotReadTheClockRunsNoWakeUpCyclesAndDecidesTheSame) {
