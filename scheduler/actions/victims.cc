@@ -116,22 +116,39 @@ bool VictimPicker::Eligible(const Job& p, int64_t p_priority, const Job& v, int6
   return true;
 }
 
-bool VictimPicker::ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Resources& take) const {
-  const auto& tree = s_.state().queues();
-  // The two queues' ancestors just below their lowest common ancestor.
-  std::vector<int> pv, vv;
+namespace {
+
+// The queue chain of a job in `v_queue` below the lowest common ancestor
+// with `p_queue`: v's queue first, the giver (the ancestor just below it)
+// last; empty when one queue contains the other. Read from a per-thread
+// buffer (asked per unit: no allocation), valid until the next call.
+const std::vector<int>& GiverChain(const Session& s, uint32_t p_queue, uint32_t v_queue) {
+  const auto& tree = s.state().queues();
+  thread_local std::vector<int> pv, vv;
+  pv.clear();
+  vv.clear();
   for (int q = static_cast<int>(p_queue); q >= 0; q = tree.parent(q)) pv.push_back(q);
-  for (int q = static_cast<int>(v.queue().value()); q >= 0; q = tree.parent(q)) vv.push_back(q);
+  for (int q = static_cast<int>(v_queue); q >= 0; q = tree.parent(q)) vv.push_back(q);
   while (!pv.empty() && !vv.empty() && pv.back() == vv.back()) {
     pv.pop_back();
     vv.pop_back();
   }
-  if (pv.empty() || vv.empty()) return false;  // one contains the other
-  const QueueInfo& giver = s_.queues()[vv.back()];
-  // The giver borrows: above its deserved share (GPUs) before this take,
-  // what it is already releasing not counted (a queue giving back is not
-  // taken from again for the same excess while its victims stop).
-  if (giver.allocated().gpu_milli() - giver.usage->releasing_gpu_milli <= giver.deserved.gpu_milli()) return false;
+  if (pv.empty()) vv.clear();
+  return vv;
+}
+
+// The giver borrows: above its deserved share (GPUs), what it is already
+// releasing not counted (a queue giving back is not taken from again for
+// the same excess while its victims stop).
+bool Borrows(const QueueInfo& giver) {
+  return giver.allocated().gpu_milli() - giver.usage->releasing_gpu_milli > giver.deserved.gpu_milli();
+}
+
+}  // namespace
+
+bool VictimPicker::ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Resources& take) const {
+  const std::vector<int>& vv = GiverChain(s_, p_queue, v.queue().value());
+  if (vv.empty() || !Borrows(s_.queues()[vv.back()])) return false;
   // No queue on the giver's side goes below its guarantee.
   for (int q : vv) {
     const QueueInfo& info = s_.queues()[q];
@@ -428,6 +445,43 @@ VictimPicker::Room VictimPicker::BoundRoom(const Offer& offer, uint32_t n) const
     }
   }
   return room;
+}
+
+int64_t VictimPicker::ReclaimBound(uint32_t q, const Need& need) {
+  LooseRoom& lr = loose_[q];
+  const State& st = s_.state();
+  if (lr.gen != commits_) {
+    if (!running_indexed_) IndexRunning();
+    const size_t queues = st.queues().size();
+    lr.room.assign(st.num_nodes(), Room{});
+    for (uint32_t n = 0; n < st.num_nodes(); ++n) {
+      if (st.node(NodeId(n)).schedulable) lr.room[n] = RoomAt(n);
+    }
+    for (uint32_t vq = 0; vq < queues; ++vq) {
+      if (vq == q || RunningIn(vq).empty()) continue;
+      const std::vector<int>& chain = GiverChain(s_, q, vq);
+      if (chain.empty() || !Borrows(s_.queues()[chain.back()])) continue;
+      for (const Job* v : RunningIn(vq)) {
+        if (v->phase() != JobPhase::kRunning) continue;
+        const int64_t times = v->ReadyCount() > v->min_member() ? 2 : 1;
+        for (const Task& t : v->tasks()) {
+          if (!Stoppable(t.state) || !st.node(t.node).schedulable) continue;
+          const Resources& r = v->request(t.index);
+          Room& room = lr.room[t.node.value()];
+          room.gpus += times * WholeGpusOf(*v, t.index);
+          room.cpu += times * r.cpu_milli();
+          room.mem += times * r.memory();
+        }
+      }
+    }
+    lr.tasks.clear();
+    lr.gen = commits_;
+  }
+  auto [it, fresh] = lr.tasks.try_emplace(need, 0);
+  if (fresh) {
+    for (const Room& room : lr.room) it->second += Fits(room, need);
+  }
+  return it->second;
 }
 
 int64_t VictimPicker::MaxTasks(Offer& offer, const Job& p, const Need& need) const {
@@ -914,6 +968,16 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   const bool cluster_only = !(spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) &&
                             !(s_.has_job_speedup() && spec.speed != nullptr);
   if (s_.fast_paths() && had_victims_ && cluster_only && FitsWithoutVictims(per_task, need)) {
+    const OfferKey key(p.queue().value(), PriorityOf(p));
+    if (!offers_.count(key)) deferred_.try_emplace(key, &p);
+    return false;
+  }
+  // Reclaim: no offer of this queue could give it enough (ReclaimBound >=
+  // MaxTasks' bound for any offer of it). Once some preemptor had victims,
+  // the build is deferred as above; before that it is made, since whether
+  // it is empty sets the action's wake-up.
+  if (s_.fast_paths() && mode_ == EvictMode::kReclaim && had_victims_ &&
+      ReclaimBound(p.queue().value(), per_task) < need) {
     const OfferKey key(p.queue().value(), PriorityOf(p));
     if (!offers_.count(key)) deferred_.try_emplace(key, &p);
     return false;

@@ -243,6 +243,13 @@ class VictimPicker {
   // needs more cannot be helped, and TryForCount returns at once with what
   // ChooseIn would have concluded.
   int64_t MaxTasks(Offer& offer, const Job& p, const Need& need) const;
+  // Reclaim, before any offer of queue q is built: an upper bound on the
+  // tasks of `need` MaxTasks could count for a preemptor of q (each
+  // schedulable node's room with every stoppable task of a running job
+  // whose giver toward q is above its deserved share gone, a task of a job
+  // with surplus members counted twice as a shrink unit and its whole
+  // job's unit would be). Computed once per queue, shape and commit.
+  int64_t ReclaimBound(uint32_t q, const Need& need);
   // Node n's room with every unit usable by a preemptor that yielded to
   // nobody taken (nothing on an unschedulable node).
   Room BoundRoom(const Offer& offer, uint32_t n) const;
@@ -314,6 +321,14 @@ class VictimPicker {
   // victim (Eligible) and needs no offer.
   int64_t LowestRunningPriority(uint32_t queue);
   std::vector<int64_t> lowest_;
+  // ReclaimBound's rooms per preemptor queue (by node) and its counts per
+  // task shape, valid while `gen` is the commit count.
+  struct LooseRoom {
+    int gen = -1;
+    std::vector<Room> room;
+    std::map<Need, int64_t> tasks;
+  };
+  std::map<uint32_t, LooseRoom> loose_;
 };
 
 }  // namespace ringmaster::scheduler
