@@ -34,7 +34,7 @@ namespace {
 // After a cycle that changed nothing: now when some preemptor had victims
 // to choose from (their costs move with time: work at risk), else the first
 // end of a cooldown that alone kept a job from being a victim.
-Timestamp NextChangeOf(const VictimPicker& picker, Timestamp now) {
+Timestamp NextChangeOf(VictimPicker& picker, Timestamp now) {
   if (picker.had_victims()) return now;
   return picker.cooldown_end() == kNoChange ? kNoChange : std::max(picker.cooldown_end(), now);
 }

@@ -271,6 +271,18 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   return offer;
 }
 
+bool VictimPicker::had_victims() {
+  // Only whether one is not empty is read: the first that is ends it. The
+  // empty ones noted their cooldowns (Eligible), as a build in TryForCount
+  // would have.
+  for (auto it = deferred_.begin(); !had_victims_ && it != deferred_.end(); it = deferred_.erase(it)) {
+    Offer& offer = offers_[it->first];
+    BuildOffer(offer, *it->second, it->first.second);
+    had_victims_ = !offer.units.empty();
+  }
+  return had_victims_;
+}
+
 void VictimPicker::BuildDeferred() {
   for (const auto& [key, p] : deferred_) BuildOffer(offers_[key], *p, key.second);
   deferred_.clear();
@@ -967,16 +979,14 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   // (with the fast paths: the property test compares both ways).
   const bool cluster_only = !(spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) &&
                             !(s_.has_job_speedup() && spec.speed != nullptr);
-  if (s_.fast_paths() && had_victims_ && cluster_only && FitsWithoutVictims(per_task, need)) {
+  if (s_.fast_paths() && cluster_only && FitsWithoutVictims(per_task, need)) {
     const OfferKey key(p.queue().value(), PriorityOf(p));
     if (!offers_.count(key)) deferred_.try_emplace(key, &p);
     return false;
   }
   // Reclaim: no offer of this queue could give it enough (ReclaimBound >=
-  // MaxTasks' bound for any offer of it). Once some preemptor had victims,
-  // the build is deferred as above; before that it is made, since whether
-  // it is empty sets the action's wake-up.
-  if (s_.fast_paths() && mode_ == EvictMode::kReclaim && had_victims_ &&
+  // MaxTasks' bound for any offer of it): the build is deferred as above.
+  if (s_.fast_paths() && mode_ == EvictMode::kReclaim &&
       ReclaimBound(p.queue().value(), per_task) < need) {
     const OfferKey key(p.queue().value(), PriorityOf(p));
     if (!offers_.count(key)) deferred_.try_emplace(key, &p);

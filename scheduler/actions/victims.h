@@ -94,7 +94,10 @@ class VictimPicker {
   // What TryFor saw, for Action::NextChange: some preemptor had at least
   // one victim unit to choose from; the earliest end of a cooldown that
   // alone kept a running job from being a victim (kNoChange: none).
-  bool had_victims() const { return had_victims_; }
+  // Asked when the action is done: an offer deferred while no preemptor
+  // had victims yet (no commit since: the state it was asked on) is built
+  // now if that is what decides it.
+  bool had_victims();
   Timestamp cooldown_end() const { return cooldown_end_; }
 
  private:
@@ -209,11 +212,13 @@ class VictimPicker {
   void BuildOffer(Offer& offer, const Job& p, int64_t p_priority);
   // An offer's content depends on when it is built (the victims' state
   // and rankings then, before later commits). When TryForCount can tell
-  // without it that the preemptor gets nothing (FitsWithoutVictims) and
-  // some preemptor already had victims (so whether this offer is empty
-  // changes nothing), the build is deferred with the preemptor that asked:
+  // without it that the preemptor gets nothing (FitsWithoutVictims,
+  // ReclaimBound), the build is deferred with the preemptor that asked:
   // it is made before the next commit (BuildDeferred), or when another
-  // preemptor of the key needs it, on the same state as then.
+  // preemptor of the key needs it, on the same state as then; and, when no
+  // preemptor had victims by the end of the action, whether one of them is
+  // empty is settled then (had_victims: nothing was committed, so the
+  // state is the one they were asked on).
   std::map<OfferKey, const Job*> deferred_;
   void BuildDeferred();
   // ChooseIn's first test for the whole cluster: `count` tasks of `need`
