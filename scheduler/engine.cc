@@ -199,7 +199,7 @@ absl::StatusOr<JobId> Engine::RestoreJob(JobSpec spec, Timestamp created, std::s
     for (uint32_t i : done) state_->Release(job, i, TaskState::kPending);
     return *admitted;
   }
-  job.set_phase(JobPhase::kRunning);
+  state_->SetPhase(job, JobPhase::kRunning);
   job.set_started(clock_.Now());
   job.set_last_resize(clock_.Now());
   job.set_generation(generation);
@@ -259,7 +259,7 @@ absl::Status Engine::CancelJob(JobId id) {
     state_->FinishJob(id, JobPhase::kAborted);
     return absl::OkStatus();
   }
-  job.set_phase(JobPhase::kCancelling);
+  state_->SetPhase(job, JobPhase::kCancelling);
   job.set_pending_reason(absl::StrCat("cancelling: ", stopping, " task(s) stopping; their GPUs are free once they are gone (",
                                       (std::max<Timestamp>(by - clock_.Now(), 0) + 999) / 1000, " s at the latest)"));
   return absl::OkStatus();
@@ -311,7 +311,7 @@ absl::Status Engine::ConfirmBind(JobId id, uint32_t task, bool ok) {
   // A failed bind breaks the gang: it stops whole and waits again.
   state_->Release(job, task, TaskState::kPending);
   StopBrokenGang(job, absl::StrCat("bind of ", job.task(task).name, " failed"));
-  job.set_phase(JobPhase::kInqueue);
+  state_->SetPhase(job, JobPhase::kInqueue);
   return absl::OkStatus();
 }
 
@@ -601,7 +601,7 @@ void Engine::AfterTasksLost(std::vector<JobId> hit, const std::string& what) {
     // Below its minimum: a gang never runs partly. Stop the rest; it
     // waits whole again.
     StopBrokenGang(job, absl::StrCat("gang below its minimum after ", what));
-    job.set_phase(JobPhase::kInqueue);
+    state_->SetPhase(job, JobPhase::kInqueue);
     job.set_pending_reason(absl::StrCat("restarting: ", what, " took the gang below its minimum"));
   }
 }
@@ -737,7 +737,7 @@ void Engine::AfterClose(Decisions& d) {
     if (!job.GangReady()) continue;
     const bool starting = job.phase() != JobPhase::kRunning;
     if (starting) {
-      job.set_phase(JobPhase::kRunning);
+      state_->SetPhase(job, JobPhase::kRunning);
       job.set_started(now);
     }
     job.set_last_resize(now);

@@ -210,7 +210,6 @@ class Job {
   Timestamp created() const { return created_; }
   int32_t priority() const { return priority_; }
   JobPhase phase() const { return phase_; }
-  void set_phase(JobPhase p) { phase_ = p; }
   // Only State::SetJobSpeed replaces the speed model (a daemon's model
   // learned from the workers' reports).
   void set_speed(std::shared_ptr<const SpeedModel> m) { spec_.speed = std::move(m); }
@@ -371,6 +370,10 @@ class Job {
   void PopPendingTask();
 
  private:
+  // Only State::SetPhase changes it (the state keeps what waiting jobs add
+  // to their queues by phase).
+  friend class State;
+  void set_phase(JobPhase p) { phase_ = p; }
   // Hot fields first, together (the engine reads them for every job in a
   // pass over thousands: a few cache lines each, not one per field), the
   // spec, which holds strings, maps and vectors, last.

@@ -24,21 +24,20 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     queues_[q].deserved = state_.total();
     queues_[q].request = queues_[q].allocated();  // descendants included
   }
-  // One walk of the set (assign would walk it twice: once to count).
+  // One walk of each set (assign would walk it twice: once to count).
   jobs_.reserve(state_.waiting_jobs().size());
   for (JobId id : state_.waiting_jobs()) jobs_.push_back(id);
-  // Pending demand and admitted minimums, rolled up the queue tree.
-  admitted_.reserve(jobs_.size());
-  for (JobId id : jobs_) {
-    const Job& job = state_.job(id);
-    const Resources& pending = job.PendingRequest();
-    const bool admitted_not_running = job.phase() == JobPhase::kInqueue;
-    if (job.phase() != JobPhase::kPending) admitted_.push_back(id);
-    int q = static_cast<int>(job.queue().value());
-    while (q >= 0) {
-      queues_[q].request += pending;
-      if (admitted_not_running) queues_[q].inqueue += job.min_request();
-      q = tree.parent(static_cast<uint32_t>(q));
+  admitted_.reserve(state_.admitted_waiting_jobs().size());
+  for (JobId id : state_.admitted_waiting_jobs()) admitted_.push_back(id);
+  // Pending demand and admitted minimums, rolled up the queue tree from
+  // what the state keeps per queue (State::waiting_sums), not job by job.
+  const auto& sums = state_.waiting_sums();
+  for (uint32_t leaf = 0; leaf < sums.size() && leaf < tree.size(); ++leaf) {
+    const State::WaitingSums& w = sums[leaf];
+    if (w.pending.IsZero() && w.inqueue.IsZero()) continue;
+    for (int q = static_cast<int>(leaf); q >= 0; q = tree.parent(static_cast<uint32_t>(q))) {
+      queues_[q].request += w.pending;
+      queues_[q].inqueue += w.inqueue;
     }
   }
   for (size_t t = 0; t < tiers_.size(); ++t) {

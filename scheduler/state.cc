@@ -12,6 +12,7 @@ State::State(topology::Cluster cluster, queue::QueueTree queues, const Clock* cl
       free_(*cluster_),
       queues_(std::move(queues)),
       queue_usage_(queues_.size()),
+      waiting_sums_(queues_.size()),
       clock_(clock) {
   nodes_.resize(cluster_->num_nodes());
   node_tasks_.resize(cluster_->num_nodes());
@@ -61,6 +62,7 @@ JobId State::AddJob(JobSpec spec, QueueId queue, Timestamp now) {
   active_.insert(id);
   if (jobs_.back()->elastic()) elastic_.insert(id);
   flags_.push_back(kActive);
+  counted_.emplace_back();
   UpdateWaiting(*jobs_.back());
   return id;
 }
@@ -91,6 +93,7 @@ absl::Status State::ReplaceQueues(queue::QueueTree queues) {
       if (t.state == TaskState::kPipelined) AddMoving(*jp, &QueueUsage::pipelined_gpu_milli, gpus);
     }
   }
+  RebuildWaitingSums();  // the jobs are in their new queues
   return absl::OkStatus();
 }
 
@@ -112,6 +115,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
   elastic_room_.erase(id);
   elastic_.erase(id);
   flags_[id.value()] = 0;
+  RecountWaiting(j);
   if (reservation_ && reservation_->job == id) SetReservation(std::nullopt);
 }
 
@@ -167,6 +171,7 @@ void State::UpdateWaiting(const Job& job) {
       flags_[id] &= static_cast<uint8_t>(~kWaiting);
     }
   }
+  RecountWaiting(job);
   if (!job.elastic()) return;
   const bool room = (flags_[id] & kActive) && job.ReadyCount() < job.max_member();
   if (room != ((flags_[id] & kRoom) != 0)) {
@@ -178,6 +183,49 @@ void State::UpdateWaiting(const Job& job) {
       flags_[id] &= static_cast<uint8_t>(~kRoom);
     }
   }
+}
+
+void State::RecountWaiting(const Job& job) {
+  const uint32_t id = job.id().value();
+  Counted& c = counted_[id];
+  const bool wait = (flags_[id] & kWaiting) != 0;
+  if (!wait && !c.in) return;  // most task moves: a running job's
+  if (c.in) {
+    WaitingSums& old = waiting_sums_[c.queue];
+    old.pending -= c.pending;
+    if (c.inqueue) old.inqueue -= job.min_request();
+  }
+  const bool admitted = wait && job.phase() != JobPhase::kPending;
+  if (admitted) {
+    admitted_waiting_.insert(job.id());
+  } else {
+    admitted_waiting_.erase(job.id());
+  }
+  c.in = wait && job.queue().valid() && job.queue().value() < waiting_sums_.size();
+  if (!c.in) {
+    c.pending = Resources();
+    c.inqueue = false;
+    return;
+  }
+  c.queue = job.queue().value();
+  c.pending = job.PendingRequest();
+  c.inqueue = job.phase() == JobPhase::kInqueue;
+  WaitingSums& now = waiting_sums_[c.queue];
+  now.pending += c.pending;
+  if (c.inqueue) now.inqueue += job.min_request();
+}
+
+void State::RebuildWaitingSums() {
+  waiting_sums_.assign(queues_.size(), WaitingSums{});
+  admitted_waiting_.clear();
+  for (Counted& c : counted_) c = Counted{};
+  for (JobId id : waiting_) RecountWaiting(job(id));
+}
+
+void State::SetPhase(Job& job, JobPhase phase) {
+  if (job.phase() == phase) return;
+  job.set_phase(phase);
+  RecountWaiting(job);
 }
 
 uint64_t UsageHash(const NodeState& ns) {
@@ -454,6 +502,36 @@ absl::Status State::CheckInvariants() const {
   }
   for (JobId id : waiting_) {
     if (!active_.count(id)) return absl::InternalError(absl::StrCat("7: job ", job(id).name(), " waits, not active"));
+  }
+  {
+    // 7 (cont.): the admitted waiting jobs and the per-queue sums are what
+    // the waiting jobs add up to now.
+    std::vector<WaitingSums> sums(queues_.size());
+    size_t admitted = 0;
+    for (JobId id : waiting_) {
+      const Job& j = job(id);
+      const bool in = j.phase() != JobPhase::kPending;
+      admitted += in;
+      if (in != (admitted_waiting_.count(id) > 0)) {
+        return absl::InternalError(absl::StrCat("7: job ", j.name(), " admitted-waiting set is off"));
+      }
+      if (!j.queue().valid() || j.queue().value() >= sums.size()) continue;
+      sums[j.queue().value()].pending += j.PendingRequest();
+      if (j.phase() == JobPhase::kInqueue) sums[j.queue().value()].inqueue += j.min_request();
+    }
+    if (admitted != admitted_waiting_.size()) {
+      return absl::InternalError(absl::StrCat("7: ", admitted, " waiting jobs admitted, but the set holds ",
+                                              admitted_waiting_.size()));
+    }
+    for (size_t q = 0; q < sums.size(); ++q) {
+      if (!(sums[q].pending - waiting_sums_[q].pending).IsZero() ||
+          !(sums[q].inqueue - waiting_sums_[q].inqueue).IsZero()) {
+        return absl::InternalError(absl::StrCat("7: queue ", queues_.spec(static_cast<uint32_t>(q)).name,
+                                                " waiting sums are pending ", waiting_sums_[q].pending.ToString(),
+                                                ", inqueue ", waiting_sums_[q].inqueue.ToString(), "; recounted ",
+                                                sums[q].pending.ToString(), ", ", sums[q].inqueue.ToString()));
+      }
+    }
   }
   for (JobId id : elastic_) {
     if (!active_.count(id)) {

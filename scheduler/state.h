@@ -136,6 +136,20 @@ class State {
   // Kept incrementally, so a cycle's cost follows the backlog, not the
   // number of running jobs.
   const JobSet& waiting_jobs() const { return waiting_; }
+  // Those of them admitted (any phase but Pending), kept the same way.
+  const JobSet& admitted_waiting_jobs() const { return admitted_waiting_; }
+  // Per queue (by QueueId value; a job's own queue, not rolled up the
+  // tree): what its waiting jobs add to a session's queue figures, their
+  // pending requests and, of those admitted and not running (Inqueue),
+  // their minimums. Kept incrementally with waiting_jobs(), so a session
+  // opens without reading every waiting job.
+  struct WaitingSums {
+    Resources pending;
+    Resources inqueue;
+  };
+  const std::vector<WaitingSums>& waiting_sums() const { return waiting_sums_; }
+  // Changes a job's phase (Job::set_phase is the state's alone).
+  void SetPhase(Job& job, JobPhase phase);
   // Active elastic jobs below their maximum (what the elastic action may
   // grow), kept like waiting_jobs().
   const JobSet& elastic_below_max() const { return elastic_room_; }
@@ -299,6 +313,19 @@ class State {
   size_t ended_kept_ = 0;        // set_ended_kept (0: all)
   void AddEnded(EndedJob e);
   JobSet waiting_;
+  JobSet admitted_waiting_;
+  std::vector<WaitingSums> waiting_sums_;
+  // Per job id: what it adds to waiting_sums_ now (RecountWaiting takes
+  // the old figures off and puts the new ones on).
+  struct Counted {
+    bool in = false;       // waiting: counted at all
+    bool inqueue = false;  // its minimum counted in `inqueue`
+    uint32_t queue = 0;
+    Resources pending;
+  };
+  std::vector<Counted> counted_;
+  void RecountWaiting(const Job& job);
+  void RebuildWaitingSums();
   JobSet elastic_room_;
   JobSet elastic_;
   // Per job id: whether it is in active_, waiting_ and elastic_room_ (kept

@@ -45,7 +45,7 @@ void Statement::Promote(Job& job, uint32_t task) {
 void Statement::SetPhase(Job& job, JobPhase phase) {
   ops_.push_back({.kind = Op::Kind::kPhase, .job = job.id(), .prev_phase = job.phase(), .phase = phase,
                   .nominated = job.nominated()});
-  job.set_phase(phase);
+  session_.mutable_state().SetPhase(job, phase);
 }
 
 void Statement::SetNominated(Job& job, bool nominated) {
@@ -108,7 +108,7 @@ void Statement::Undo(const Op& op) {
       break;
     }
     case Op::Kind::kPhase:
-      job.set_phase(op.prev_phase);
+      state.SetPhase(job, op.prev_phase);
       job.set_nominated(op.nominated);
       break;
   }

@@ -559,9 +559,9 @@ bool PreemptsWithMark(bool yielded) {
     s.Close();
   }
   state.SetState(state.job(y), 0, TaskState::kRunning);
-  state.job(y).set_phase(JobPhase::kRunning);
+  state.SetPhase(state.job(y), JobPhase::kRunning);
   state.job(y).set_started(0);
-  state.job(x).set_phase(JobPhase::kInqueue);
+  state.SetPhase(state.job(x), JobPhase::kInqueue);
   if (yielded) state.job(x).AddYieldedTo(y);
   scheduler::PluginArgs args("preempt", "", {{"gracePeriod", {"0", 0, 0}}, {"cooldown", {"0", 0, 0}}},
                              "configurations");
