@@ -378,7 +378,8 @@ int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp n
   } else if (o_.victim_gpu_exponent >= 0 && job.phase() == scheduler::JobPhase::kRunning) {
     // victimGpuExponent: a running job's level as a victim.
     const int64_t a = AttainedWith(job, now, o_.victim_gpu_exponent);
-    const int level = static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), a) - thresholds_.begin());
+    const int level =
+        static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), a) - thresholds_.begin());
     rank = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - level);
   }
   if (!o_.fifo_preempt) return rank;

@@ -741,7 +741,8 @@ TEST(LasPlugin, FreeHorizonCountsTheWaitingJobsAheadAndEndsWithItsWindow) {
   // within the hour: they cover `first` (8), held, but not `first` and
   // `new` (16), so at 160 s `new` preempts.
   EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
-                  PolicyFromYaml(LasPolicy("50", ", byTime: true, preemptAfter: 10, freeHorizon: 3600, freeMinSamples: 2")));
+                  PolicyFromYaml(LasPolicy(
+                      "50", ", byTime: true, preemptAfter: 10, freeHorizon: 3600, freeMinSamples: 2")));
   h.Submit(JobBuilder("long2").GpusPerTask(8).Build());
   h.Submit(JobBuilder("t1").GpusPerTask(4).Build());
   h.Submit(JobBuilder("t2").GpusPerTask(4).Build());

@@ -111,7 +111,9 @@ Policy Shipped(const std::string& name) {
                                                     {"levelCooldown", {"600", 0, 0}},
                                                     {"shrinkInCooldown", {"true", 0, 0}}};
     if (name == "default+stoppedAhead") {
-      las.insert({{"victimGpuExponent", {"1", 0, 0}}, {"stoppedPreempts", {"false", 0, 0}}, {"stoppedAhead", {"true", 0, 0}}});
+      las.insert({{"victimGpuExponent", {"1", 0, 0}},
+                  {"stoppedPreempts", {"false", 0, 0}},
+                  {"stoppedAhead", {"true", 0, 0}}});
     } else {
       las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}});
     }
