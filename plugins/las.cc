@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,24 @@
 #include "common/status_macros.h"
 
 namespace ringmaster::plugins {
+namespace {
+
+// freeHorizon reads the running jobs' ages at the last whole minute.
+constexpr scheduler::Timestamp kFreeStepMs = 60'000;
+
+// A job that ran and waits again (stopped: preempted, reclaimed, its node lost).
+bool Stopped(const scheduler::Job& job) {
+  return (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue) &&
+         job.started() >= 0 && job.last_stopped() >= job.started();
+}
+
+// A waiting job waits since it was last stopped, else since it was submitted.
+scheduler::Timestamp WaitingSince(const scheduler::Job& job) {
+  const bool ran = job.started() >= 0 && job.last_stopped() >= job.started();
+  return ran ? job.last_stopped() : job.created();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const scheduler::PluginArgs& args) {
   RM_ASSIGN_OR_RETURN(auto text, args.String("thresholds", kDefaultThresholds));
@@ -35,6 +54,18 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (by_time && exponent != 0) {
     return args.Error("gpuExponent", "byTime is gpuExponent 0: give one of them");
   }
+  RM_ASSIGN_OR_RETURN(auto victim_exponent, args.Double("victimGpuExponent", exponent));
+  if (!(victim_exponent >= 0 && victim_exponent <= 1)) {
+    return args.Error("victimGpuExponent", "must be in [0, 1] (1: GPU-time, 0: time run)");
+  }
+  RM_ASSIGN_OR_RETURN(auto stopped_preempts, args.Bool("stoppedPreempts", true));
+  RM_ASSIGN_OR_RETURN(auto stopped_ahead, args.Bool("stoppedAhead", false));
+  RM_ASSIGN_OR_RETURN(auto free_horizon, args.Double("freeHorizon", 0));
+  if (!(free_horizon >= 0 && free_horizon <= 1e9)) {
+    return args.Error("freeHorizon", "must be seconds in [0, 1e9] (0: off)");
+  }
+  RM_ASSIGN_OR_RETURN(auto free_min_samples, args.Int("freeMinSamples", 20));
+  if (free_min_samples < 1) return args.Error("freeMinSamples", "must be at least 1");
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -61,14 +92,20 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.gpu_exponent = exponent;
   o.level_cooldown_ms = std::llround(level_cooldown * 1e3);
   o.shrink_in_cooldown = shrink_in_cooldown;
+  o.victim_gpu_exponent = victim_exponent == o.gpu_exponent ? -1 : victim_exponent;
+  o.stopped_preempts = stopped_preempts;
+  o.stopped_ahead = stopped_ahead;
+  o.free_horizon_ms = std::llround(free_horizon * 1e3);
+  o.free_min_samples = free_min_samples;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
 void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   const scheduler::Timestamp now = s.now();
   promotions_at_open_ = promotions_;
+  HoldForFreeGpus(s.state(), now);
   // The higher rank first: the key is its negation.
-  s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -Rank(j, now); });
+  s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -OrderRank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
   if (o_.level_cooldown_ms > 0) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
@@ -98,6 +135,14 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
 
 bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {
   return o_.level_cooldown_ms > 0 && job.last_resize() >= 0 && now - job.last_resize() < o_.level_cooldown_ms;
+}
+
+int64_t LasPlugin::AttainedWith(const scheduler::Job& job, scheduler::Timestamp now, double exponent) const {
+  const int64_t a = job.AttainedMilliMs(now);
+  const int64_t g = job.min_request().gpu_milli();
+  if (exponent == 1 || g <= 0) return a;
+  if (exponent == 0) return a / g * 1000;
+  return std::llround(static_cast<double>(a) / std::pow(static_cast<double>(g) / 1000, 1 - exponent));
 }
 
 int64_t LasPlugin::Attained(const scheduler::Job& job, scheduler::Timestamp now) const {
@@ -159,7 +204,32 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
       // one above is crossed at now + ceil((threshold - attained) / rate).
       auto it = std::upper_bound(thresholds_.begin(), thresholds_.end(), attained);
       if (it != thresholds_.end()) next = std::min(next, now + (*it - attained + rate - 1) / rate);
+      // victimGpuExponent: the victim level's own crossing (at its own rate,
+      // rounded up as above).
+      if (o_.victim_gpu_exponent >= 0) {
+        const double e = o_.victim_gpu_exponent;
+        const int64_t va = AttainedWith(job, now, e);
+        int64_t vrate = job.allocated().gpu_milli();
+        const int64_t g = job.min_request().gpu_milli();
+        if (g > 0 && e == 0) {
+          vrate = (vrate * 1000 + g - 1) / g;
+        } else if (g > 0 && e != 1) {
+          vrate = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(vrate) /
+                                                                      std::pow(static_cast<double>(g) / 1000, 1 - e))));
+        }
+        auto vit = std::upper_bound(thresholds_.begin(), thresholds_.end(), va);
+        if (vit != thresholds_.end()) next = std::min(next, now + (*vit - va + vrate - 1) / vrate);
+      }
       continue;
+    }
+    // freeHorizon: a waiting job inside its hold window is held or not by
+    // the running jobs' ages read at the last whole minute; the window's
+    // end lets it preempt.
+    if (o_.free_horizon_ms > 0 &&
+        (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
+      const scheduler::Timestamp since = WaitingSince(job);
+      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + o_.free_horizon_ms;
+      if (from <= now && now < until) next = std::min({next, until, now - now % kFreeStepMs + kFreeStepMs});
     }
     // Waiting with preemptAfter: its preemption rank rises once it has
     // waited that long (PreemptRank).
@@ -191,23 +261,126 @@ int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
   return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
 }
 
+int LasPlugin::OrderLevel(const scheduler::Job& job, scheduler::Timestamp now) {
+  if (o_.stopped_ahead && Stopped(job)) return 0;
+  return Level(job, now);
+}
+
+int64_t LasPlugin::OrderRank(const scheduler::Job& job, scheduler::Timestamp now) {
+  return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - OrderLevel(job, now));
+}
+
+RunLengths::RunLengths() : count_(BinOf(std::numeric_limits<int64_t>::max()) + 1, 0) {}
+
+int RunLengths::BinOf(int64_t ms) {
+  if (ms < 1000) return 0;
+  // 1e9 s and on: the last bin (log(1e9) / log(1.05) = 424.7).
+  constexpr int kLast = 426;
+  const double k = std::floor(std::log(static_cast<double>(ms) / 1000) / std::log(1.05));
+  return k >= kLast - 1 ? kLast : 1 + static_cast<int>(k);
+}
+
+void RunLengths::Add(int64_t run_ms) {
+  ++count_[BinOf(std::max<int64_t>(run_ms, 0))];
+  ++samples_;
+  dirty_ = true;
+}
+
+double RunLengths::EndWithin(int64_t age_ms, int64_t horizon_ms) {
+  if (dirty_) {
+    below_.assign(count_.size() + 1, 0);
+    for (size_t k = 0; k < count_.size(); ++k) below_[k + 1] = below_[k] + count_[k];
+    dirty_ = false;
+  }
+  const int b0 = BinOf(std::max<int64_t>(age_ms, 0)), b1 = BinOf(std::max<int64_t>(age_ms, 0) + horizon_ms);
+  const int64_t above = samples_ - below_[b0 + 1];
+  if (above <= 0) return 0;
+  return static_cast<double>(below_[b1 + 1] - below_[b0 + 1]) / static_cast<double>(above);
+}
+
+void LasPlugin::Learn(const scheduler::State& state) {
+  for (seen_ = std::max<uint64_t>(seen_, state.ended_begin()); seen_ < state.ended_end(); ++seen_) {
+    const scheduler::EndedJob& e = state.ended_job(seen_);
+    if (!e.Teaches() || e.min_gpu_milli <= 0) continue;
+    run_lengths_.Add(e.attained_milli_ms / e.min_gpu_milli);  // ms run
+  }
+}
+
+double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+  // Each running job's GPU-time at the last whole minute (constant while the
+  // state is), over its minimum's GPUs: its time run then.
+  const scheduler::Timestamp since_minute = now % kFreeStepMs;
+  double gpus = 0;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    const int64_t held = job.allocated().gpu_milli(), g = job.min_request().gpu_milli();
+    if (job.phase() != scheduler::JobPhase::kRunning || held <= 0 || g <= 0) continue;
+    const int64_t age = std::max<int64_t>(0, (job.AttainedMilliMs(now) - held * since_minute) / g);
+    gpus += run_lengths_.EndWithin(age, o_.free_horizon_ms) * static_cast<double>(held) / 1000;
+  }
+  return gpus;
+}
+
+void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+  held_.clear();
+  if (o_.free_horizon_ms <= 0) return;
+  Learn(state);
+  if (run_lengths_.samples() < o_.free_min_samples) return;
+  // The waiting jobs in this plugin's job order (rank, then first come first
+  // served), each with whether it is inside its hold window.
+  struct Waiting {
+    int64_t rank;
+    scheduler::Timestamp created;
+    uint32_t id;
+    int64_t gpu_milli;
+    bool in_window;
+  };
+  std::vector<Waiting> waiting;
+  bool any = false;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
+    const scheduler::Timestamp from = WaitingSince(job) + o_.preempt_after_ms;
+    const bool in_window = from <= now && now < from + o_.free_horizon_ms;
+    any = any || in_window;
+    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), in_window});
+  }
+  if (!any) return;
+  std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    if (a.created != b.created) return a.created < b.created;
+    return a.id < b.id;
+  });
+  const double expected = static_cast<double>(state.free_index().TotalFree()) + ExpectedFreeGpus(state, now);
+  double ahead = 0;  // GPUs of the waiting jobs up to this one, itself included
+  for (const Waiting& w : waiting) {
+    ahead += static_cast<double>(w.gpu_milli) / 1000;
+    if (w.in_window && expected >= ahead) held_.insert(w.id);
+  }
+}
+
 }  // namespace ringmaster::plugins
 
 namespace ringmaster::plugins {
 
 int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp now) {
   int64_t rank = Rank(job, now);
-  if (o_.preempt_after_ms > 0 &&
-      (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
+  if (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue) {
     // Waiting since it was last stopped, else since it was submitted.
-    const scheduler::Timestamp stopped = job.last_stopped();
-    const bool ran = job.started() >= 0 && stopped >= job.started();
-    const scheduler::Timestamp since = ran ? stopped : job.created();
+    const scheduler::Timestamp since = WaitingSince(job);
+    const bool held = now - since < o_.preempt_after_ms || (!o_.stopped_preempts && Stopped(job)) ||
+                      (now - since < o_.preempt_after_ms + o_.free_horizon_ms && HeldForFreeGpus(job));
     // The lowest level of its priority: above no running job of it.
-    if (now - since < o_.preempt_after_ms) {
+    if (held) {
       const int64_t lowest = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1);
       return o_.fifo_preempt ? lowest * (int64_t{1} << 40) : lowest;
     }
+  } else if (o_.victim_gpu_exponent >= 0 && job.phase() == scheduler::JobPhase::kRunning) {
+    // victimGpuExponent: a running job's level as a victim.
+    const int64_t a = AttainedWith(job, now, o_.victim_gpu_exponent);
+    const int level =
+        static_cast<int>(std::upper_bound(thresholds_.begin(), thresholds_.end(), a) - thresholds_.begin());
+    rank = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - level);
   }
   if (!o_.fifo_preempt) return rank;
   // Creation times (ms) below 2^40 (35 years) fit under one step of Rank.

@@ -43,6 +43,35 @@
 //   - `shrinkInCooldown` (default false): with levelCooldown, an elastic job
 //     in its cooldown may still be shrunk for level preemption (down to its
 //     gang minimum: a re-formation, no work lost), though not stopped whole.
+//   - `victimGpuExponent` (in [0, 1], default: gpuExponent): a running
+//     job's level as a victim of level preemption counts time run x
+//     GPUs^victimGpuExponent, while the job order and a waiting job's
+//     preemption rank keep gpuExponent. With byTime and 1, a big gang that
+//     has run an hour is a victim before a 1-GPU job that has run a day:
+//     one stop frees GPUs for several newcomers.
+//   - `stoppedPreempts` (default true): false: a job that ran and was
+//     stopped (it waits again) never level-preempts; it waits for GPUs to
+//     free (a job of a higher priority still preempts).
+//   - `stoppedAhead` (default false): a stopped job waits at level 0 of its
+//     priority in job order; first come first served inside the level puts
+//     it ahead of every job submitted after it, so it is the head-of-line
+//     gang that keeps the GPUs that free (allocate's reservation; backfill
+//     may still use them where it does not delay it), and it restarts once
+//     enough GPUs free as jobs end, without stopping anyone. Once it runs
+//     its level counts all it attained again (nothing is forgiven).
+//   - `freeHorizon` (seconds, default 0: off): a waiting job that has
+//     waited preemptAfter may level-preempt only when the GPUs expected to
+//     free within freeHorizon do not cover it: the free GPUs plus, over the
+//     running jobs, GPUs x P(the job ends within freeHorizon | it has run
+//     this long), are fewer than the GPUs of the waiting jobs ahead of it
+//     and its own. The chance comes from the time run of the jobs seen to
+//     end (State::ended_jobs, as gittins and backfill's learned walltimes
+//     learn it; RunLengths below); with fewer than `freeMinSamples`
+//     (default 20) of them, or no job seen to run longer, a job is not
+//     expected to end. A job held this way may preempt once it has waited
+//     preemptAfter + freeHorizon (its wait stays bounded). Ages are read at
+//     the last whole minute, so the answer changes only at events and on
+//     the minute.
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -54,6 +83,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "scheduler/session.h"
 
 namespace ringmaster::plugins {
@@ -75,6 +105,37 @@ struct LasOptions {
   // shrunk (down to its minimum) for a waiting job of its priority, never
   // stopped whole.
   bool shrink_in_cooldown = false;
+  // victimGpuExponent: what a running job's victim level counts (-1: as
+  // gpuExponent).
+  double victim_gpu_exponent = -1;
+  // stoppedPreempts: false keeps a stopped job from level preemption.
+  bool stopped_preempts = true;
+  // stoppedAhead: a stopped job waits at level 0 in job order.
+  bool stopped_ahead = false;
+  // freeHorizon (ms; 0: off) and the samples it needs.
+  scheduler::Timestamp free_horizon_ms = 0;
+  int64_t free_min_samples = 20;
+};
+
+// The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
+// the jobs seen to end, binned on a log scale: bin 0 = [0, 1 s), bin k =
+// [1.05^(k-1), 1.05^k) s, the last from 1e9 s on. freeHorizon reads it.
+class RunLengths {
+ public:
+  RunLengths();
+  void Add(int64_t run_ms);
+  int64_t samples() const { return samples_; }
+  // P(run <= age + horizon | run > age), counted in whole bins: of the
+  // samples in bins above age's, those in bins up to that of age + horizon
+  // (0 when none is above). O(1) after the first call since an Add.
+  double EndWithin(int64_t age_ms, int64_t horizon_ms);
+  static int BinOf(int64_t ms);
+
+ private:
+  std::vector<int64_t> count_;
+  std::vector<int64_t> below_;  // samples in bins < k (kept lazily)
+  bool dirty_ = true;
+  int64_t samples_ = 0;
 };
 
 class LasPlugin : public scheduler::Plugin {
@@ -107,11 +168,26 @@ class LasPlugin : public scheduler::Plugin {
   int Level(const scheduler::Job& job, scheduler::Timestamp now);
   // Higher goes first and may preempt lower: priority, then the level.
   int64_t Rank(const scheduler::Job& job, scheduler::Timestamp now);
-  // Rank, then (fifoPreempt) the earlier creation: what preempt compares. A
-  // waiting job short of preemptAfter ranks as its priority's lowest level.
+  // Rank by OrderLevel: what the job order compares.
+  int64_t OrderRank(const scheduler::Job& job, scheduler::Timestamp now);
+  // Rank (a running job's level by victimGpuExponent), then (fifoPreempt)
+  // the earlier creation: what preempt compares. A waiting job short of
+  // preemptAfter, held by freeHorizon, or stopped without stoppedPreempts
+  // ranks as its priority's lowest level.
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // levelCooldown keeps `job` from being a level-preemption victim at `now`.
   bool InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // The job's level in job order: Level, or 0 for a stopped job with
+  // stoppedAhead.
+  int OrderLevel(const scheduler::Job& job, scheduler::Timestamp now);
+  // freeHorizon: the GPUs expected to free within it at `now` (the free
+  // GPUs not counted), from the running jobs' time run at the last whole
+  // minute.
+  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now);
+  // freeHorizon holds `job` back from level preemption in the session open
+  // now (set by OnSessionOpen).
+  bool HeldForFreeGpus(const scheduler::Job& job) const { return held_.contains(job.id().value()); }
+  RunLengths& run_lengths() { return run_lengths_; }
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
   double starve_limit() const { return o_.starve_limit; }
@@ -127,6 +203,13 @@ class LasPlugin : public scheduler::Plugin {
   std::map<scheduler::JobId, int64_t> promoted_at_;
   int64_t promotions_ = 0;
   int64_t promotions_at_open_ = 0;  // promotions_ when the last session opened
+  // freeHorizon: what was learned, and the jobs it holds back now.
+  void Learn(const scheduler::State& state);
+  void HoldForFreeGpus(const scheduler::State& state, scheduler::Timestamp now);
+  int64_t AttainedWith(const scheduler::Job& job, scheduler::Timestamp now, double exponent) const;
+  RunLengths run_lengths_;
+  uint64_t seen_ = 0;  // State::ended_job records read so far
+  absl::flat_hash_set<uint32_t> held_;
 };
 
 }  // namespace ringmaster::plugins

@@ -498,5 +498,303 @@ TEST(LasPlugin, NextChangeNamesTheEndOfPreemptAfterAndTheByTimeCrossing) {
   EXPECT_EQ(las.NextChange(h.state(), 700'000), scheduler::kNoChange) << "nothing left to change by time";
 }
 
+TEST(LasPlugin, VictimGpuExponentMakesABigGangTheVictimSooner) {
+  // Two nodes of 8 GPUs, byTime with threshold 100 s. `big` (8 GPUs) fills
+  // one node and eight 1-GPU jobs the other, all from 0 s. At 50 s `new` (1
+  // GPU) waits. By time every running job has run 50 s (level 0, as `new`),
+  // so none is a victim. With victimGpuExponent 1 a running job's victim
+  // level counts GPU-time: `big` has 8 x 50 = 400 GPU-s (level 1), each
+  // 1-GPU job 50 (level 0), so `new` stops `big` and only `big`.
+  for (const bool gpu_time : {false, true}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", std::string(", byTime: true") +
+                                                        (gpu_time ? ", victimGpuExponent: 1" : ""))));
+    h.Submit(JobBuilder("big").GpusPerTask(8).Build());
+    for (int i = 0; i < 8; ++i) h.Submit(JobBuilder("s" + std::to_string(i)).GpusPerTask(1).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("big") && h.Running("s7"));
+    h.clock().Set(50'000);
+    h.Submit(JobBuilder("new").GpusPerTask(1).Build());
+    auto d = h.Cycle();
+    if (!gpu_time) {
+      EXPECT_TRUE(d.evictions.empty()) << "by time all have run 50 s: level 0, no victim";
+      continue;
+    }
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "new");
+    EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "big");
+    // The job order still counts time: `big`, stopped after 50 s, is level 0.
+    auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+        "las", "p.yaml",
+        {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"victimGpuExponent", {"1", 4, 60}}}));
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto& las = static_cast<plugins::LasPlugin&>(**p);
+    EXPECT_EQ(las.Level(h.job("big"), 50'001), 0);
+  }
+  for (const std::string bad : {"-0.1", "1.5", "all"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"victimGpuExponent", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.victimGpuExponent: ")
+        << bad;
+  }
+}
+
+TEST(LasPlugin, NextChangeNamesTheVictimLevelsOwnCrossing) {
+  // byTime thresholds 100 s with victimGpuExponent 1: an 8-GPU job crosses
+  // 100 s of running at 100 s, but 100 GPU-s (its victim level) at 12.5 s.
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml",
+      {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"victimGpuExponent", {"1", 4, 60}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("run").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("run"));
+  EXPECT_EQ(las.NextChange(h.state(), 0), 12'500);
+  EXPECT_EQ(las.NextChange(h.state(), 20'000), 100'000) << "past its victim threshold: the time one is next";
+}
+
+TEST(LasPlugin, StoppedPreemptsFalseLeavesAStoppedJobToWaitForFreeGpus) {
+  // As PreemptAfterCountsFromTheLastStopForAJobThatRan, on three nodes: `a`
+  // (8 GPUs) is stopped by a node loss at 10 s; `b` and `c` are at level 1
+  // from 12.5 s on. With preemptAfter 300 s `a` would stop one of them at
+  // 310 s; with stoppedPreempts false it never does (it holds allocate's
+  // reservation and waits for a node to free). `fresh`, which never ran,
+  // still preempts once it has waited 300 s.
+  EngineHarness h(ClusterBuilder().NodesPerRack(3).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy("100, 100000", ", preemptAfter: 300, stoppedPreempts: false")));
+  h.Submit(JobBuilder("a").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("c").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("a") && h.Running("b") && h.Running("c"));
+  h.clock().Set(10'000);
+  ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("a").task(0).node).name).ok());
+  for (scheduler::Timestamp t : {310'000, 400'000, 5'000'000}) {
+    h.clock().Set(t);
+    EXPECT_TRUE(h.Cycle().evictions.empty()) << "at " << t << " ms the stopped `a` may not preempt";
+  }
+  h.clock().Set(5'000'000);
+  h.Submit(JobBuilder("fresh").GpusPerTask(8).Build());
+  h.clock().Set(5'299'000);
+  EXPECT_TRUE(h.Cycle().evictions.empty());
+  h.clock().Set(5'301'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "fresh");
+  EXPECT_NE(h.state().job(d.evictions[0].job).name(), "a");
+  EXPECT_FALSE(h.Running("a"));
+}
+
+TEST(LasPlugin, StoppedAheadPutsAStoppedJobAheadOfLaterJobs) {
+  // LeastAttainedServiceStartsFirstFifoInsideALevel's scenario: `old` ran
+  // 480 GPU-s (level 1) and lost its node; fresh jobs go first without the
+  // option, `old` (submitted first) with it. It keeps its level otherwise.
+  for (const bool ahead : {false, true}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", ahead ? ", stoppedAhead: true" : "")));
+    h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("blocker").GpusPerTask(8).Build());
+    h.Cycle();
+    ASSERT_TRUE(h.Running("old") && h.Running("blocker"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+    h.Submit(JobBuilder("fresh1").GpusPerTask(8).Build());
+    h.clock().Set(61'000);
+    h.Submit(JobBuilder("fresh2").GpusPerTask(8).Build());
+    const std::vector<std::string> order = StartOrder(h, "blocker", {"old", "fresh1", "fresh2"});
+    EXPECT_EQ(order, ahead ? (std::vector<std::string>{"old", "fresh1", "fresh2"})
+                           : (std::vector<std::string>{"fresh1", "fresh2", "old"}));
+  }
+}
+
+TEST(LasPlugin, StoppedAheadKeepsTheGpusThatFreeForTheStoppedGang) {
+  // Nodes A and B of 8 GPUs. `old` (8 GPUs) runs on A, `h1` and `h2` (4
+  // GPUs each) on B. A is lost at 60 s: `old` (480 GPU-s, level 1) waits;
+  // `fresh` (4 GPUs, level 0) arrives at 61 s. When `h1` ends at 100 s, 4
+  // GPUs free on B. Without stoppedAhead `fresh` is first in order and
+  // takes them; with it `old` is first, holds B (allocate's reservation) and
+  // starts when `h2` ends at 200 s, before `fresh`. (preemptAfter keeps
+  // level preemption out of it.)
+  for (const bool ahead : {false, true}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", std::string(", preemptAfter: 100000") +
+                                                        (ahead ? ", stoppedAhead: true" : ""))));
+    h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("h1").GpusPerTask(4).Build());
+    h.Submit(JobBuilder("h2").GpusPerTask(4).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("old") && h.Running("h1") && h.Running("h2"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+    h.clock().Set(61'000);
+    h.Submit(JobBuilder("fresh").GpusPerTask(4).Build());
+    h.Cycle();
+    ASSERT_FALSE(h.Running("old") || h.Running("fresh"));
+    ASSERT_TRUE(h.engine().FinishJob(h.job("h1").id(), true).ok());
+    h.clock().Set(100'000);
+    h.Cycle();
+    EXPECT_EQ(h.Running("fresh"), !ahead) << (ahead ? "B's freed GPUs are kept for `old`" : "`fresh` first");
+    ASSERT_TRUE(h.engine().FinishJob(h.job("h2").id(), true).ok());
+    h.clock().Set(200'000);
+    h.Cycle();
+    EXPECT_EQ(h.Running("old"), ahead);
+  }
+}
+
+TEST(RunLengths, EndWithinCountsTheSamplesAboveTheAgeThatEndBeforeTheHorizon) {
+  plugins::RunLengths r;
+  for (int64_t s : {10, 100, 1000}) r.Add(s * 1000);
+  EXPECT_EQ(r.samples(), 3);
+  // Above 50 s: 100 s and 1000 s; within 50 + 100 s: 100 s. 1 / 2.
+  EXPECT_DOUBLE_EQ(r.EndWithin(50'000, 100'000), 0.5);
+  // From 0: all three; within 20 s: 10 s. 1 / 3.
+  EXPECT_DOUBLE_EQ(r.EndWithin(0, 20'000), 1.0 / 3);
+  // Above 500 s: 1000 s, which ends within 500 + 600 s: 1.
+  EXPECT_DOUBLE_EQ(r.EndWithin(500'000, 600'000), 1.0);
+  EXPECT_DOUBLE_EQ(r.EndWithin(500'000, 400'000), 0.0) << "1000 s is past 900 s";
+  EXPECT_DOUBLE_EQ(r.EndWithin(2'000'000, 1'000'000), 0.0) << "no job seen to run longer: not expected to end";
+  // Whole bins of 5 %: 100 s and 104 s share none (1.05^95 = 103.1 s), 100
+  // s and 101 s share one, so an age of 101 s is not below 100 s's sample.
+  EXPECT_EQ(plugins::RunLengths::BinOf(100'000), plugins::RunLengths::BinOf(101'000));
+  EXPECT_LT(plugins::RunLengths::BinOf(100'000), plugins::RunLengths::BinOf(104'000));
+  EXPECT_DOUBLE_EQ(r.EndWithin(101'000, 500'000), 0.0) << "only 1000 s is above, and it runs past 601 s";
+}
+
+// One 8-GPU node; byTime threshold 50 s, preemptAfter 10 s. Two 4-GPU jobs
+// run 0-100 s and end (two samples of 100 s run). `long` (8 GPUs) starts at
+// 100 s, `new` (8 GPUs) arrives at 150 s and may preempt from 160 s.
+EngineHarness FreeHorizonScenario(const std::string& more) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy("50", ", byTime: true, preemptAfter: 10" + more)));
+  h.Submit(JobBuilder("t1").GpusPerTask(4).Build());
+  h.Submit(JobBuilder("t2").GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  EXPECT_TRUE(h.Running("t1") && h.Running("t2"));
+  h.clock().Set(100'000);
+  EXPECT_TRUE(h.engine().FinishJob(h.job("t1").id(), true).ok());
+  EXPECT_TRUE(h.engine().FinishJob(h.job("t2").id(), true).ok());
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  EXPECT_TRUE(h.Running("long"));
+  h.clock().Set(150'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  return h;
+}
+
+TEST(LasPlugin, FreeHorizonHoldsANewcomerWhileTheRunningJobsAreExpectedToEnd) {
+  // Control: without freeHorizon `new` stops `long` (level 1) at 160 s.
+  {
+    EngineHarness h = FreeHorizonScenario("");
+    h.clock().Set(160'000);
+    auto d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "new");
+  }
+  // freeHorizon 1 h, 2 samples suffice. At 160 s the ages are read at 120 s:
+  // `long` had run 20 s, and both jobs seen to end ran 100 s, so it is
+  // expected to end within the hour (P = 2 / 2): 8 GPUs expected >= the 8
+  // `new` needs, `new` is held. The same at 230 s (ages at 180 s: 80 s).
+  // At 240 s `long` had run 140 s, longer than any job seen to end: it is
+  // not expected to end, and `new` preempts.
+  EngineHarness h = FreeHorizonScenario(", freeHorizon: 3600, freeMinSamples: 2");
+  for (scheduler::Timestamp t : {160'000, 179'000, 230'000}) {
+    h.clock().Set(t);
+    EXPECT_TRUE(h.Cycle().evictions.empty()) << "at " << t << " ms `long` is expected to end within the hour";
+    EXPECT_TRUE(h.Running("long"));
+  }
+  // The arithmetic on the same state, by a plugin given the two samples:
+  // at 230 s `long` (80 s run at 180 s) is expected to free its 8 GPUs; at
+  // 240 s (140 s run) none. While `new` is in its window the next minute is
+  // a wake-up.
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml",
+      {{"thresholds", {"50", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"10", 4, 50}},
+       {"freeHorizon", {"3600", 4, 60}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  las.run_lengths().Add(100'000);
+  las.run_lengths().Add(100'000);
+  EXPECT_DOUBLE_EQ(las.ExpectedFreeGpus(h.state(), 230'000), 8.0);
+  EXPECT_DOUBLE_EQ(las.ExpectedFreeGpus(h.state(), 240'000), 0.0);
+  EXPECT_EQ(las.NextChange(h.state(), 230'000), 240'000);
+  h.clock().Set(240'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "new");
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "long");
+}
+
+TEST(LasPlugin, FreeHorizonCountsTheWaitingJobsAheadAndEndsWithItsWindow) {
+  // Two 8-GPU nodes; byTime threshold 50 s, preemptAfter 10 s, freeHorizon
+  // 1 h after 2 samples. `long2` (8 GPUs) runs from 0 s on one node; on the
+  // other `t1` and `t2` (4 GPUs) run 0-100 s (two samples of 100 s), then
+  // `long` (8 GPUs) from 100 s. `first` (8 GPUs) waits from 140 s, `new`
+  // (8 GPUs) from 150 s. At 150-159 s (ages read at 120 s: `long` 20 s, so
+  // P = 1; `long2` 120 s, past every sample, P = 0) 8 GPUs are expected
+  // within the hour: they cover `first` (8), held, but not `first` and
+  // `new` (16), so at 160 s `new` preempts.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy(
+                      "50", ", byTime: true, preemptAfter: 10, freeHorizon: 3600, freeMinSamples: 2")));
+  h.Submit(JobBuilder("long2").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("t1").GpusPerTask(4).Build());
+  h.Submit(JobBuilder("t2").GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("long2") && h.Running("t1") && h.Running("t2"));
+  h.clock().Set(100'000);
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t1").id(), true).ok());
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t2").id(), true).ok());
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("long"));
+  h.clock().Set(140'000);
+  h.Submit(JobBuilder("first").GpusPerTask(8).Build());
+  h.clock().Set(150'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  h.clock().Set(159'000);
+  EXPECT_TRUE(h.Cycle().evictions.empty()) << "`first` held, `new` short of preemptAfter";
+  h.clock().Set(160'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "new");
+  EXPECT_FALSE(h.Running("first"));
+
+  // The window: a job held is held at most preemptAfter + freeHorizon; the
+  // window's end is a wake-up. freeHorizon 60 s: `first` (waiting since
+  // 140 s) may preempt from 150 s, held until 210 s at most.
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml",
+      {{"thresholds", {"50", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"10", 4, 50}},
+       {"freeHorizon", {"60", 4, 60}}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  EngineHarness w(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  w.Submit(JobBuilder("run").GpusPerTask(8).Build());
+  w.clock().Set(0);
+  w.Cycle();
+  w.clock().Set(140'000);
+  w.Submit(JobBuilder("first").GpusPerTask(8).Build());
+  // run's byTime threshold is crossed at 50 s; at 170 s the next changes
+  // are the minute (180 s) and the window's end (210 s).
+  EXPECT_EQ(las.NextChange(w.state(), 170'000), 180'000);
+  EXPECT_EQ(las.NextChange(w.state(), 200'000), 210'000);
+  EXPECT_EQ(las.NextChange(w.state(), 210'000), scheduler::kNoChange) << "past its window: nothing by time";
+  for (const std::string bad : {"-1", "2e9", "soon"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeHorizon", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeHorizon: ") << bad;
+  }
+  auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeMinSamples", {"0", 6, 3}}}));
+  ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeMinSamples: ");
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

@@ -99,6 +99,32 @@ Policy Shipped(const std::string& name) {
                                            "configurations");
     return WithQueues(std::move(p));
   }
+  if (name == "default+stoppedAhead" || name == "default+freeHorizon") {
+    // The default's las on a scenario's time scale (levels at 1, 10 and 60
+    // min, preemptAfter 2 min, levelCooldown 10 min) with the ways back for
+    // stopped jobs (victimGpuExponent, stoppedPreempts, stoppedAhead), or the
+    // preemption wait that reads expected ends (freeHorizon 10 min after 2
+    // ended jobs: it reads the clock on the minute).
+    std::map<std::string, PluginArgs::Value> las = {{"thresholds", {"60, 600, 3600", 0, 0}},
+                                                    {"byTime", {"true", 0, 0}},
+                                                    {"preemptAfter", {"120", 0, 0}},
+                                                    {"levelCooldown", {"600", 0, 0}},
+                                                    {"shrinkInCooldown", {"true", 0, 0}}};
+    if (name == "default+stoppedAhead") {
+      las.insert({{"victimGpuExponent", {"1", 0, 0}},
+                  {"stoppedPreempts", {"false", 0, 0}},
+                  {"stoppedAhead", {"true", 0, 0}}});
+    } else {
+      las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}});
+    }
+    Policy p = DefaultPolicy();
+    for (auto& tier : p.tiers) {
+      for (PluginConfig& c : tier) {
+        if (c.name == "las") c.args = PluginArgs("las", "test", las);
+      }
+    }
+    return WithQueues(std::move(p));
+  }
   std::vector<queue::ConfigError> errors;
   auto p = LoadPolicyFile(testing::SourceDir() + "/examples/policies/" + name, plugins::BuiltinRegistry(), &errors);
   EXPECT_TRUE(p.ok()) << name << ": " << p.status();
@@ -234,7 +260,7 @@ INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
                                            "default+usageHalfLife", "default+usageWeight", "default+learnedWalltime",
-                                           "gittins.yaml"),
+                                           "default+stoppedAhead", "default+freeHorizon", "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {
