@@ -278,7 +278,7 @@ class Session {
   // Gangs the planner tried this cycle (allocate, backfill) and those whose
   // remembered verdict it gave back instead (GangPlacer::Recall).
   void NoteTried() { ++tried_; }
-  void NoteRecalled() { ++recalled_; }
+  void NoteRecalled(int n = 1) { recalled_ += n; }
   int tried() const { return tried_; }
   int recalled() const { return recalled_; }
   // Commits that did more than admit jobs (Pending -> Inqueue).

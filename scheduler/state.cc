@@ -196,6 +196,16 @@ void State::RecountWaiting(const Job& job) {
     if (c.inqueue) old.inqueue -= job.min_request();
   }
   const bool admitted = wait && job.phase() != JobPhase::kPending;
+  const bool unadmitted = wait && job.phase() == JobPhase::kPending;
+  if ((unadmitted || c.unadmitted) && !admission_overflow_) {
+    if (admission_changes_.size() >= kMaxAdmissionChanges) {
+      admission_overflow_ = true;
+      admission_changes_.clear();
+    } else {
+      admission_changes_.push_back(job.id());
+    }
+  }
+  c.unadmitted = unadmitted;
   if (admitted) {
     admitted_waiting_.insert(job.id());
   } else {
@@ -215,7 +225,16 @@ void State::RecountWaiting(const Job& job) {
   if (c.inqueue) now.inqueue += job.min_request();
 }
 
+bool State::TakeAdmissionChanges(std::vector<JobId>& out) {
+  out.clear();
+  out.swap(admission_changes_);
+  const bool whole = !admission_overflow_;
+  admission_overflow_ = false;
+  return whole;
+}
+
 void State::RebuildWaitingSums() {
+  admission_overflow_ = true;  // jobs moved queues
   waiting_sums_.assign(queues_.size(), WaitingSums{});
   admitted_waiting_.clear();
   for (Counted& c : counted_) c = Counted{};

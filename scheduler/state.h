@@ -150,6 +150,16 @@ class State {
   const std::vector<WaitingSums>& waiting_sums() const { return waiting_sums_; }
   // Changes a job's phase (Job::set_phase is the state's alone).
   void SetPhase(Job& job, JobPhase phase);
+  // The waiting jobs not yet admitted (phase Pending) that were added, or
+  // whose tasks, phase or waiting changed, since the last call (in no
+  // particular order, maybe twice), moved into `out`. False when more
+  // changed than the state keeps (kMaxAdmissionChanges): then any may have.
+  // For enqueue's admission memo: every other not-admitted job is as it
+  // was (one reader: the cycle's enqueue).
+  bool TakeAdmissionChanges(std::vector<JobId>& out);
+  // Waiting jobs not yet admitted: waiting_jobs() less admitted_waiting_jobs().
+  size_t unadmitted_waiting() const { return waiting_.size() - admitted_waiting_.size(); }
+  static constexpr size_t kMaxAdmissionChanges = 4096;
   // Active elastic jobs below their maximum (what the elastic action may
   // grow), kept like waiting_jobs().
   const JobSet& elastic_below_max() const { return elastic_room_; }
@@ -317,8 +327,11 @@ class State {
   std::vector<WaitingSums> waiting_sums_;
   // Per job id: what it adds to waiting_sums_ now (RecountWaiting takes
   // the old figures off and puts the new ones on).
+  std::vector<JobId> admission_changes_;
+  bool admission_overflow_ = true;  // nobody has read the changes yet
   struct Counted {
     bool in = false;       // waiting: counted at all
+    bool unadmitted = false;  // waiting in phase Pending
     bool inqueue = false;  // its minimum counted in `inqueue`
     uint32_t queue = 0;
     Resources pending;

@@ -13,6 +13,10 @@
 //    same reason without asking. Until the first admission the order does
 //    not matter (RefuseAllUnordered): a cycle that admits nothing asks only
 //    the jobs whose memo missed and sorts none.
+// 5. After such a cycle, the next one needs to look only at the jobs the
+//    state says changed (State::TakeAdmissionChanges: added, or their
+//    tasks or phase moved) while the policy and every queue's use are as
+//    they were: every other job's memo holds, and its reason stands.
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>
@@ -31,10 +35,10 @@ namespace {
 std::atomic<uint64_t> next_chain_id{0};
 
 // What admission reads of the queues: the use (allocated + admitted) of
-// the job's queue and of each ancestor, in that order.
-void ChainUse(const Session& s, const Job& j, std::vector<Resources>& out) {
+// queue `leaf` and of each ancestor, in that order.
+void ChainUse(const Session& s, uint32_t leaf, std::vector<Resources>& out) {
   out.clear();
-  for (int q = static_cast<int>(j.queue().value()); q >= 0; q = s.state().queues().parent(static_cast<uint32_t>(q))) {
+  for (int q = static_cast<int>(leaf); q >= 0; q = s.state().queues().parent(static_cast<uint32_t>(q))) {
     const QueueInfo& info = s.queues()[q];
     out.push_back(info.allocated() + info.inqueue);
   }
@@ -63,14 +67,10 @@ class EnqueueAction : public Action {
   std::string_view name() const override { return "enqueue"; }
   bool UsesTime() const override { return false; }
   void Execute(Session& s) override {
-    std::vector<Job*>& pending = pending_;
-    pending.clear();
-    for (JobId id : s.jobs()) {
-      Job& j = s.mutable_state().job(id);
-      if (j.phase() == JobPhase::kPending) pending.push_back(&j);
-    }
     // With the fast paths only, so the property test compares both ways.
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
+    // Read every cycle, so that the next one sees only what changed since.
+    const bool whole_log = s.mutable_state().TakeAdmissionChanges(changed_);
     // Each queue's chain use, computed once per queue until an admission
     // (the only change to any queue's use in this action) moves it, and
     // named by an id interned per queue (Intern: a memo compares ids, not
@@ -80,7 +80,25 @@ class EnqueueAction : public Action {
     use_at_.assign(s.queues().size(), -1);
     use_id_.resize(s.queues().size(), 0);
     if (interned_.size() != s.queues().size()) interned_.assign(s.queues().size(), {});
-    if (memo && RefuseAllUnordered(s)) return;
+    bool walk = true;  // every pending job (false: the changed ones refused, the rest recalled)
+    if (memo && clean_ && whole_log && clean_policy_ == s.VerdictPolicyId() && QueuesAsClean(s)) {
+      if (RefuseChanged(s)) {
+        MarkClean(s);
+        return;
+      }
+      walk = false;  // one would be admitted: the ordered walk, after the refusals made
+    }
+    clean_ = false;
+    std::vector<Job*>& pending = pending_;
+    pending.clear();
+    for (JobId id : s.jobs()) {
+      Job& j = s.mutable_state().job(id);
+      if (j.phase() == JobPhase::kPending) pending.push_back(&j);
+    }
+    if (memo && walk && RefuseAllUnordered(s)) {
+      MarkClean(s);
+      return;
+    }
     SortInJobOrder(s, pending.begin(), pending.end());
     for (Job* j : pending) {
       if (memo && Holds(s, *j, UseOf(s, *j))) {
@@ -106,10 +124,10 @@ class EnqueueAction : public Action {
 
  private:
   // Queue q's chain use id now (at admitted_ admissions this cycle).
-  uint64_t UseOf(const Session& s, const Job& j) {
-    const uint32_t q = j.queue().value();
+  uint64_t UseOf(const Session& s, const Job& j) { return UseOf(s, j.queue().value()); }
+  uint64_t UseOf(const Session& s, uint32_t q) {
     if (use_at_[q] != admitted_) {
-      ChainUse(s, j, scratch_);
+      ChainUse(s, q, scratch_);
       use_id_[q] = Intern(q, scratch_);
       use_at_[q] = admitted_;
     }
@@ -164,6 +182,58 @@ class EnqueueAction : public Action {
     return true;
   }
 
+  // Whether every queue whose jobs were all refused at the end of the last
+  // clean cycle (MarkClean) has the same use now.
+  bool QueuesAsClean(const Session& s) {
+    for (const auto& [q, id] : clean_queues_) {
+      if (q >= s.queues().size() || UseOf(s, q) != id) return false;
+    }
+    return true;
+  }
+
+  // RefuseAllUnordered over the jobs the state says changed since the last
+  // clean cycle: every other pending job's memo holds (its policy, tasks,
+  // queue and its queue's use are as they were) and its reason is the
+  // memo's already, so it is only counted as recalled.
+  bool RefuseChanged(Session& s) {
+    std::sort(changed_.begin(), changed_.end());
+    changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+    misses_.clear();
+    hits_.clear();
+    const int pending = static_cast<int>(s.jobs().size() - s.admitted_jobs().size());
+    for (JobId id : changed_) {
+      if (!std::binary_search(s.jobs().begin(), s.jobs().end(), id)) continue;  // not waiting
+      Job& j = s.mutable_state().job(id);
+      if (j.phase() != JobPhase::kPending) continue;
+      (Holds(s, j, UseOf(s, j)) ? hits_ : misses_).push_back(&j);
+    }
+    for (Job* j : misses_) {
+      std::string why;
+      if (!Refused(s, *j, why)) return false;
+      Refuse(s, *j, std::move(why));
+    }
+    for (Job* j : hits_) s.KeepPendingReason(*j, j->admit_memo().reason, j->admit_memo().reason_gen);
+    s.NoteRecalled(pending - static_cast<int>(misses_.size()));
+    return true;
+  }
+
+  // After a cycle that refused every pending job (nothing admitted): the
+  // policy and each asked queue's use, for QueuesAsClean.
+  void MarkClean(const Session& s) {
+    if (!clean_) clean_queues_.clear();
+    clean_ = true;
+    clean_policy_ = s.VerdictPolicyId();
+    for (uint32_t q = 0; q < use_at_.size(); ++q) {
+      if (use_at_[q] != 0) continue;  // not asked this cycle
+      auto it = std::find_if(clean_queues_.begin(), clean_queues_.end(), [q](const auto& e) { return e.first == q; });
+      if (it == clean_queues_.end()) {
+        clean_queues_.emplace_back(q, use_id_[q]);
+      } else {
+        it->second = use_id_[q];
+      }
+    }
+  }
+
   // The job becomes Inqueue and its minimum counts against its queue and
   // each ancestor for the jobs after it.
   static void Admit(Session& s, Job& j) {
@@ -215,6 +285,12 @@ class EnqueueAction : public Action {
   std::vector<int> use_at_;
   std::vector<std::unordered_map<uint64_t, std::vector<std::pair<std::vector<Resources>, uint64_t>>>> interned_;
   std::vector<Resources> scratch_;
+  // The last cycle refused every pending job with its memo (MarkClean):
+  // the policy then and the use of each queue asked.
+  bool clean_ = false;
+  uint64_t clean_policy_ = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> clean_queues_;
+  std::vector<JobId> changed_;  // State::TakeAdmissionChanges (reused)
 };
 
 }  // namespace
