@@ -31,13 +31,8 @@ std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>
 
 namespace {
 
-// After a cycle that changed nothing: now when some preemptor had victims
-// to choose from (their costs move with time: work at risk), else the first
-// end of a cooldown that alone kept a job from being a victim.
-Timestamp NextChangeOf(VictimPicker& picker, Timestamp now) {
-  if (picker.had_victims()) return now;
-  return picker.cooldown_end() == kNoChange ? kNoChange : std::max(picker.cooldown_end(), now);
-}
+// After a cycle that changed nothing: VictimPicker::NextChange.
+Timestamp NextChangeOf(VictimPicker& picker, Timestamp now) { return picker.NextChange(now); }
 
 class PreemptAction : public Action {
  public:

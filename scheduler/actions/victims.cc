@@ -283,6 +283,19 @@ bool VictimPicker::had_victims() {
   return had_victims_;
 }
 
+Timestamp VictimPicker::NextChange(Timestamp now) {
+  if (!had_victims()) return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
+  if (chose_) return now;
+  if (!running_indexed_) IndexRunning();
+  Timestamp end = kNoChange;
+  for (const Job* v : running_) {
+    if (v->last_resize() >= 0 && now - v->last_resize() < args_.cooldown_ms) {
+      end = std::min(end, v->last_resize() + args_.cooldown_ms);
+    }
+  }
+  return end == kNoChange ? kNoChange : std::max(end, now);
+}
+
 void VictimPicker::BuildDeferred() {
   for (const auto& [key, p] : deferred_) BuildOffer(offers_[key], *p, key.second);
   deferred_.clear();
@@ -1036,6 +1049,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     if (modelled) add_scopes_at(0);
     scopes.push_back({-1, {}});
   }
+  chose_ = true;
   Choice best;
   for (const Scope& sc : scopes) {
     if (sc.tier < 0 && best.ok) break;  // a node scope that works wins over the whole cluster

@@ -99,6 +99,21 @@ class VictimPicker {
   // now if that is what decides it.
   bool had_victims();
   Timestamp cooldown_end() const { return cooldown_end_; }
+  // For Action::NextChange after a cycle that changed nothing, when the
+  // action is done: the first instant it could decide otherwise on the
+  // same state (docs/ARCHITECTURE.md §7).
+  //  - Some preemptor got as far as choosing victims (ChooseIn): now. The
+  //    choice reads the victims' costs, which move with time (the work at
+  //    risk since their last checkpoint).
+  //  - Victims were offered but none was chosen: every preemptor stopped
+  //    at a test that reads only the state, the eligible victims and the
+  //    plugins' rankings (its tasks fit without victims, a bound, the share
+  //    rules). The rankings say when they change (Plugin::NextChange); the
+  //    eligible set changes when an action cooldown of a running job ends:
+  //    the first such end (of any running job: early is safe).
+  //  - No victims: the first end of a cooldown that alone kept a job from
+  //    being one (cooldown_end).
+  Timestamp NextChange(Timestamp now);
 
  private:
   // TryFor with the first `need` of P's pending tasks (in task order) to fit.
@@ -287,6 +302,7 @@ class VictimPicker {
   int evicted_ = 0;
   int commits_ = 0;  // statements committed (Apply): the state moved
   bool had_victims_ = false;
+  bool chose_ = false;  // some preemptor reached ChooseIn
   mutable Timestamp cooldown_end_ = kNoChange;  // Eligible notes it
   // PriorityOf's answers for this picker: by JobId value, valid where the
   // stamp is this picker's (one array per thread, reused by every picker:

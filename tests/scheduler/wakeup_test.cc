@@ -80,6 +80,32 @@ TEST(Wakeup, AVictimsCooldownEndWakesThePreemptor) {
   EXPECT_TRUE(h.Running("high"));
 }
 
+TEST(Wakeup, VictimsThatCannotMakeRoomWakeNothing) {
+  // "high" needs two nodes' worth (2 x 8 GPUs) on a one-node cluster: once
+  // "low" is out of its cooldown it is offered as a victim, but no choice of
+  // victims could start high (a bound says so before any is chosen), and
+  // with no victim's cost read, only an event or a cooldown can change that.
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
+                  PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
+                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n" +
+                                 std::string(testing::kClockFreeTiers)));
+  h.Submit(JobBuilder("low").GpusPerTask(8).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("low"));
+  h.Submit(JobBuilder("high").Gang(2).GpusPerTask(8).Priority(10).Build());
+  h.Cycle();
+  Settle(h);
+  const Timestamp cooled = h.job("low").last_resize() + 100'000;
+  EXPECT_EQ(h.engine().NextWakeup(), cooled) << "low is no victim before its cooldown ends";
+  h.clock().Set(cooled);
+  h.engine().RunCycle();
+  EXPECT_FALSE(h.Running("high"));
+  EXPECT_TRUE(h.Running("low"));
+  Settle(h);
+  EXPECT_EQ(h.engine().NextWakeup(), Engine::kNever)
+      << "low is offered, but no choice could start high: it costs no cycle until something happens";
+}
+
 TEST(Wakeup, NoVictimOfLowerPriorityMeansNoWakeup) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
                   PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
