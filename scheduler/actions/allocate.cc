@@ -133,6 +133,8 @@ class AllocateAction : public Action {
     }
     // Per queue, its waiting jobs in job order; next[q] is the first not yet
     // tried (a vector and an index: a deque allocates even when empty).
+    // Sized before any reason is kept: the session holds pointers into it.
+    if (overused_.size() < s.queues().size()) overused_.resize(s.queues().size());
     std::vector<std::vector<Job*>> by_queue(s.queues().size());
     std::vector<size_t> next(by_queue.size(), 0);
     for (JobId id : s.admitted_jobs()) {
@@ -156,15 +158,25 @@ class AllocateAction : public Action {
       QueueInfo& queue = s.queues()[q];
       auto& jobs = by_queue[q];
       if (s.Overused(queue)) {
-        std::string why;  // one text for the queue's waiting jobs, composed once
+        // One text for the queue's waiting jobs, composed once a cycle and
+        // kept by generation while it reads the same: a job that has it
+        // already is passed without a copy or a comparison
+        // (Session::KeepPendingReason).
+        Kept& why = overused_[q];
+        bool composed = false;
         for (size_t k = next[q]; k < jobs.size(); ++k) {
           Job* j = jobs[k];
           if (!j->GangReady()) {
-            if (why.empty()) {
-              why = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
-                                 queue.deserved.ToString(), ")");
+            if (!composed) {
+              std::string text = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
+                                              queue.deserved.ToString(), ")");
+              if (text != why.text || why.gen == 0) {
+                why.text = std::move(text);
+                why.gen = Job::NextReasonGen();
+              }
+              composed = true;
             }
-            s.SetPendingReason(*j, why);
+            s.KeepPendingReason(*j, why.text, why.gen);
           }
         }
         live.erase(it);
@@ -197,6 +209,15 @@ class AllocateAction : public Action {
       }
     }
   }
+
+ private:
+  // Per queue: the last "using its deserved share" text and its generation
+  // (Job::NextReasonGen), kept across cycles.
+  struct Kept {
+    std::string text;
+    uint64_t gen = 0;
+  };
+  std::vector<Kept> overused_;
 };
 
 }  // namespace
