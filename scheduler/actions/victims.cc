@@ -976,7 +976,8 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
   Need per_task;
-  for (int k = 0; k < need; ++k) {
+  // Tasks of one role all ask the same: the first says it.
+  for (int k = 0; k < (spec.roles.size() == 1 ? std::min(need, 1) : need); ++k) {
     const Resources& r = p.request(pending[k]);
     per_task.gpus = std::max(per_task.gpus, WholeGpusOf(p, pending[k]));
     per_task.cpu = std::max(per_task.cpu, r.cpu_milli());
