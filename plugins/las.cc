@@ -66,6 +66,14 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   RM_ASSIGN_OR_RETURN(auto free_min_samples, args.Int("freeMinSamples", 20));
   if (free_min_samples < 1) return args.Error("freeMinSamples", "must be at least 1");
+  RM_ASSIGN_OR_RETURN(auto free_horizon_gpus, args.Int("freeHorizonGpus", 0));
+  if (free_horizon_gpus < 0 || free_horizon_gpus > 1'000'000) {
+    return args.Error("freeHorizonGpus", "must be GPUs in [0, 1e6] (0: one horizon for every size)");
+  }
+  RM_ASSIGN_OR_RETURN(auto free_horizon_gpu_exponent, args.Double("freeHorizonGpuExponent", 1));
+  if (!(free_horizon_gpu_exponent >= 0 && free_horizon_gpu_exponent <= 4)) {
+    return args.Error("freeHorizonGpuExponent", "must be in [0, 4]");
+  }
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -97,6 +105,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.stopped_ahead = stopped_ahead;
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
+  o.free_horizon_gpus = free_horizon_gpus;
+  o.free_horizon_gpu_exponent = free_horizon_gpu_exponent;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -228,7 +238,7 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
     if (o_.free_horizon_ms > 0 &&
         (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
       const scheduler::Timestamp since = WaitingSince(job);
-      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + o_.free_horizon_ms;
+      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + HorizonOf(job);
       if (from <= now && now < until) next = std::min({next, until, now - now % kFreeStepMs + kFreeStepMs});
     }
     // Waiting with preemptAfter: its preemption rank rises once it has
@@ -306,7 +316,17 @@ void LasPlugin::Learn(const scheduler::State& state) {
   }
 }
 
-double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+scheduler::Timestamp LasPlugin::HorizonOf(const scheduler::Job& job) const {
+  if (o_.free_horizon_gpus <= 0) return o_.free_horizon_ms;
+  const double g = static_cast<double>(job.min_request().gpu_milli()) / 1000;
+  const double f = std::pow(std::min(1.0, g / static_cast<double>(o_.free_horizon_gpus)), o_.free_horizon_gpu_exponent);
+  // Whole minutes (the ages are read on the minute), at least one.
+  const int64_t minutes = std::llround(static_cast<double>(o_.free_horizon_ms) * f / kFreeStepMs);
+  return std::max<int64_t>(1, minutes) * kFreeStepMs;
+}
+
+double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now,
+                                   scheduler::Timestamp horizon_ms) {
   // Each running job's GPU-time at the last whole minute (constant while the
   // state is), over its minimum's GPUs: its time run then.
   const scheduler::Timestamp since_minute = now % kFreeStepMs;
@@ -316,7 +336,7 @@ double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Tim
     const int64_t held = job.allocated().gpu_milli(), g = job.min_request().gpu_milli();
     if (job.phase() != scheduler::JobPhase::kRunning || held <= 0 || g <= 0) continue;
     const int64_t age = std::max<int64_t>(0, (job.AttainedMilliMs(now) - held * since_minute) / g);
-    gpus += run_lengths_.EndWithin(age, o_.free_horizon_ms) * static_cast<double>(held) / 1000;
+    gpus += run_lengths_.EndWithin(age, horizon_ms) * static_cast<double>(held) / 1000;
   }
   return gpus;
 }
@@ -333,6 +353,7 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     scheduler::Timestamp created;
     uint32_t id;
     int64_t gpu_milli;
+    scheduler::Timestamp horizon_ms;
     bool in_window;
   };
   std::vector<Waiting> waiting;
@@ -341,9 +362,10 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     const scheduler::Job& job = state.job(id);
     if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
     const scheduler::Timestamp from = WaitingSince(job) + o_.preempt_after_ms;
-    const bool in_window = from <= now && now < from + o_.free_horizon_ms;
+    const scheduler::Timestamp horizon = HorizonOf(job);
+    const bool in_window = from <= now && now < from + horizon;
     any = any || in_window;
-    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), in_window});
+    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), horizon, in_window});
   }
   if (!any) return;
   std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
@@ -351,11 +373,20 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     if (a.created != b.created) return a.created < b.created;
     return a.id < b.id;
   });
-  const double expected = static_cast<double>(state.free_index().TotalFree()) + ExpectedFreeGpus(state, now);
+  const double free = static_cast<double>(state.free_index().TotalFree());
+  // The GPUs expected to free within each horizon in use (one, unless
+  // freeHorizonGpus gives each size its own).
+  std::vector<std::pair<scheduler::Timestamp, double>> expected;
   double ahead = 0;  // GPUs of the waiting jobs up to this one, itself included
   for (const Waiting& w : waiting) {
     ahead += static_cast<double>(w.gpu_milli) / 1000;
-    if (w.in_window && expected >= ahead) held_.insert(w.id);
+    if (!w.in_window) continue;
+    auto it = std::find_if(expected.begin(), expected.end(), [&](const auto& e) { return e.first == w.horizon_ms; });
+    if (it == expected.end()) {
+      expected.emplace_back(w.horizon_ms, free + ExpectedFreeGpus(state, now, w.horizon_ms));
+      it = expected.end() - 1;
+    }
+    if (it->second >= ahead) held_.insert(w.id);
   }
 }
 
@@ -369,7 +400,7 @@ int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp n
     // Waiting since it was last stopped, else since it was submitted.
     const scheduler::Timestamp since = WaitingSince(job);
     const bool held = now - since < o_.preempt_after_ms || (!o_.stopped_preempts && Stopped(job)) ||
-                      (now - since < o_.preempt_after_ms + o_.free_horizon_ms && HeldForFreeGpus(job));
+                      (now - since < o_.preempt_after_ms + HorizonOf(job) && HeldForFreeGpus(job));
     // The lowest level of its priority: above no running job of it.
     if (held) {
       const int64_t lowest = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1);

@@ -115,6 +115,10 @@ struct LasOptions {
   // freeHorizon (ms; 0: off) and the samples it needs.
   scheduler::Timestamp free_horizon_ms = 0;
   int64_t free_min_samples = 20;
+  // freeHorizonGpus G (0: off) and freeHorizonGpuExponent e: a waiting job
+  // of g GPUs has the horizon freeHorizon x min(1, g / G)^e.
+  int64_t free_horizon_gpus = 0;
+  double free_horizon_gpu_exponent = 1;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
@@ -183,7 +187,12 @@ class LasPlugin : public scheduler::Plugin {
   // freeHorizon: the GPUs expected to free within it at `now` (the free
   // GPUs not counted), from the running jobs' time run at the last whole
   // minute.
-  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now);
+  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+    return ExpectedFreeGpus(state, now, o_.free_horizon_ms);
+  }
+  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now, scheduler::Timestamp horizon_ms);
+  // The freeHorizon of a waiting job (freeHorizonGpus scales it by its GPUs).
+  scheduler::Timestamp HorizonOf(const scheduler::Job& job) const;
   // freeHorizon holds `job` back from level preemption in the session open
   // now (set by OnSessionOpen).
   bool HeldForFreeGpus(const scheduler::Job& job) const { return held_.contains(job.id().value()); }
