@@ -71,8 +71,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("freeHorizonGpus", "must be GPUs in [0, 1e6] (0: one horizon for every size)");
   }
   RM_ASSIGN_OR_RETURN(auto free_horizon_gpu_exponent, args.Double("freeHorizonGpuExponent", 1));
-  if (!(free_horizon_gpu_exponent >= 0 && free_horizon_gpu_exponent <= 4)) {
-    return args.Error("freeHorizonGpuExponent", "must be in [0, 4]");
+  if (!(free_horizon_gpu_exponent >= -4 && free_horizon_gpu_exponent <= 4)) {
+    return args.Error("freeHorizonGpuExponent", "must be in [-4, 4]");
   }
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
@@ -319,7 +319,7 @@ void LasPlugin::Learn(const scheduler::State& state) {
 scheduler::Timestamp LasPlugin::HorizonOf(const scheduler::Job& job) const {
   if (o_.free_horizon_gpus <= 0) return o_.free_horizon_ms;
   const double g = static_cast<double>(job.min_request().gpu_milli()) / 1000;
-  const double f = std::pow(std::min(1.0, g / static_cast<double>(o_.free_horizon_gpus)), o_.free_horizon_gpu_exponent);
+  const double f = std::min(1.0, std::pow(g / static_cast<double>(o_.free_horizon_gpus), o_.free_horizon_gpu_exponent));
   // Whole minutes (the ages are read on the minute), at least one.
   const int64_t minutes = std::llround(static_cast<double>(o_.free_horizon_ms) * f / kFreeStepMs);
   return std::max<int64_t>(1, minutes) * kFreeStepMs;
