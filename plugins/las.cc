@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -66,14 +67,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   RM_ASSIGN_OR_RETURN(auto free_min_samples, args.Int("freeMinSamples", 20));
   if (free_min_samples < 1) return args.Error("freeMinSamples", "must be at least 1");
-  RM_ASSIGN_OR_RETURN(auto free_horizon_gpus, args.Int("freeHorizonGpus", 0));
-  if (free_horizon_gpus < 0 || free_horizon_gpus > 1'000'000) {
-    return args.Error("freeHorizonGpus", "must be GPUs in [0, 1e6] (0: one horizon for every size)");
-  }
-  RM_ASSIGN_OR_RETURN(auto free_horizon_gpu_exponent, args.Double("freeHorizonGpuExponent", 1));
-  if (!(free_horizon_gpu_exponent >= -4 && free_horizon_gpu_exponent <= 4)) {
-    return args.Error("freeHorizonGpuExponent", "must be in [-4, 4]");
-  }
+  RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
+  if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -105,8 +100,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.stopped_ahead = stopped_ahead;
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
-  o.free_horizon_gpus = free_horizon_gpus;
-  o.free_horizon_gpu_exponent = free_horizon_gpu_exponent;
+  o.victim_fill = victim_fill;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -117,6 +111,25 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -OrderRank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
+  if (o_.victim_fill > 0) {
+    CountPreemptDemand(s.state(), now);
+    // Level preemption takes victims of min(demand, victimFill) GPUs or more
+    // where one may be stopped (its level cooldown over); a lower priority's
+    // jobs stay candidates as they are.
+    s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
+      const int64_t want = std::min(preempt_demand_, o_.victim_fill) * 1000;
+      auto big = [&](const scheduler::TaskRef& t) {
+        return t.job->priority() >= p.job->priority() && t.job->allocated().gpu_milli() >= want &&
+               !InLevelCooldown(*t.job, now);
+      };
+      if (want <= 1000 || std::none_of(cands.begin(), cands.end(), big)) return cands;
+      std::vector<scheduler::TaskRef> out;
+      std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
+        return t.job->priority() < p.job->priority() || t.job->allocated().gpu_milli() >= want;
+      });
+      return out;
+    });
+  }
   if (o_.level_cooldown_ms > 0) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
       std::vector<scheduler::TaskRef> out;
@@ -141,6 +154,21 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
       return out;
     });
   }
+}
+
+void LasPlugin::CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now) {
+  // The waiting jobs that may level-preempt now: past preemptAfter, not held
+  // by freeHorizon, not kept by stoppedPreempts, not already pipelined onto
+  // their victims' GPUs.
+  int64_t milli = 0;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
+    if (job.PipelinedCount() > 0 || now - WaitingSince(job) < o_.preempt_after_ms) continue;
+    if (HeldForFreeGpus(job) || (!o_.stopped_preempts && Stopped(job))) continue;
+    milli += job.min_request().gpu_milli();
+  }
+  preempt_demand_ = milli / 1000;
 }
 
 bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {
@@ -238,7 +266,7 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
     if (o_.free_horizon_ms > 0 &&
         (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
       const scheduler::Timestamp since = WaitingSince(job);
-      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + HorizonOf(job);
+      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + o_.free_horizon_ms;
       if (from <= now && now < until) next = std::min({next, until, now - now % kFreeStepMs + kFreeStepMs});
     }
     // Waiting with preemptAfter: its preemption rank rises once it has
@@ -316,17 +344,7 @@ void LasPlugin::Learn(const scheduler::State& state) {
   }
 }
 
-scheduler::Timestamp LasPlugin::HorizonOf(const scheduler::Job& job) const {
-  if (o_.free_horizon_gpus <= 0) return o_.free_horizon_ms;
-  const double g = static_cast<double>(job.min_request().gpu_milli()) / 1000;
-  const double f = std::min(1.0, std::pow(g / static_cast<double>(o_.free_horizon_gpus), o_.free_horizon_gpu_exponent));
-  // Whole minutes (the ages are read on the minute), at least one.
-  const int64_t minutes = std::llround(static_cast<double>(o_.free_horizon_ms) * f / kFreeStepMs);
-  return std::max<int64_t>(1, minutes) * kFreeStepMs;
-}
-
-double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now,
-                                   scheduler::Timestamp horizon_ms) {
+double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
   // Each running job's GPU-time at the last whole minute (constant while the
   // state is), over its minimum's GPUs: its time run then.
   const scheduler::Timestamp since_minute = now % kFreeStepMs;
@@ -336,7 +354,7 @@ double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Tim
     const int64_t held = job.allocated().gpu_milli(), g = job.min_request().gpu_milli();
     if (job.phase() != scheduler::JobPhase::kRunning || held <= 0 || g <= 0) continue;
     const int64_t age = std::max<int64_t>(0, (job.AttainedMilliMs(now) - held * since_minute) / g);
-    gpus += run_lengths_.EndWithin(age, horizon_ms) * static_cast<double>(held) / 1000;
+    gpus += run_lengths_.EndWithin(age, o_.free_horizon_ms) * static_cast<double>(held) / 1000;
   }
   return gpus;
 }
@@ -353,7 +371,6 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     scheduler::Timestamp created;
     uint32_t id;
     int64_t gpu_milli;
-    scheduler::Timestamp horizon_ms;
     bool in_window;
   };
   std::vector<Waiting> waiting;
@@ -362,10 +379,9 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     const scheduler::Job& job = state.job(id);
     if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
     const scheduler::Timestamp from = WaitingSince(job) + o_.preempt_after_ms;
-    const scheduler::Timestamp horizon = HorizonOf(job);
-    const bool in_window = from <= now && now < from + horizon;
+    const bool in_window = from <= now && now < from + o_.free_horizon_ms;
     any = any || in_window;
-    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), horizon, in_window});
+    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), in_window});
   }
   if (!any) return;
   std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
@@ -373,20 +389,11 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     if (a.created != b.created) return a.created < b.created;
     return a.id < b.id;
   });
-  const double free = static_cast<double>(state.free_index().TotalFree());
-  // The GPUs expected to free within each horizon in use (one, unless
-  // freeHorizonGpus gives each size its own).
-  std::vector<std::pair<scheduler::Timestamp, double>> expected;
+  const double expected = static_cast<double>(state.free_index().TotalFree()) + ExpectedFreeGpus(state, now);
   double ahead = 0;  // GPUs of the waiting jobs up to this one, itself included
   for (const Waiting& w : waiting) {
     ahead += static_cast<double>(w.gpu_milli) / 1000;
-    if (!w.in_window) continue;
-    auto it = std::find_if(expected.begin(), expected.end(), [&](const auto& e) { return e.first == w.horizon_ms; });
-    if (it == expected.end()) {
-      expected.emplace_back(w.horizon_ms, free + ExpectedFreeGpus(state, now, w.horizon_ms));
-      it = expected.end() - 1;
-    }
-    if (it->second >= ahead) held_.insert(w.id);
+    if (w.in_window && expected >= ahead) held_.insert(w.id);
   }
 }
 
@@ -400,7 +407,7 @@ int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp n
     // Waiting since it was last stopped, else since it was submitted.
     const scheduler::Timestamp since = WaitingSince(job);
     const bool held = now - since < o_.preempt_after_ms || (!o_.stopped_preempts && Stopped(job)) ||
-                      (now - since < o_.preempt_after_ms + HorizonOf(job) && HeldForFreeGpus(job));
+                      (now - since < o_.preempt_after_ms + o_.free_horizon_ms && HeldForFreeGpus(job));
     // The lowest level of its priority: above no running job of it.
     if (held) {
       const int64_t lowest = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1);

@@ -72,6 +72,14 @@
 //     preemptAfter + freeHorizon (its wait stays bounded). Ages are read at
 //     the last whole minute, so the answer changes only at events and on
 //     the minute.
+//   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
+//     level-preempt now (past preemptAfter, not held by freeHorizon, not
+//     kept by stoppedPreempts) need D GPUs together, a victim of level
+//     preemption must hold at least min(D, victimFill) GPUs, where some
+//     running job that may be stopped does (else any may be). The first
+//     stop then frees GPUs for several of them: those it leaves over go to
+//     the next in job order once it is gone, instead of each stopping a
+//     1-GPU job of its own.
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -115,10 +123,8 @@ struct LasOptions {
   // freeHorizon (ms; 0: off) and the samples it needs.
   scheduler::Timestamp free_horizon_ms = 0;
   int64_t free_min_samples = 20;
-  // freeHorizonGpus G (0: off) and freeHorizonGpuExponent e: a waiting job
-  // of g GPUs has the horizon freeHorizon x min(1, g / G)^e.
-  int64_t free_horizon_gpus = 0;
-  double free_horizon_gpu_exponent = 1;
+  // victimFill (GPUs; 0: off).
+  int64_t victim_fill = 0;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
@@ -187,16 +193,14 @@ class LasPlugin : public scheduler::Plugin {
   // freeHorizon: the GPUs expected to free within it at `now` (the free
   // GPUs not counted), from the running jobs' time run at the last whole
   // minute.
-  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
-    return ExpectedFreeGpus(state, now, o_.free_horizon_ms);
-  }
-  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now, scheduler::Timestamp horizon_ms);
-  // The freeHorizon of a waiting job (freeHorizonGpus scales it by its GPUs).
-  scheduler::Timestamp HorizonOf(const scheduler::Job& job) const;
+  double ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now);
   // freeHorizon holds `job` back from level preemption in the session open
   // now (set by OnSessionOpen).
   bool HeldForFreeGpus(const scheduler::Job& job) const { return held_.contains(job.id().value()); }
   RunLengths& run_lengths() { return run_lengths_; }
+  // victimFill: the GPUs (whole) that the waiting jobs which may
+  // level-preempt need together in the session open now.
+  int64_t PreemptDemand() const { return preempt_demand_; }
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
   double starve_limit() const { return o_.starve_limit; }
@@ -219,6 +223,9 @@ class LasPlugin : public scheduler::Plugin {
   RunLengths run_lengths_;
   uint64_t seen_ = 0;  // State::ended_job records read so far
   absl::flat_hash_set<uint32_t> held_;
+  // victimFill: PreemptDemand, counted at session open.
+  void CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now);
+  int64_t preempt_demand_ = 0;
 };
 
 }  // namespace ringmaster::plugins
