@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -66,6 +67,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   RM_ASSIGN_OR_RETURN(auto free_min_samples, args.Int("freeMinSamples", 20));
   if (free_min_samples < 1) return args.Error("freeMinSamples", "must be at least 1");
+  RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
+  if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
   std::vector<int64_t> cuts;
   for (absl::string_view piece : absl::StrSplit(text, ',')) {  // absl's own string_view (ARCHITECTURE.md 3)
@@ -97,6 +100,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.stopped_ahead = stopped_ahead;
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
+  o.victim_fill = victim_fill;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -107,6 +111,25 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -OrderRank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
+  if (o_.victim_fill > 0) {
+    CountPreemptDemand(s.state(), now);
+    // Level preemption takes victims of min(demand, victimFill) GPUs or more
+    // where one may be stopped (its level cooldown over); a lower priority's
+    // jobs stay candidates as they are.
+    s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
+      const int64_t want = std::min(preempt_demand_, o_.victim_fill) * 1000;
+      auto big = [&](const scheduler::TaskRef& t) {
+        return t.job->priority() >= p.job->priority() && t.job->allocated().gpu_milli() >= want &&
+               !InLevelCooldown(*t.job, now);
+      };
+      if (want <= 1000 || std::none_of(cands.begin(), cands.end(), big)) return cands;
+      std::vector<scheduler::TaskRef> out;
+      std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
+        return t.job->priority() < p.job->priority() || t.job->allocated().gpu_milli() >= want;
+      });
+      return out;
+    });
+  }
   if (o_.level_cooldown_ms > 0) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
       std::vector<scheduler::TaskRef> out;
@@ -131,6 +154,21 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
       return out;
     });
   }
+}
+
+void LasPlugin::CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now) {
+  // The waiting jobs that may level-preempt now: past preemptAfter, not held
+  // by freeHorizon, not kept by stoppedPreempts, not already pipelined onto
+  // their victims' GPUs.
+  int64_t milli = 0;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
+    if (job.PipelinedCount() > 0 || now - WaitingSince(job) < o_.preempt_after_ms) continue;
+    if (HeldForFreeGpus(job) || (!o_.stopped_preempts && Stopped(job))) continue;
+    milli += job.min_request().gpu_milli();
+  }
+  preempt_demand_ = milli / 1000;
 }
 
 bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {

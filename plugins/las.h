@@ -72,6 +72,14 @@
 //     preemptAfter + freeHorizon (its wait stays bounded). Ages are read at
 //     the last whole minute, so the answer changes only at events and on
 //     the minute.
+//   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
+//     level-preempt now (past preemptAfter, not held by freeHorizon, not
+//     kept by stoppedPreempts) need D GPUs together, a victim of level
+//     preemption must hold at least min(D, victimFill) GPUs, where some
+//     running job that may be stopped does (else any may be). The first
+//     stop then frees GPUs for several of them: those it leaves over go to
+//     the next in job order once it is gone, instead of each stopping a
+//     1-GPU job of its own.
 //   e.g. thresholds "3600, 36000": a 4-GPU job that has run 20 min (4800
 //   GPU-s) is at level 1; a waiting 8-GPU job that has never run (level 0)
 //   may preempt it. With starveLimit 2, the stopped 4-GPU job is promoted
@@ -115,6 +123,8 @@ struct LasOptions {
   // freeHorizon (ms; 0: off) and the samples it needs.
   scheduler::Timestamp free_horizon_ms = 0;
   int64_t free_min_samples = 20;
+  // victimFill (GPUs; 0: off).
+  int64_t victim_fill = 0;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
@@ -188,6 +198,9 @@ class LasPlugin : public scheduler::Plugin {
   // now (set by OnSessionOpen).
   bool HeldForFreeGpus(const scheduler::Job& job) const { return held_.contains(job.id().value()); }
   RunLengths& run_lengths() { return run_lengths_; }
+  // victimFill: the GPUs (whole) that the waiting jobs which may
+  // level-preempt need together in the session open now.
+  int64_t PreemptDemand() const { return preempt_demand_; }
   // In GPU-milli x ms (the unit of Job::AttainedMilliMs).
   const std::vector<int64_t>& thresholds() const { return thresholds_; }
   double starve_limit() const { return o_.starve_limit; }
@@ -210,6 +223,9 @@ class LasPlugin : public scheduler::Plugin {
   RunLengths run_lengths_;
   uint64_t seen_ = 0;  // State::ended_job records read so far
   absl::flat_hash_set<uint32_t> held_;
+  // victimFill: PreemptDemand, counted at session open.
+  void CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now);
+  int64_t preempt_demand_ = 0;
 };
 
 }  // namespace ringmaster::plugins

@@ -14,7 +14,7 @@ cases=(
   "deployment.yaml|s#--api-server=http://127.0.0.1:8001#--api-server=http://127.0.0.1:8002#|does not match kubectl proxy"
   "deployment.yaml|s#--reservation-timeout=60#--reservation-timeot=60#|has no flag --reservation-timeot"
   "policy.yaml|s#name: binpack#name: binpak#|policy check failed"
-  "policy.yaml|s#preemptAfter: 900 #preemptAfter: 600 #|is not \`ringmaster policy default\`"
+  "policy.yaml|s#preemptAfter: 600 #preemptAfter: 900 #|is not \`ringmaster policy default\`"
   "rbac.yaml|s#pods/binding#pods/bindings#|pods/binding"
   "deployment.yaml|s#name: ringmaster-policy#name: ringmaster-policies#|not defined"
   "service.yaml|s#namespace: ringmaster-system#namespace: yes#|metadata.namespace must be a string"

@@ -539,6 +539,45 @@ TEST(LasPlugin, VictimGpuExponentMakesABigGangTheVictimSooner) {
   }
 }
 
+TEST(LasPlugin, VictimFillStopsOneJobBigEnoughForEveryWaitingJob) {
+  // Two nodes of 8 GPUs, byTime with threshold 100 s. `big` (8 GPUs) fills
+  // one node and eight 1-GPU jobs the other, all from 0 s. At 150 s every
+  // running job has run 150 s (level 1) and n0, n1, n2 (1 GPU each, level
+  // 0) arrive. Without victimFill each stops a job of its own: the cheapest
+  // victims (equal in all but submission: the latest first) are 1-GPU jobs,
+  // three stops. With victimFill 8 the three need 3 GPUs, so a victim holds
+  // min(3, 8) = 3 GPUs or more: only `big` does. n0 stops it; n1 and n2
+  // find no victim of 3 GPUs left and take `big`'s other GPUs in the next
+  // cycle: one stop for three jobs.
+  for (const bool fill : {false, true}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", std::string(", byTime: true") + (fill ? ", victimFill: 8" : ""))));
+    h.Submit(JobBuilder("big").GpusPerTask(8).Build());
+    for (int i = 0; i < 8; ++i) h.Submit(JobBuilder("s" + std::to_string(i)).GpusPerTask(1).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("big") && h.Running("s7"));
+    h.clock().Set(150'000);
+    for (int i = 0; i < 3; ++i) h.Submit(JobBuilder("n" + std::to_string(i)).GpusPerTask(1).Build());
+    auto d = h.Cycle();
+    if (!fill) {
+      ASSERT_EQ(d.evictions.size(), 3u);
+      for (const auto& e : d.evictions) EXPECT_NE(h.state().job(e.job).name(), "big");
+      continue;
+    }
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "n0");
+    EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "big");
+    h.clock().Set(151'000);
+    EXPECT_TRUE(h.Cycle().evictions.empty());
+    EXPECT_TRUE(h.Running("n0") && h.Running("n1") && h.Running("n2"));
+  }
+  for (const std::string bad : {"-1", "2e6", "many"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"victimFill", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.victimFill: ") << bad;
+  }
+}
+
 TEST(LasPlugin, NextChangeNamesTheVictimLevelsOwnCrossing) {
   // byTime thresholds 100 s with victimGpuExponent 1: an 8-GPU job crosses
   // 100 s of running at 100 s, but 100 GPU-s (its victim level) at 12.5 s.

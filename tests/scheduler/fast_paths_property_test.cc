@@ -104,7 +104,8 @@ Policy Shipped(const std::string& name) {
     // min, preemptAfter 2 min, levelCooldown 10 min) with the ways back for
     // stopped jobs (victimGpuExponent, stoppedPreempts, stoppedAhead), or the
     // preemption wait that reads expected ends (freeHorizon 10 min after 2
-    // ended jobs: it reads the clock on the minute).
+    // ended jobs: it reads the clock on the minute) with victims that serve
+    // several (victimFill 4).
     std::map<std::string, PluginArgs::Value> las = {{"thresholds", {"60, 600, 3600", 0, 0}},
                                                     {"byTime", {"true", 0, 0}},
                                                     {"preemptAfter", {"120", 0, 0}},
@@ -115,7 +116,7 @@ Policy Shipped(const std::string& name) {
                   {"stoppedPreempts", {"false", 0, 0}},
                   {"stoppedAhead", {"true", 0, 0}}});
     } else {
-      las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}});
+      las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}, {"victimFill", {"4", 0, 0}}});
     }
     Policy p = DefaultPolicy();
     for (auto& tier : p.tiers) {
