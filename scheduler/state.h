@@ -157,8 +157,6 @@ class State {
   // For enqueue's admission memo: every other not-admitted job is as it
   // was (one reader: the cycle's enqueue).
   bool TakeAdmissionChanges(std::vector<JobId>& out);
-  // Waiting jobs not yet admitted: waiting_jobs() less admitted_waiting_jobs().
-  size_t unadmitted_waiting() const { return waiting_.size() - admitted_waiting_.size(); }
   static constexpr size_t kMaxAdmissionChanges = 4096;
   // Active elastic jobs below their maximum (what the elastic action may
   // grow), kept like waiting_jobs().
@@ -325,10 +323,11 @@ class State {
   JobSet waiting_;
   JobSet admitted_waiting_;
   std::vector<WaitingSums> waiting_sums_;
-  // Per job id: what it adds to waiting_sums_ now (RecountWaiting takes
-  // the old figures off and puts the new ones on).
+  // TakeAdmissionChanges' log, and whether more changed than it kept.
   std::vector<JobId> admission_changes_;
   bool admission_overflow_ = true;  // nobody has read the changes yet
+  // Per job id: what it adds to waiting_sums_ now (RecountWaiting takes
+  // the old figures off and puts the new ones on).
   struct Counted {
     bool in = false;       // waiting: counted at all
     bool unadmitted = false;  // waiting in phase Pending

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "tests/support/builders.h"
 #include "tests/support/status_matchers.h"
 
@@ -12,6 +16,30 @@ using scheduler::Eviction;
 
 absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Make(const std::string& thresholds) {
   return plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"thresholds", {thresholds, 4, 17}}}));
+}
+
+// A las plugin from (argument, value) pairs, asked directly by a test (null,
+// and the test fails, when they are refused).
+std::unique_ptr<plugins::LasPlugin> LasWith(const std::vector<std::pair<std::string, std::string>>& args) {
+  std::map<std::string, scheduler::PluginArgs::Value> values;
+  int column = 17;
+  for (const auto& [name, text] : args) {
+    values[name] = {text, 4, column};
+    column += 23;
+  }
+  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", std::move(values)));
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return nullptr;
+  return std::unique_ptr<plugins::LasPlugin>(static_cast<plugins::LasPlugin*>(p->release()));
+}
+
+// Submits `job` and runs one cycle at 0 s: whether it started.
+bool StartAtZero(EngineHarness& h, scheduler::JobSpec job) {
+  const std::string name = job.name;
+  h.Submit(std::move(job));
+  h.clock().Set(0);  // Submit moves the harness clock on
+  h.Cycle();
+  return h.Running(name);
 }
 
 TEST(LasPlugin, ThresholdsAreGpuSecondsStrictlyIncreasing) {
@@ -306,15 +334,11 @@ TEST(LasPlugin, PreemptAfterCountsFromTheLastStopForAJobThatRan) {
 }
 
 TEST(LasPlugin, ByTimeCountsTimeRunNotGpusTimesTime) {
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml", {{"thresholds", {"100, 1000", 4, 17}}, {"byTime", {"true", 4, 40}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "100, 1000"}, {"byTime", "true"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
-  h.Submit(JobBuilder("big").GpusPerTask(4).Gang(2).Build());
-  h.clock().Set(0);
-  h.Cycle();
-  ASSERT_TRUE(h.Running("big"));
+  ASSERT_TRUE(StartAtZero(h, JobBuilder("big").GpusPerTask(4).Gang(2).Build()));
   const scheduler::Job& big = h.job("big");
   // 8 GPUs: 100 GPU-s after 12.5 s, but 100 s of running only at 100 s.
   EXPECT_EQ(las.Level(big, 99'999), 0);
@@ -332,15 +356,11 @@ TEST(LasPlugin, GpuExponentCountsTimeTimesGpusToThatPower) {
   // attained 8,000 milli-GPU x 35,356 ms / sqrt(8) = 100,001,869 >= 1e8 at
   // 35,356 ms, below it at 35,355 ms. NextChange names that crossing (early
   // is safe; late is not).
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml", {{"thresholds", {"100", 4, 17}}, {"gpuExponent", {"0.5", 4, 40}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "100"}, {"gpuExponent", "0.5"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
-  h.Submit(JobBuilder("big").GpusPerTask(4).Gang(2).Build());
-  h.clock().Set(0);
-  h.Cycle();
-  ASSERT_TRUE(h.Running("big"));
+  ASSERT_TRUE(StartAtZero(h, JobBuilder("big").GpusPerTask(4).Gang(2).Build()));
   const scheduler::Job& big = h.job("big");
   EXPECT_EQ(las.Level(big, 35'355), 0);
   EXPECT_EQ(las.Level(big, 35'356), 1);
@@ -478,16 +498,11 @@ tiers:
 TEST(LasPlugin, NextChangeNamesTheEndOfPreemptAfterAndTheByTimeCrossing) {
   // The replay skips cycles before Engine::NextWakeup: a waiting job's
   // preemptAfter ending and a byTime threshold must be named, not missed.
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml",
-      {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"600", 4, 60}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "100"}, {"byTime", "true"}, {"preemptAfter", "600"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
-  h.Submit(JobBuilder("run").GpusPerTask(8).Build());
-  h.clock().Set(0);
-  h.Cycle();
-  ASSERT_TRUE(h.Running("run"));
+  ASSERT_TRUE(StartAtZero(h, JobBuilder("run").GpusPerTask(8).Build()));
   // 8 GPUs: 100 GPU-s at 12.5 s, but 100 s of running only at 100 s.
   EXPECT_EQ(las.NextChange(h.state(), 0), 100'000);
   h.clock().Set(50'000);
@@ -525,11 +540,9 @@ TEST(LasPlugin, VictimGpuExponentMakesABigGangTheVictimSooner) {
     EXPECT_EQ(d.evictions[0].preemptor, "new");
     EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "big");
     // The job order still counts time: `big`, stopped after 50 s, is level 0.
-    auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-        "las", "p.yaml",
-        {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"victimGpuExponent", {"1", 4, 60}}}));
-    ASSERT_TRUE(p.ok()) << p.status();
-    auto& las = static_cast<plugins::LasPlugin&>(**p);
+    auto p = LasWith({{"thresholds", "100"}, {"byTime", "true"}, {"victimGpuExponent", "1"}});
+    ASSERT_NE(p, nullptr);
+    auto& las = *p;
     EXPECT_EQ(las.Level(h.job("big"), 50'001), 0);
   }
   for (const std::string bad : {"-0.1", "1.5", "all"}) {
@@ -581,16 +594,11 @@ TEST(LasPlugin, VictimFillStopsOneJobBigEnoughForEveryWaitingJob) {
 TEST(LasPlugin, NextChangeNamesTheVictimLevelsOwnCrossing) {
   // byTime thresholds 100 s with victimGpuExponent 1: an 8-GPU job crosses
   // 100 s of running at 100 s, but 100 GPU-s (its victim level) at 12.5 s.
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml",
-      {{"thresholds", {"100", 4, 17}}, {"byTime", {"true", 4, 40}}, {"victimGpuExponent", {"1", 4, 60}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "100"}, {"byTime", "true"}, {"victimGpuExponent", "1"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
-  h.Submit(JobBuilder("run").GpusPerTask(8).Build());
-  h.clock().Set(0);
-  h.Cycle();
-  ASSERT_TRUE(h.Running("run"));
+  ASSERT_TRUE(StartAtZero(h, JobBuilder("run").GpusPerTask(8).Build()));
   EXPECT_EQ(las.NextChange(h.state(), 0), 12'500);
   EXPECT_EQ(las.NextChange(h.state(), 20'000), 100'000) << "past its victim threshold: the time one is next";
 }
@@ -752,12 +760,9 @@ TEST(LasPlugin, FreeHorizonHoldsANewcomerWhileTheRunningJobsAreExpectedToEnd) {
   // at 230 s `long` (80 s run at 180 s) is expected to free its 8 GPUs; at
   // 240 s (140 s run) none. While `new` is in its window the next minute is
   // a wake-up.
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml",
-      {{"thresholds", {"50", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"10", 4, 50}},
-       {"freeHorizon", {"3600", 4, 60}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   las.run_lengths().Add(100'000);
   las.run_lengths().Add(100'000);
   EXPECT_DOUBLE_EQ(las.ExpectedFreeGpus(h.state(), 230'000), 8.0);
@@ -810,12 +815,9 @@ TEST(LasPlugin, FreeHorizonCountsTheWaitingJobsAheadAndEndsWithItsWindow) {
   // The window: a job held is held at most preemptAfter + freeHorizon; the
   // window's end is a wake-up. freeHorizon 60 s: `first` (waiting since
   // 140 s) may preempt from 150 s, held until 210 s at most.
-  auto p = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml",
-      {{"thresholds", {"50", 4, 17}}, {"byTime", {"true", 4, 40}}, {"preemptAfter", {"10", 4, 50}},
-       {"freeHorizon", {"60", 4, 60}}}));
-  ASSERT_TRUE(p.ok()) << p.status();
-  auto& las = static_cast<plugins::LasPlugin&>(**p);
+  auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "60"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
   EngineHarness w(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
   w.Submit(JobBuilder("run").GpusPerTask(8).Build());
   w.clock().Set(0);

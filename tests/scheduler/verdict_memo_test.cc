@@ -297,26 +297,19 @@ class AdmissionMemo : public ::testing::Test {
                           "queues:\n- {name: small, capability: {gpu: " + std::to_string(gpus) +
                           "}}\n- {name: other}\n");
   }
-  void Start() {
-    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(8));
-    h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-    h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(4).Build());
-    h_->Cycle();
-    ASSERT_TRUE(h_->Running("fits"));
-    ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
-    reason_ = h_->job("over").pending_reason();
-    ASSERT_NE(reason_.find("exceeds its capability gpu=8"), std::string::npos) << reason_;
-  }
+  // Capability 8: "fits" (8) runs, "over" (4) exceeds the capability.
+  void Start() { StartWith(8, 4, "exceeds its capability gpu=8"); }
   // Capability 12: "fits" (8) runs, "over" (8) is refused on top of 8.
-  void StartAt12() {
-    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(12));
+  void StartAt12() { StartWith(12, 8, "on top of gpu=8"); }
+  void StartWith(int capability, int over_gpus, const std::string& refused) {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(capability));
     h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
-    h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(8).Build());
+    h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(over_gpus).Build());
     h_->Cycle();
     ASSERT_TRUE(h_->Running("fits"));
     ASSERT_EQ(h_->job("over").phase(), JobPhase::kPending);
     reason_ = h_->job("over").pending_reason();
-    ASSERT_NE(reason_.find("on top of gpu=8"), std::string::npos) << reason_;
+    ASSERT_NE(reason_.find(refused), std::string::npos) << reason_;
   }
   // An event elsewhere: a job of the other queue arrives (the cycle runs).
   const Engine::CycleWork& Arrival(const std::string& name) {

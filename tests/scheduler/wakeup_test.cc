@@ -29,6 +29,13 @@ void Settle(EngineHarness& h) {
   }
 }
 
+// Preempt with a 100 s cooldown and no grace, under tiers that read no clock.
+scheduler::Policy ClockFreePreempt() {
+  return PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
+                        "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n" +
+                        std::string(testing::kClockFreeTiers));
+}
+
 TEST(Wakeup, ElasticGrowIdleEndsWakeIt) {
   EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
                   PolicyFromYaml("actions: \"enqueue, allocate, elastic\"\n"
@@ -85,10 +92,7 @@ TEST(Wakeup, VictimsThatCannotMakeRoomWakeNothing) {
   // "low" is out of its cooldown it is offered as a victim, but no choice of
   // victims could start high (a bound says so before any is chosen), and
   // with no victim's cost read, only an event or a cooldown can change that.
-  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
-                  PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
-                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n" +
-                                 std::string(testing::kClockFreeTiers)));
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), ClockFreePreempt());
   h.Submit(JobBuilder("low").GpusPerTask(8).Build());
   h.Cycle();
   ASSERT_TRUE(h.Running("low"));
@@ -107,10 +111,7 @@ TEST(Wakeup, VictimsThatCannotMakeRoomWakeNothing) {
 }
 
 TEST(Wakeup, NoVictimOfLowerPriorityMeansNoWakeup) {
-  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(),
-                  PolicyFromYaml("actions: \"enqueue, allocate, preempt\"\n"
-                                 "configurations:\n- {name: preempt, arguments: {gracePeriod: 0, cooldown: 100}}\n" +
-                                 std::string(testing::kClockFreeTiers)));
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), ClockFreePreempt());
   h.Submit(JobBuilder("a").GpusPerTask(8).Build());
   h.Cycle();
   h.Submit(JobBuilder("b").GpusPerTask(8).Build());
