@@ -271,21 +271,9 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
   return offer;
 }
 
-bool VictimPicker::had_victims() {
-  // Only whether one is not empty is read: the first that is ends it. The
-  // empty ones noted their cooldowns (Eligible), as a build in TryForCount
-  // would have.
-  for (auto it = deferred_.begin(); !had_victims_ && it != deferred_.end(); it = deferred_.erase(it)) {
-    Offer& offer = offers_[it->first];
-    BuildOffer(offer, *it->second, it->first.second);
-    had_victims_ = !offer.units.empty();
-  }
-  return had_victims_;
-}
-
 Timestamp VictimPicker::NextChange(Timestamp now) {
-  if (!had_victims()) return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
   if (chose_) return now;
+  if (!had_victims_ && deferred_.empty()) return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
   if (!running_indexed_) IndexRunning();
   Timestamp end = kNoChange;
   for (const Job* v : running_) {

@@ -91,13 +91,8 @@ class VictimPicker {
     }
     return true;
   }
-  // What TryFor saw, for Action::NextChange: some preemptor had at least
-  // one victim unit to choose from; the earliest end of a cooldown that
-  // alone kept a running job from being a victim (kNoChange: none).
-  // Asked when the action is done: an offer deferred while no preemptor
-  // had victims yet (no commit since: the state it was asked on) is built
-  // now if that is what decides it.
-  bool had_victims();
+  // The earliest end of a cooldown that alone kept a running job from
+  // being a victim (kNoChange: none), as the offers built so far saw it.
   Timestamp cooldown_end() const { return cooldown_end_; }
   // For Action::NextChange after a cycle that changed nothing, when the
   // action is done: the first instant it could decide otherwise on the
@@ -105,14 +100,17 @@ class VictimPicker {
   //  - Some preemptor got as far as choosing victims (ChooseIn): now. The
   //    choice reads the victims' costs, which move with time (the work at
   //    risk since their last checkpoint).
-  //  - Victims were offered but none was chosen: every preemptor stopped
-  //    at a test that reads only the state, the eligible victims and the
-  //    plugins' rankings (its tasks fit without victims, a bound, the share
-  //    rules). The rankings say when they change (Plugin::NextChange); the
-  //    eligible set changes when an action cooldown of a running job ends:
-  //    the first such end (of any running job: early is safe).
-  //  - No victims: the first end of a cooldown that alone kept a job from
-  //    being one (cooldown_end).
+  //  - Victims were offered, or an offer's build was deferred (whether it
+  //    would have had victims is not asked: building it only to learn that
+  //    cost 7 % of a contended replay), and none was chosen: every
+  //    preemptor stopped at a test that reads only the state, the eligible
+  //    victims and the plugins' rankings (its tasks fit without victims, a
+  //    bound, the share rules). The rankings say when they change
+  //    (Plugin::NextChange); the eligible set changes when an action
+  //    cooldown of a running job ends: the first such end (of any running
+  //    job: early is safe, and a superset of the next case's).
+  //  - No offer at all, or only empty ones: the first end of a cooldown
+  //    that alone kept a job from being a victim (cooldown_end).
   Timestamp NextChange(Timestamp now);
 
  private:
@@ -230,10 +228,8 @@ class VictimPicker {
   // without it that the preemptor gets nothing (FitsWithoutVictims,
   // ReclaimBound), the build is deferred with the preemptor that asked:
   // it is made before the next commit (BuildDeferred), or when another
-  // preemptor of the key needs it, on the same state as then; and, when no
-  // preemptor had victims by the end of the action, whether one of them is
-  // empty is settled then (had_victims: nothing was committed, so the
-  // state is the one they were asked on).
+  // preemptor of the key needs it, on the same state as then; one still
+  // deferred when the action ends is never built (NextChange).
   std::map<OfferKey, const Job*> deferred_;
   void BuildDeferred();
   // ChooseIn's first test for the whole cluster: `count` tasks of `need`
