@@ -150,10 +150,19 @@ class AllocateAction : public Action {
     }
     DropIfOvertaken(s, by_queue);
     GangPlacer placer(s, ReservationUse::kNone);
+    // The queue order reads the queues' figures, which only a commit moves:
+    // the first queue is looked for again after a commit or when a queue
+    // leaves `live`, not for every job (most are recalled and change
+    // nothing).
+    auto it = live.end();
+    int order_commits = -1;
     while (!live.empty()) {
-      auto it = std::min_element(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {
-        return s.QueueOrder(s.queues()[a], s.queues()[b]);
-      });
+      if (it == live.end() || order_commits != s.commits()) {
+        it = std::min_element(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {
+          return s.QueueOrder(s.queues()[a], s.queues()[b]);
+        });
+        order_commits = s.commits();
+      }
       const uint32_t q = *it;
       QueueInfo& queue = s.queues()[q];
       auto& jobs = by_queue[q];
@@ -180,10 +189,14 @@ class AllocateAction : public Action {
           }
         }
         live.erase(it);
+        it = live.end();
         continue;
       }
       Job* job = jobs[next[q]++];
-      if (next[q] == jobs.size()) live.erase(it);
+      if (next[q] == jobs.size()) {
+        live.erase(it);
+        it = live.end();
+      }
       // Nothing it depends on changed since it last failed: it would fail
       // again, with the same reason (GangPlacer::Recall).
       if (const Job::PlaceMemo* kept = placer.Recall(*job)) {
