@@ -938,6 +938,32 @@ bool VictimPicker::TryFor(Job& p) {
   for (const Task& t : p.tasks()) {
     if (t.state == TaskState::kPending) pending.push_back(t.index);
   }
+  if (pending.empty() || p.GangShortfall() <= 0) return false;
+  modelled_ = s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value();
+  // One like a preemptor that already failed since the last commit, short
+  // of Apply, fails alike and leaves nothing behind (FailKey).
+  std::optional<FailKey> key;
+  if (s_.fast_paths() && !modelled_ && p.yielded_to().empty() && p.spec().roles.size() == 1) {
+    const Resources& r = p.request(pending.front());
+    key = FailKey{p.queue().value(),
+                  PriorityOf(p),
+                  static_cast<int>(pending.size()),
+                  p.GangShortfall(),
+                  WholeGpusOf(p, pending.front()),
+                  r.cpu_milli(),
+                  r.memory(),
+                  p.min_request().gpu_milli(),
+                  static_cast<int>(p.spec().topology_mode),
+                  p.spec().highest_tier};
+    if (auto it = failed_.find(*key); it != failed_.end() && it->second == commits_) return false;
+  }
+  applied_ = false;
+  const bool ok = TryForPending(p, pending);
+  if (!ok && key && !applied_) failed_[*key] = commits_;
+  return ok;
+}
+
+bool VictimPicker::TryForPending(Job& p, std::vector<uint32_t>& pending) {
   // Mostly in order already (by index, no task order plugin): checked first,
   // as a stable sort takes a buffer from the heap even then.
   auto before = [&](uint32_t a, uint32_t b) { return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b}); };
@@ -949,7 +975,7 @@ bool VictimPicker::TryFor(Job& p) {
   // A job with a speed model (the speedup plugin) is sized by it: started
   // at its minimum it would run there until GPUs stay idle, so its victims
   // are sought for its whole desired size first, as loans are.
-  const bool whole_first = mode_ == EvictMode::kLoan || (s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value());
+  const bool whole_first = mode_ == EvictMode::kLoan || modelled_;
   if (whole_first && static_cast<int>(pending.size()) > min_need &&
       TryForCount(p, pending, static_cast<int>(pending.size()))) {
     return true;
@@ -995,7 +1021,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     return false;
   }
   Offer& offer = OfferFor(p);
-  const bool modelled = s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value();
+  const bool modelled = modelled_;
   if (offer.units.empty()) return false;
   had_victims_ = true;
   if (s_.fast_paths() && MaxTasks(offer, p, per_task) < need) {
@@ -1051,6 +1077,7 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
   }
   if (!best.ok) return false;
   BuildDeferred();  // on the state they were asked on, before Apply may commit
+  applied_ = true;  // Apply may set P's pending reason: not one to repeat for others
   return Apply(p, offer, best.units, /*minimize=*/true);
 }
 

@@ -116,6 +116,39 @@ class VictimPicker {
  private:
   // TryFor with the first `need` of P's pending tasks (in task order) to fit.
   bool TryForCount(Job& p, const std::vector<uint32_t>& pending, int need);
+  // TryFor once `pending` (P's pending tasks) is known.
+  bool TryForPending(Job& p, std::vector<uint32_t>& pending);
+  // Everything TryFor reads of a one-role preemptor that yielded to nobody
+  // and has no speed model, besides the state and the picker's own
+  // memos: its queue and rank (an offer's key: the plugins' victim answers
+  // depend on nothing else of it), its pending and missing task counts,
+  // one task's request, its minimum's GPUs (the share rules), its
+  // topology. Two preemptors with one key, asked on one state (no commit
+  // between), get the same answer; one that failed short of Apply changed
+  // nothing but memos the other would have filled alike (the deferred
+  // offer of its key, an offer built, the steps, the bounds).
+  struct FailKey {
+    uint32_t queue;
+    int64_t rank;
+    int pending;
+    int shortfall;
+    int64_t gpus;
+    Quantity cpu;
+    Quantity mem;
+    int64_t min_gpu_milli;
+    int topology_mode;
+    int highest_tier;
+    bool operator==(const FailKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const FailKey& k) {
+      return H::combine(std::move(h), k.queue, k.rank, k.pending, k.shortfall, k.gpus, k.cpu, k.mem,
+                        k.min_gpu_milli, k.topology_mode, k.highest_tier);
+    }
+  };
+  // The keys of preemptors that failed short of Apply, with commits_ then.
+  absl::flat_hash_map<FailKey, int> failed_;
+  bool applied_ = false;   // this TryFor reached Apply
+  bool modelled_ = false;  // this TryFor's preemptor has a speed model (Session::JobSpeedup)
   // Cost key: smaller is cheaper.
   using Cost = std::tuple<int, int64_t, Timestamp, Timestamp, Timestamp, int64_t, int64_t>;
   // One task of a unit, with what stopping it frees (read once, when the

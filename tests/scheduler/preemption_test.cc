@@ -58,6 +58,37 @@ TEST(Preempt, HighPriorityTwoNodeGangStartsByEvictingOneLowPriorityJob) {
   EXPECT_EQ(h.job("low2").phase(), JobPhase::kInqueue) << "evicted whole, waits again";
 }
 
+// A preemptor that fails short of choosing victims is not tried again in
+// the action for another of its queue and rank that asks the same
+// (VictimPicker::FailKey): one that asks for other tasks is still tried.
+// 1 node x 8 GPUs: 6 held by a job no waiting one outranks, 2 by a
+// priority-0 job. `first` (priority 5) cannot be helped by the 2 GPUs;
+// `second`, of the same rank and queue but asking for less, can.
+void SecondOfARankStillPreempts(const std::string& what, const scheduler::JobSpec& first,
+                                const scheduler::JobSpec& second) {
+  SCOPED_TRACE(what);
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build(), PolicyFromYaml(Policy()));
+  h.Submit(JobBuilder("keep").GpusPerTask(6).Priority(10).Build());
+  h.Submit(JobBuilder("low").GpusPerTask(2).Build());
+  h.Cycle();
+  ASSERT_TRUE(h.Running("keep"));
+  ASSERT_TRUE(h.Running("low"));
+  h.Submit(first);  // submitted first: ahead of `second` in job order
+  h.Submit(second);
+  auto d = h.Cycle();
+  EXPECT_FALSE(h.Running("first"));
+  EXPECT_TRUE(h.Running("second")) << h.job("second").pending_reason();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(h.state().job(d.evictions[0].job).name(), "low");
+}
+
+TEST(Preempt, AFailedPreemptorDoesNotStopOneOfItsRankThatAsksForLess) {
+  SecondOfARankStillPreempts("fewer GPUs per task", JobBuilder("first").GpusPerTask(4).Priority(5).Build(),
+                             JobBuilder("second").GpusPerTask(2).Priority(5).Build());
+  SecondOfARankStillPreempts("fewer tasks", JobBuilder("first").Gang(2).GpusPerTask(2).Priority(5).Build(),
+                             JobBuilder("second").GpusPerTask(2).Priority(5).Build());
+}
+
 TEST(Preempt, EqualPriorityNeverPreempts) {
   EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(Policy()));
   h.Submit(JobBuilder("a").Gang(2).GpusPerTask(8).Build());
