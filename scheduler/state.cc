@@ -157,6 +157,11 @@ Resources State::FutureIdle(NodeId n) const {
   return cluster_->node(n).allocatable - s.used + s.releasing - s.pipelined;
 }
 
+namespace {
+// What State::admitted_waiting_scoped counts.
+bool IsScoped(const JobSpec& spec) { return spec.topology_mode == TopologyMode::kHard || spec.speed != nullptr; }
+}  // namespace
+
 void State::UpdateWaiting(const Job& job) {
   // The flag spares the set a lookup on every task move (most do not
   // change whether the job waits).
@@ -189,7 +194,7 @@ void State::RecountWaiting(const Job& job) {
   const uint32_t id = job.id().value();
   Counted& c = counted_[id];
   const bool wait = (flags_[id] & kWaiting) != 0;
-  if (!wait && !c.in) return;  // most task moves: a running job's
+  if (!wait && !c.in && !c.scoped) return;  // most task moves: a running job's
   if (c.in) {
     WaitingSums& old = waiting_sums_[c.queue];
     old.pending -= c.pending;
@@ -210,6 +215,11 @@ void State::RecountWaiting(const Job& job) {
     admitted_waiting_.insert(job.id());
   } else {
     admitted_waiting_.erase(job.id());
+  }
+  const bool scoped = admitted && IsScoped(job.spec());
+  if (scoped != c.scoped) {
+    c.scoped = scoped;
+    scoped ? ++admitted_waiting_scoped_ : --admitted_waiting_scoped_;
   }
   c.in = wait && job.queue().valid() && job.queue().value() < waiting_sums_.size();
   if (!c.in) {
@@ -237,6 +247,7 @@ void State::RebuildWaitingSums() {
   admission_overflow_ = true;  // jobs moved queues
   waiting_sums_.assign(queues_.size(), WaitingSums{});
   admitted_waiting_.clear();
+  admitted_waiting_scoped_ = 0;
   for (Counted& c : counted_) c = Counted{};
   for (JobId id : waiting_) RecountWaiting(job(id));
 }
@@ -526,11 +537,12 @@ absl::Status State::CheckInvariants() const {
     // 7 (cont.): the admitted waiting jobs and the per-queue sums are what
     // the waiting jobs add up to now.
     std::vector<WaitingSums> sums(queues_.size());
-    size_t admitted = 0;
+    size_t admitted = 0, scoped = 0;
     for (JobId id : waiting_) {
       const Job& j = job(id);
       const bool in = j.phase() != JobPhase::kPending;
       admitted += in;
+      scoped += in && IsScoped(j.spec());
       if (in != (admitted_waiting_.count(id) > 0)) {
         return absl::InternalError(absl::StrCat("7: job ", j.name(), " admitted-waiting set is off"));
       }
@@ -541,6 +553,10 @@ absl::Status State::CheckInvariants() const {
     if (admitted != admitted_waiting_.size()) {
       return absl::InternalError(absl::StrCat("7: ", admitted, " waiting jobs admitted, but the set holds ",
                                               admitted_waiting_.size()));
+    }
+    if (scoped != admitted_waiting_scoped_) {
+      return absl::InternalError(absl::StrCat("7: ", scoped, " admitted waiting jobs with a hard topology or a ",
+                                              "speed model, but the count is ", admitted_waiting_scoped_));
     }
     for (size_t q = 0; q < sums.size(); ++q) {
       if (!(sums[q].pending - waiting_sums_[q].pending).IsZero() ||

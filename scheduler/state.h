@@ -138,6 +138,10 @@ class State {
   const JobSet& waiting_jobs() const { return waiting_; }
   // Those of them admitted (any phase but Pending), kept the same way.
   const JobSet& admitted_waiting_jobs() const { return admitted_waiting_; }
+  // How many of them choose where they may land beyond the cluster as a
+  // whole: a hard topology tier, or a speed model (JobSpec::speed). Victim
+  // searches for the others need only GPU counts (VictimPicker).
+  size_t admitted_waiting_scoped() const { return admitted_waiting_scoped_; }
   // Per queue (by QueueId value; a job's own queue, not rolled up the
   // tree): what its waiting jobs add to a session's queue figures, their
   // pending requests and, of those admitted and not running (Inqueue),
@@ -322,6 +326,7 @@ class State {
   void AddEnded(EndedJob e);
   JobSet waiting_;
   JobSet admitted_waiting_;
+  size_t admitted_waiting_scoped_ = 0;
   std::vector<WaitingSums> waiting_sums_;
   // TakeAdmissionChanges' log, and whether more changed than it kept.
   std::vector<JobId> admission_changes_;
@@ -332,6 +337,7 @@ class State {
     bool in = false;       // waiting: counted at all
     bool unadmitted = false;  // waiting in phase Pending
     bool inqueue = false;  // its minimum counted in `inqueue`
+    bool scoped = false;   // counted in admitted_waiting_scoped_
     uint32_t queue = 0;
     Resources pending;
   };

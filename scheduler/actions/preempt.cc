@@ -59,10 +59,21 @@ class ReclaimAction : public Action {
  public:
   explicit ReclaimAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "reclaim"; }
-  Timestamp NextChange(const State& /*state*/, Timestamp now) const override {
+  Timestamp NextChange(const State& state, Timestamp now) const override {
+    if (skipped_) return CouldHaveAsked(state) ? FirstCooldownEnd(state, now) : kNoChange;
     return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
   }
   void Execute(Session& s) override {
+    // No queue above its deserved share: no reclaim unit is usable, so
+    // every preemptor would stop before choosing, deferring its offer or
+    // earlier (one of a hard topology tier or with a speed model may get as
+    // far as choosing among none: then the action runs). Nothing to
+    // decide, and nothing to walk. The wake-up after a quiet cycle is the
+    // run's (VictimPicker::NextChange) or earlier: the first end of a
+    // running job's cooldown when some waiting gang could have been asked
+    // (a running job in another queue than its own), else none.
+    skipped_ = s.fast_paths() && s.state().admitted_waiting_scoped() == 0 && !VictimPicker::AnyQueueBorrows(s);
+    if (skipped_) return;
     VictimPicker picker(s, EvictMode::kReclaim, args_);
     // Only gangs with a running job in another queue can have a victim
     // (asked before the sort; with the fast paths, so the property test
@@ -76,8 +87,40 @@ class ReclaimAction : public Action {
   }
 
  private:
+  // Some admitted gang waits below its minimum and a running job sits in
+  // another queue than its own (what lets WaitingGangs ask it).
+  static bool CouldHaveAsked(const State& state) {
+    constexpr uint32_t kNone = UINT32_MAX;
+    uint32_t first = kNone;
+    bool several = false;
+    for (JobId id : state.active_jobs()) {
+      const Job& v = state.job(id);
+      if (v.phase() != JobPhase::kRunning) continue;
+      if (first == kNone) first = v.queue().value();
+      several = several || v.queue().value() != first;
+    }
+    if (first == kNone) return false;
+    for (JobId id : state.admitted_waiting_jobs()) {
+      const Job& j = state.job(id);
+      if (j.phase() == JobPhase::kInqueue && !j.GangReady() && (several || j.queue().value() != first)) return true;
+    }
+    return false;
+  }
+  // The first end, not before now, of a running job's action cooldown.
+  Timestamp FirstCooldownEnd(const State& state, Timestamp now) const {
+    Timestamp end = kNoChange;
+    for (JobId id : state.active_jobs()) {
+      const Job& v = state.job(id);
+      if (v.phase() == JobPhase::kRunning && v.last_resize() >= 0 && now - v.last_resize() < args_.cooldown_ms) {
+        end = std::min(end, v.last_resize() + args_.cooldown_ms);
+      }
+    }
+    return end == kNoChange ? kNoChange : std::max(end, now);
+  }
+
   EvictionArgs args_;
   Timestamp next_change_ = 0;
+  bool skipped_ = false;
 };
 
 }  // namespace

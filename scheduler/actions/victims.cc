@@ -146,6 +146,15 @@ bool Borrows(const QueueInfo& giver) {
 
 }  // namespace
 
+bool VictimPicker::AnyQueueBorrows(const Session& s) {
+  // A giver is any queue but a common ancestor of both sides; a root is one
+  // when the queues have several (GiverChain).
+  for (const QueueInfo& q : s.queues()) {
+    if (Borrows(q)) return true;
+  }
+  return false;
+}
+
 bool VictimPicker::ReclaimKeepsShares(uint32_t p_queue, const Job& v, const Resources& take) const {
   const std::vector<int>& vv = GiverChain(s_, p_queue, v.queue().value());
   if (vv.empty() || !Borrows(s_.queues()[vv.back()])) return false;

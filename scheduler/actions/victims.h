@@ -91,6 +91,10 @@ class VictimPicker {
     }
     return true;
   }
+  // Some queue is above its deserved share (GPUs), what it is releasing
+  // not counted: reclaim's givers are such queues, so without one no
+  // reclaim unit is usable (ReclaimKeepsShares).
+  static bool AnyQueueBorrows(const Session& s);
   // The earliest end of a cooldown that alone kept a running job from
   // being a victim (kNoChange: none), as the offers built so far saw it.
   Timestamp cooldown_end() const { return cooldown_end_; }
