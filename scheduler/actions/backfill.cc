@@ -44,9 +44,14 @@ class BackfillAction : public Action {
         waiting.push_back(&j);
       }
     }
-    SortInJobOrder(s, waiting.begin(), waiting.end());
     const WalltimeEstimator* walltimes = walltimes_ ? &*walltimes_ : nullptr;
     GangPlacer placer(s, ReservationUse::kBackfill, nullptr, walltimes);
+    // Until a job is placed the state is as allocate left it, and each
+    // job's answer (over its queue's share, or its remembered failure)
+    // reads only it and that state: when every job would be passed so, the
+    // order does not matter and none is sorted.
+    if (s.fast_paths() && AllPassed(s, placer, waiting)) return;
+    SortInJobOrder(s, waiting.begin(), waiting.end());
     for (Job* j : waiting) {
       if (!st.reservation()) break;
       if (s.Overused(s.queue(j->queue()))) continue;
@@ -61,6 +66,26 @@ class BackfillAction : public Action {
   }
 
  private:
+  // Each of `waiting` is in a queue over its share, or recalled as failing
+  // again (GangPlacer::Recall): then each recalled one keeps its reason,
+  // and true. False, having kept no reason, at the first that is neither.
+  bool AllPassed(Session& s, GangPlacer& placer, const std::vector<Job*>& waiting) {
+    kept_.clear();
+    for (Job* j : waiting) {
+      if (s.Overused(s.queue(j->queue()))) continue;
+      const Job::PlaceMemo* kept = placer.Recall(*j);
+      if (!kept) {
+        // The ordered walk recalls these again: counted there.
+        s.NoteRecalled(-static_cast<int>(kept_.size()));
+        return false;
+      }
+      kept_.emplace_back(j, kept);
+    }
+    for (const auto& [j, kept] : kept_) s.KeepPendingReason(*j, *kept);
+    return true;
+  }
+
+  std::vector<std::pair<Job*, const Job::PlaceMemo*>> kept_;  // AllPassed's (reused)
   std::optional<WalltimeEstimator> walltimes_;  // with learnedWalltimePercentile
 };
 
