@@ -143,13 +143,22 @@ class AllocateAction : public Action {
     }
     std::vector<uint32_t> live;
     for (uint32_t q = 0; q < by_queue.size(); ++q) {
-      auto& jobs = by_queue[q];
-      if (jobs.empty()) continue;
-      SortInJobOrder(s, jobs.begin(), jobs.end());
-      live.push_back(q);
+      if (!by_queue[q].empty()) live.push_back(q);
     }
-    DropIfOvertaken(s, by_queue);
     GangPlacer placer(s, ReservationUse::kNone);
+    // With a reservation that stands, until a job is placed each job's
+    // answer (its queue over its share, or its remembered failure) reads
+    // only it and the state as found, and no reservation is made: when
+    // every job would be passed so, the order does not matter and only the
+    // holder's queue is sorted (DropIfOvertaken reads it in order).
+    if (s.fast_paths() && st.reservation()) {
+      auto& held = by_queue[st.job(st.reservation()->job).queue().value()];
+      SortInJobOrder(s, held.begin(), held.end());
+      DropIfOvertaken(s, by_queue);
+      if (st.reservation() && AllPassed(s, placer, by_queue, live)) return;
+    }
+    for (uint32_t q : live) SortInJobOrder(s, by_queue[q].begin(), by_queue[q].end());
+    DropIfOvertaken(s, by_queue);
     // The queue order reads the queues' figures, which only a commit moves:
     // the first queue is looked for again after a commit or when a queue
     // leaves `live`, not for every job (most are recalled and change
@@ -167,27 +176,7 @@ class AllocateAction : public Action {
       QueueInfo& queue = s.queues()[q];
       auto& jobs = by_queue[q];
       if (s.Overused(queue)) {
-        // One text for the queue's waiting jobs, composed once a cycle and
-        // kept by generation while it reads the same: a job that has it
-        // already is passed without a copy or a comparison
-        // (Session::KeepPendingReason).
-        Kept& why = overused_[q];
-        bool composed = false;
-        for (size_t k = next[q]; k < jobs.size(); ++k) {
-          Job* j = jobs[k];
-          if (!j->GangReady()) {
-            if (!composed) {
-              std::string text = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
-                                              queue.deserved.ToString(), ")");
-              if (text != why.text || why.gen == 0) {
-                why.text = std::move(text);
-                why.gen = Job::NextReasonGen();
-              }
-              composed = true;
-            }
-            s.KeepPendingReason(*j, why.text, why.gen);
-          }
-        }
+        KeepOverused(s, q, jobs, next[q]);
         live.erase(it);
         it = live.end();
         continue;
@@ -224,6 +213,59 @@ class AllocateAction : public Action {
   }
 
  private:
+  // Queue q is over its share: its waiting jobs from `from` on that are
+  // not ready keep one text, composed once a cycle and kept by generation
+  // while it reads the same (a job that has it already is passed without a
+  // copy or a comparison: Session::KeepPendingReason).
+  void KeepOverused(Session& s, uint32_t q, const std::vector<Job*>& jobs, size_t from) {
+    const QueueInfo& queue = s.queues()[q];
+    Kept& why = overused_[q];
+    bool composed = false;
+    for (size_t k = from; k < jobs.size(); ++k) {
+      Job* j = jobs[k];
+      if (j->GangReady()) continue;
+      if (!composed) {
+        std::string text = absl::StrCat("queue '", queue.name(), "' is using its deserved share (",
+                                        queue.deserved.ToString(), ")");
+        if (text != why.text || why.gen == 0) {
+          why.text = std::move(text);
+          why.gen = Job::NextReasonGen();
+        }
+        composed = true;
+      }
+      s.KeepPendingReason(*j, why.text, why.gen);
+    }
+  }
+
+  // Every job of the live queues is in a queue over its share or recalled
+  // as failing again (GangPlacer::Recall): then each keeps its reason as
+  // the walk in order would have given it, and true. False, having kept no
+  // reason, at the first that is neither.
+  bool AllPassed(Session& s, GangPlacer& placer, const std::vector<std::vector<Job*>>& by_queue,
+                 const std::vector<uint32_t>& live) {
+    kept_.clear();
+    over_.clear();
+    for (uint32_t q : live) {
+      if (s.Overused(s.queues()[q])) {
+        over_.push_back(q);
+        continue;
+      }
+      for (Job* j : by_queue[q]) {
+        const Job::PlaceMemo* kept = placer.Recall(*j);
+        if (!kept) {
+          s.NoteRecalled(-static_cast<int>(kept_.size()));  // recalled again in order, counted there
+          return false;
+        }
+        if (!j->GangReady()) kept_.emplace_back(j, kept);
+      }
+    }
+    for (uint32_t q : over_) KeepOverused(s, q, by_queue[q], 0);
+    for (const auto& [j, kept] : kept_) s.KeepPendingReason(*j, *kept);
+    return true;
+  }
+
+  std::vector<std::pair<Job*, const Job::PlaceMemo*>> kept_;  // AllPassed's (reused)
+  std::vector<uint32_t> over_;                                // AllPassed's (reused)
   // Per queue: the last "using its deserved share" text and its generation
   // (Job::NextReasonGen), kept across cycles.
   struct Kept {
