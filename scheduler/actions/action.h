@@ -94,6 +94,8 @@ std::vector<Job*> WaitingGangs(Session& s);
 // The same, only those `keep` says yes to (asked before the sort, which then
 // orders fewer jobs; the order among them is the same).
 std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep);
+// The same, in no particular order.
+std::vector<Job*> UnsortedWaitingGangs(Session& s, const std::function<bool(const Job&)>& keep);
 
 }  // namespace ringmaster::scheduler
 

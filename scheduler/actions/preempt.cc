@@ -16,6 +16,12 @@ namespace ringmaster::scheduler {
 std::vector<Job*> WaitingGangs(Session& s) { return WaitingGangs(s, nullptr); }
 
 std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
+  std::vector<Job*> out = UnsortedWaitingGangs(s, keep);
+  SortInJobOrder(s, out.begin(), out.end());
+  return out;
+}
+
+std::vector<Job*> UnsortedWaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
   std::vector<Job*> out;
   for (JobId id : s.admitted_jobs()) {
     Job& j = s.mutable_state().job(id);
@@ -25,7 +31,6 @@ std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>
     if (keep && !keep(j)) continue;
     out.push_back(&j);
   }
-  SortInJobOrder(s, out.begin(), out.end());
   return out;
 }
 
@@ -45,8 +50,14 @@ class PreemptAction : public Action {
     VictimPicker picker(s, EvictMode::kPreempt, args_);
     // Only gangs that outrank a running job of their queue can have a
     // victim; a commit never gives one to another gang (what it starts is
-    // not yet a victim), so they are picked before the sort.
-    for (Job* p : WaitingGangs(s, [&](const Job& j) { return picker.MayHaveVictims(j); })) picker.TryFor(*p);
+    // not yet a victim), so they are picked before the sort, which is
+    // needed only when one of them may get as far as an offer
+    // (VictimPicker::Unordered).
+    std::vector<Job*> gangs = UnsortedWaitingGangs(s, [&](const Job& j) { return picker.MayHaveVictims(j); });
+    if (!(s.fast_paths() && std::all_of(gangs.begin(), gangs.end(), [&](Job* p) { return picker.Unordered(*p); }))) {
+      SortInJobOrder(s, gangs.begin(), gangs.end());
+      for (Job* p : gangs) picker.TryFor(*p);
+    }
     next_change_ = NextChangeOf(picker, s.now());
   }
 
@@ -79,9 +90,15 @@ class ReclaimAction : public Action {
     // (asked before the sort; with the fast paths, so the property test
     // compares both ways).
     auto may = [&](const Job& j) { return !s.fast_paths() || picker.MayHaveVictims(j); };
-    for (Job* p : WaitingGangs(s, may)) {
-      if (s.Overused(s.queue(p->queue()))) continue;
-      picker.TryFor(*p);
+    std::vector<Job*> gangs = UnsortedWaitingGangs(s, may);
+    // As preempt: sorted only when one may get as far as an offer.
+    auto unordered = [&](Job* p) { return s.Overused(s.queue(p->queue())) || picker.Unordered(*p); };
+    if (!(s.fast_paths() && std::all_of(gangs.begin(), gangs.end(), unordered))) {
+      SortInJobOrder(s, gangs.begin(), gangs.end());
+      for (Job* p : gangs) {
+        if (s.Overused(s.queue(p->queue()))) continue;
+        picker.TryFor(*p);
+      }
     }
     next_change_ = NextChangeOf(picker, s.now());
   }

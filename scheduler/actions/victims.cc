@@ -282,7 +282,9 @@ VictimPicker::Offer& VictimPicker::OfferFor(const Job& p) {
 
 Timestamp VictimPicker::NextChange(Timestamp now) {
   if (chose_) return now;
-  if (!had_victims_ && deferred_.empty()) return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
+  if (!had_victims_ && deferred_.empty() && !screened_defer_) {
+    return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
+  }
   if (!running_indexed_) IndexRunning();
   Timestamp end = kNoChange;
   for (const Job* v : running_) {
@@ -940,15 +942,20 @@ void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, c
   }
 }
 
-bool VictimPicker::TryFor(Job& p) {
+bool VictimPicker::Pending(const Job& p) {
   // A member's scratch: TryForCount does not call TryFor.
-  std::vector<uint32_t>& pending = pending_;
-  pending.clear();
+  pending_.clear();
   for (const Task& t : p.tasks()) {
-    if (t.state == TaskState::kPending) pending.push_back(t.index);
+    if (t.state == TaskState::kPending) pending_.push_back(t.index);
   }
-  if (pending.empty() || p.GangShortfall() <= 0) return false;
+  if (pending_.empty() || p.GangShortfall() <= 0) return false;
   modelled_ = s_.has_job_speedup() && s_.JobSpeedup(p, 1).has_value();
+  return true;
+}
+
+bool VictimPicker::TryFor(Job& p) {
+  if (!Pending(p)) return false;
+  std::vector<uint32_t>& pending = pending_;
   // One like a preemptor that already failed since the last commit, short
   // of Apply, fails alike and leaves nothing behind (FailKey).
   std::optional<FailKey> key;
@@ -972,19 +979,26 @@ bool VictimPicker::TryFor(Job& p) {
   return ok;
 }
 
-bool VictimPicker::TryForPending(Job& p, std::vector<uint32_t>& pending) {
+bool VictimPicker::Prepare(Job& p, std::vector<uint32_t>& pending, int& min_need, bool& whole_first) {
   // Mostly in order already (by index, no task order plugin): checked first,
   // as a stable sort takes a buffer from the heap even then.
   auto before = [&](uint32_t a, uint32_t b) { return s_.TaskOrder(TaskRef{&p, a}, TaskRef{&p, b}); };
   if (!std::is_sorted(pending.begin(), pending.end(), before)) std::stable_sort(pending.begin(), pending.end(), before);
-  const int min_need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
+  min_need = std::min<int>(p.GangShortfall(), static_cast<int>(pending.size()));
   if (min_need <= 0) return false;
   // Loans go back up to the whole desired size when they cover it, else
   // the minimum (the rest of P's tasks are placed best-effort either way).
   // A job with a speed model (the speedup plugin) is sized by it: started
   // at its minimum it would run there until GPUs stay idle, so its victims
   // are sought for its whole desired size first, as loans are.
-  const bool whole_first = mode_ == EvictMode::kLoan || modelled_;
+  whole_first = mode_ == EvictMode::kLoan || modelled_;
+  return true;
+}
+
+bool VictimPicker::TryForPending(Job& p, std::vector<uint32_t>& pending) {
+  int min_need = 0;
+  bool whole_first = false;
+  if (!Prepare(p, pending, min_need, whole_first)) return false;
   if (whole_first && static_cast<int>(pending.size()) > min_need &&
       TryForCount(p, pending, static_cast<int>(pending.size()))) {
     return true;
@@ -992,13 +1006,13 @@ bool VictimPicker::TryForPending(Job& p, std::vector<uint32_t>& pending) {
   return TryForCount(p, pending, min_need);
 }
 
-bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int need) {
-  const State& st = s_.state();
-  const topology::Cluster& c = st.cluster();
+VictimPicker::Screened VictimPicker::Screen(const Job& p, const std::vector<uint32_t>& pending, int need,
+                                            Need& per_task) {
+  const topology::Cluster& c = s_.state().cluster();
   const JobSpec& spec = p.spec();
   // Whole GPUs per task decide where a task fits (the largest of the gang's
   // minimum when sizes differ; the placement below is exact).
-  Need per_task;
+  per_task = Need{};
   // Tasks of one role all ask the same: the first says it.
   for (int k = 0; k < (spec.roles.size() == 1 ? std::min(need, 1) : need); ++k) {
     const Resources& r = p.request(pending[k]);
@@ -1006,28 +1020,59 @@ bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int
     per_task.cpu = std::max(per_task.cpu, r.cpu_milli());
     per_task.mem = std::max(per_task.mem, r.memory());
   }
-  if (per_task.gpus == 0) return false;  // CPU-only and GPU-share gangs do not preempt
-  if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return false;
+  if (per_task.gpus == 0) return Screened::kNo;  // CPU-only and GPU-share gangs do not preempt
+  if (mode_ == EvictMode::kReclaim && !TakerStaysWithinShare(s_, p)) return Screened::kNo;
   // No running job of its queue ranks below it: no victim, no offer to build.
-  if (mode_ == EvictMode::kPreempt && LowestRunningPriority(p.queue().value()) >= PriorityOf(p)) return false;
+  if (mode_ == EvictMode::kPreempt && LowestRunningPriority(p.queue().value()) >= PriorityOf(p)) {
+    return Screened::kNo;
+  }
   // Only the whole cluster as the scope (no hard topology tier, no node
   // scopes of a job with a speed model), which holds the tasks already:
   // ChooseIn would choose nothing. The offer is deferred, not skipped
   // (with the fast paths: the property test compares both ways).
   const bool cluster_only = !(spec.topology_mode == TopologyMode::kHard && spec.highest_tier <= c.num_tiers()) &&
                             !(s_.has_job_speedup() && spec.speed != nullptr);
-  if (s_.fast_paths() && cluster_only && FitsWithoutVictims(per_task, need)) {
-    const OfferKey key(p.queue().value(), PriorityOf(p));
-    if (!offers_.count(key)) deferred_.try_emplace(key, &p);
-    return false;
-  }
+  if (s_.fast_paths() && cluster_only && FitsWithoutVictims(per_task, need)) return Screened::kDefer;
   // Reclaim: no offer of this queue could give it enough (ReclaimBound >=
   // MaxTasks' bound for any offer of it): the build is deferred as above.
-  if (s_.fast_paths() && mode_ == EvictMode::kReclaim &&
-      ReclaimBound(p.queue().value(), per_task) < need) {
-    const OfferKey key(p.queue().value(), PriorityOf(p));
-    if (!offers_.count(key)) deferred_.try_emplace(key, &p);
-    return false;
+  if (s_.fast_paths() && mode_ == EvictMode::kReclaim && ReclaimBound(p.queue().value(), per_task) < need) {
+    return Screened::kDefer;
+  }
+  return Screened::kOffer;
+}
+
+bool VictimPicker::Unordered(Job& p) {
+  if (!Pending(p)) return true;
+  std::vector<uint32_t>& pending = pending_;
+  int min_need = 0;
+  bool whole_first = false;
+  if (!Prepare(p, pending, min_need, whole_first)) return true;
+  Need per_task;
+  for (const int need : {whole_first && static_cast<int>(pending.size()) > min_need ? static_cast<int>(pending.size()) : 0,
+                         min_need}) {
+    if (need == 0) continue;
+    const Screened v = Screen(p, pending, need, per_task);
+    if (v == Screened::kOffer) return false;
+    screened_defer_ = screened_defer_ || v == Screened::kDefer;
+  }
+  return true;
+}
+
+bool VictimPicker::TryForCount(Job& p, const std::vector<uint32_t>& pending, int need) {
+  const State& st = s_.state();
+  const topology::Cluster& c = st.cluster();
+  const JobSpec& spec = p.spec();
+  Need per_task;
+  switch (Screen(p, pending, need, per_task)) {
+    case Screened::kNo:
+      return false;
+    case Screened::kDefer: {
+      const OfferKey key(p.queue().value(), PriorityOf(p));
+      if (!offers_.count(key)) deferred_.try_emplace(key, &p);
+      return false;
+    }
+    case Screened::kOffer:
+      break;
   }
   Offer& offer = OfferFor(p);
   const bool modelled = modelled_;

@@ -95,6 +95,13 @@ class VictimPicker {
   // not counted: reclaim's givers are such queues, so without one no
   // reclaim unit is usable (ReclaimKeepsShares).
   static bool AnyQueueBorrows(const Session& s);
+  // Before any TryFor of the action, on the state as found: whether TryFor
+  // would stop P at a test that reads only P, the state and memos (Screen),
+  // asking for no offer; noting when it would defer one. When this holds
+  // for every preemptor, TryFor in job order would decide nothing and
+  // build no offer: the action needs no order and no TryFor (then
+  // NextChange reads the deferral noted here).
+  bool Unordered(Job& p);
   // The earliest end of a cooldown that alone kept a running job from
   // being a victim (kNoChange: none), as the offers built so far saw it.
   Timestamp cooldown_end() const { return cooldown_end_; }
@@ -122,6 +129,13 @@ class VictimPicker {
   bool TryForCount(Job& p, const std::vector<uint32_t>& pending, int need);
   // TryFor once `pending` (P's pending tasks) is known.
   bool TryForPending(Job& p, std::vector<uint32_t>& pending);
+  // P's pending tasks into pending_, and whether it has a speed model
+  // (modelled_): false when it misses none of its minimum.
+  bool Pending(const Job& p);
+  // `pending` in task order, the count it needs at least, and whether the
+  // whole desired size is tried first: false when it needs none.
+  bool Prepare(Job& p, std::vector<uint32_t>& pending, int& min_need, bool& whole_first);
+  bool screened_defer_ = false;  // Unordered found a preemptor whose offer TryFor would defer
   // Everything TryFor reads of a one-role preemptor that yielded to nobody
   // and has no speed model, besides the state and the picker's own
   // memos: its queue and rank (an offer's key: the plugins' victim answers
@@ -185,6 +199,12 @@ class VictimPicker {
     Quantity mem = 0;
     auto operator<=>(const Need&) const = default;
   };
+  // TryForCount's tests before an offer is asked for, which read only P,
+  // the state and the picker's memos (kNo: no victim could help it;
+  // kDefer: its offer's build is deferred; kOffer: the offer is needed).
+  // `per_task`: the task shape the tests used.
+  enum class Screened { kNo, kDefer, kOffer };
+  Screened Screen(const Job& p, const std::vector<uint32_t>& pending, int need, Need& per_task);
   // What a node has free (or would have, once units are gone) in them.
   struct Room {
     int64_t gpus = 0;
