@@ -67,6 +67,14 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   RM_ASSIGN_OR_RETURN(auto free_min_samples, args.Int("freeMinSamples", 20));
   if (free_min_samples < 1) return args.Error("freeMinSamples", "must be at least 1");
+  RM_ASSIGN_OR_RETURN(auto by_node, args.String("freeByNode", "off"));
+  if (by_node != "off" && by_node != "expected" && by_node != "floor") {
+    return args.Error("freeByNode", "must be off, expected or floor");
+  }
+  RM_ASSIGN_OR_RETURN(auto gang_horizon, args.Double("freeGangHorizon", -1));
+  if (!(gang_horizon == -1 || (gang_horizon >= 0 && gang_horizon <= 1e9))) {
+    return args.Error("freeGangHorizon", "must be seconds in [0, 1e9] (default: freeHorizon)");
+  }
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -101,6 +109,10 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
   o.victim_fill = victim_fill;
+  o.free_gang_horizon_ms = gang_horizon < 0 ? -1 : std::llround(gang_horizon * 1e3);
+  o.free_by_node = by_node == "expected" ? Options::kFreeExpected
+                   : by_node == "floor"  ? Options::kFreeFloor
+                                         : Options::kFreeGpus;
   return std::make_unique<LasPlugin>(std::move(cuts), o);
 }
 
@@ -266,7 +278,7 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
     if (o_.free_horizon_ms > 0 &&
         (job.phase() == scheduler::JobPhase::kPending || job.phase() == scheduler::JobPhase::kInqueue)) {
       const scheduler::Timestamp since = WaitingSince(job);
-      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + o_.free_horizon_ms;
+      const scheduler::Timestamp from = since + o_.preempt_after_ms, until = from + Horizon(job);
       if (from <= now && now < until) next = std::min({next, until, now - now % kFreeStepMs + kFreeStepMs});
     }
     // Waiting with preemptAfter: its preemption rank rises once it has
@@ -344,19 +356,149 @@ void LasPlugin::Learn(const scheduler::State& state) {
   }
 }
 
+double LasPlugin::EndChance(const scheduler::Job& job, scheduler::Timestamp now, scheduler::Timestamp horizon_ms) {
+  // The job's GPU-time at the last whole minute (constant while the state
+  // is), over its minimum's GPUs: its time run then.
+  const int64_t held = job.allocated().gpu_milli(), g = job.min_request().gpu_milli();
+  if (job.phase() != scheduler::JobPhase::kRunning || held <= 0 || g <= 0) return 0;
+  const int64_t age = std::max<int64_t>(0, (job.AttainedMilliMs(now) - held * (now % kFreeStepMs)) / g);
+  return run_lengths_.EndWithin(age, horizon_ms);
+}
+
+namespace {
+
+// The most whole GPUs one task of the job needs (over its roles; 0: none).
+int GangShape(const scheduler::Job& job) {
+  int most = 0;
+  for (const scheduler::RoleSpec& r : job.spec().roles) {
+    if (r.gpu.whole() && r.gpu.count > most) most = r.gpu.count;
+  }
+  return most;
+}
+
+}  // namespace
+
+scheduler::Timestamp LasPlugin::Horizon(const scheduler::Job& job) const {
+  if (o_.free_gang_horizon_ms < 0 || GangShape(job) <= 1) return o_.free_horizon_ms;
+  return o_.free_gang_horizon_ms;
+}
+
 double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
-  // Each running job's GPU-time at the last whole minute (constant while the
-  // state is), over its minimum's GPUs: its time run then.
-  const scheduler::Timestamp since_minute = now % kFreeStepMs;
   double gpus = 0;
   for (scheduler::JobId id : state.active_jobs()) {
     const scheduler::Job& job = state.job(id);
-    const int64_t held = job.allocated().gpu_milli(), g = job.min_request().gpu_milli();
-    if (job.phase() != scheduler::JobPhase::kRunning || held <= 0 || g <= 0) continue;
-    const int64_t age = std::max<int64_t>(0, (job.AttainedMilliMs(now) - held * since_minute) / g);
-    gpus += run_lengths_.EndWithin(age, o_.free_horizon_ms) * static_cast<double>(held) / 1000;
+    if (job.phase() != scheduler::JobPhase::kRunning || job.allocated().gpu_milli() <= 0) continue;
+    gpus += EndChance(job, now, o_.free_horizon_ms) * static_cast<double>(job.allocated().gpu_milli()) / 1000;
   }
   return gpus;
+}
+
+namespace {
+
+// Calls add(count) for each task of the job's gang minimum that needs whole
+// GPUs.
+template <typename F>
+void TaskShapes(const scheduler::Job& job, F&& add) {
+  const uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(job.min_member()), job.tasks().size());
+  for (uint32_t i = 0; i < n; ++i) {
+    const scheduler::GpuRequest& r = job.gpu(i);
+    if (r.whole() && r.count > 0) add(r.count);
+  }
+}
+
+}  // namespace
+
+void LasPlugin::BuildNodeView(const scheduler::State& state, const std::vector<const scheduler::Job*>& running,
+                              const std::vector<double>& chance) {
+  const size_t nodes = state.num_nodes();
+  node_items_.resize(nodes);
+  for (auto& items : node_items_) items.clear();
+  node_free_.assign(nodes, 0);
+  dist_at_.assign(nodes, ~0u);
+  dist_.clear();
+  fit_by_g_.clear();
+  for (size_t n = 0; n < nodes; ++n) {
+    const scheduler::NodeId id(static_cast<uint32_t>(n));
+    if (state.free_index().Contains(id)) node_free_[n] = state.FreeWholeGpus(id);
+  }
+  // Each running job that may end: its whole GPUs on each node (its tasks
+  // there together: they end with it).
+  for (size_t j = 0; j < running.size(); ++j) {
+    if (chance[j] <= 0) continue;
+    const scheduler::Job& job = *running[j];
+    for (uint32_t i = 0; i < job.tasks().size(); ++i) {
+      const scheduler::Task& t = job.task(i);
+      if (!scheduler::HoldsNode(t.state) || !t.node.valid() || !job.gpu(i).whole()) continue;
+      auto& items = node_items_[t.node.value()];
+      const int gpus = static_cast<int>(t.gpus.size());
+      if (!items.empty() && items.back().job == job.id().value()) {
+        items.back().gpus += gpus;
+      } else {
+        items.push_back({job.id().value(), gpus, chance[j]});
+      }
+    }
+  }
+  for (size_t n = 0; n < nodes; ++n) {
+    const auto& items = node_items_[n];
+    if (items.empty()) continue;
+    dist_at_[n] = static_cast<uint32_t>(dist_.size());
+    if (o_.free_by_node == Options::kFreeFloor) {
+      double mean = static_cast<double>(node_free_[n]);
+      for (const NodeItem& it : items) mean += it.p * it.gpus;
+      dist_.push_back(mean);
+      continue;
+    }
+    // P(F = free + k), k = 0 .. the GPUs of the items: each job ends or not
+    // by itself (in place, from the top down).
+    int total = 0;
+    for (const NodeItem& it : items) total += it.gpus;
+    const size_t at = dist_.size();
+    dist_.resize(at + total + 1, 0.0);
+    double* d = dist_.data() + at;
+    d[0] = 1;
+    int top = 0;
+    for (const NodeItem& it : items) {
+      for (int k = top; k >= 0; --k) {
+        d[k + it.gpus] += it.p * d[k];
+        d[k] *= 1 - it.p;
+      }
+      top += it.gpus;
+    }
+  }
+}
+
+double LasPlugin::TasksFit(int g) {
+  if (static_cast<size_t>(g) < fit_by_g_.size() && fit_by_g_[g] >= 0) return fit_by_g_[g];
+  double tasks = 0;
+  for (size_t n = 0; n < node_free_.size(); ++n) {
+    const int64_t free = node_free_[n];
+    if (dist_at_[n] == ~0u) {
+      tasks += static_cast<double>(free / g);
+    } else if (o_.free_by_node == Options::kFreeFloor) {
+      tasks += std::floor(dist_[dist_at_[n]] / g + 1e-9);
+    } else {
+      int total = 0;
+      for (const NodeItem& it : node_items_[n]) total += it.gpus;
+      const double* d = dist_.data() + dist_at_[n];
+      for (int k = 0; k <= total; ++k) tasks += d[k] * static_cast<double>((free + k) / g);
+    }
+  }
+  if (fit_by_g_.size() <= static_cast<size_t>(g)) fit_by_g_.resize(g + 1, -1);
+  fit_by_g_[g] = tasks;
+  return tasks;
+}
+
+double LasPlugin::ExpectedFreeTasks(const scheduler::State& state, scheduler::Timestamp now, int g) {
+  std::vector<const scheduler::Job*> running;
+  std::vector<double> chance;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    if (job.phase() != scheduler::JobPhase::kRunning) continue;
+    running.push_back(&job);
+    chance.push_back(EndChance(job, now, o_.free_gang_horizon_ms >= 0 ? o_.free_gang_horizon_ms : o_.free_horizon_ms));
+  }
+  BuildNodeView(state, running, chance);
+  return TasksFit(std::max(g, 1));
 }
 
 void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
@@ -364,36 +506,102 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
   if (o_.free_horizon_ms <= 0) return;
   Learn(state);
   if (run_lengths_.samples() < o_.free_min_samples) return;
-  // The waiting jobs in this plugin's job order (rank, then first come first
-  // served), each with whether it is inside its hold window.
+  // The waiting jobs, each with its rank in this plugin's job order, its
+  // tasks' shape (the most GPUs one needs) and whether it is inside its hold
+  // window; the running jobs.
   struct Waiting {
     int64_t rank;
     scheduler::Timestamp created;
     uint32_t id;
     int64_t gpu_milli;
+    int shape;
     bool in_window;
+    const scheduler::Job* job;
   };
   std::vector<Waiting> waiting;
-  bool any = false;
+  std::vector<const scheduler::Job*> running;
+  bool any = false, any_gang = false;  // any_gang: a job of g > 1 GPUs a task is in its window
+  const bool gang_rule = o_.free_by_node != Options::kFreeGpus || o_.free_gang_horizon_ms >= 0;
   for (scheduler::JobId id : state.active_jobs()) {
     const scheduler::Job& job = state.job(id);
+    if (job.phase() == scheduler::JobPhase::kRunning) {
+      if (job.allocated().gpu_milli() > 0) running.push_back(&job);
+      continue;
+    }
     if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
+    const int shape = gang_rule ? GangShape(job) : 0;
     const scheduler::Timestamp from = WaitingSince(job) + o_.preempt_after_ms;
-    const bool in_window = from <= now && now < from + o_.free_horizon_ms;
+    const bool in_window = from <= now && now < from + Horizon(job);
     any = any || in_window;
-    waiting.push_back({OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), in_window});
+    any_gang = any_gang || (in_window && shape > 1);
+    waiting.push_back(
+        {OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), shape, in_window, &job});
   }
   if (!any) return;
-  std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
-    if (a.rank != b.rank) return a.rank > b.rank;
-    if (a.created != b.created) return a.created < b.created;
-    return a.id < b.id;
-  });
-  const double expected = static_cast<double>(state.free_index().TotalFree()) + ExpectedFreeGpus(state, now);
-  double ahead = 0;  // GPUs of the waiting jobs up to this one, itself included
-  for (const Waiting& w : waiting) {
+  // The GPUs free now plus those expected to free within the horizon (and,
+  // for the gangs, within freeGangHorizon).
+  std::vector<double> chance(running.size()), gang_chance;
+  double expected_free = 0;
+  for (size_t j = 0; j < running.size(); ++j) {
+    chance[j] = EndChance(*running[j], now, o_.free_horizon_ms);
+    expected_free += chance[j] * static_cast<double>(running[j]->allocated().gpu_milli()) / 1000;
+  }
+  const double free_now = static_cast<double>(state.free_index().TotalFree());
+  const double expected = free_now + expected_free;
+  double gang_expected = expected;
+  const bool own_gang_horizon = o_.free_gang_horizon_ms >= 0 && o_.free_gang_horizon_ms != o_.free_horizon_ms;
+  if (any_gang && own_gang_horizon) {
+    gang_chance.resize(running.size());
+    double e = 0;
+    for (size_t j = 0; j < running.size(); ++j) {
+      gang_chance[j] = EndChance(*running[j], now, o_.free_gang_horizon_ms);
+      e += gang_chance[j] * static_cast<double>(running[j]->allocated().gpu_milli()) / 1000;
+    }
+    gang_expected = free_now + e;
+  }
+  const double most = std::max(expected, gang_expected);
+  // In job order (rank, then first come first served), as a heap: the jobs
+  // ahead only grow, so once they need more than is expected no later job is
+  // held, and the rest need not be ordered.
+  auto after = [](const Waiting& a, const Waiting& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.created != b.created) return a.created > b.created;
+    return a.id > b.id;
+  };
+  std::make_heap(waiting.begin(), waiting.end(), after);
+  double ahead = 0;                    // GPUs of the waiting jobs up to this one, itself included
+  std::vector<int64_t> tasks_by_gpus;  // freeByNode: their tasks by whole GPUs
+  bool view = false;
+  for (auto end = waiting.end(); end != waiting.begin(); --end) {
+    std::pop_heap(waiting.begin(), end, after);
+    const Waiting& w = *(end - 1);
     ahead += static_cast<double>(w.gpu_milli) / 1000;
-    if (w.in_window && expected >= ahead) held_.insert(w.id);
+    if (most < ahead) break;
+    if (o_.free_by_node != Options::kFreeGpus && any_gang) {
+      TaskShapes(*w.job, [&](int c) {
+        if (tasks_by_gpus.size() <= static_cast<size_t>(c)) tasks_by_gpus.resize(c + 1, 0);
+        ++tasks_by_gpus[c];
+      });
+    }
+    if (!w.in_window) continue;
+    if (w.shape <= 1 || !gang_rule) {
+      if (expected >= ahead) held_.insert(w.id);
+      continue;
+    }
+    if (gang_expected < ahead) continue;
+    if (o_.free_by_node != Options::kFreeGpus) {
+      // freeByNode: the tasks of w.shape GPUs ahead (a task of c >= shape
+      // counts ceil(c / shape)) against those expected to fit.
+      if (!view) {
+        BuildNodeView(state, running, own_gang_horizon ? gang_chance : chance);
+        view = true;
+      }
+      int64_t units = 0;
+      const size_t g = static_cast<size_t>(w.shape);
+      for (size_t c = g; c < tasks_by_gpus.size(); ++c) units += tasks_by_gpus[c] * static_cast<int64_t>((c + g - 1) / g);
+      if (TasksFit(w.shape) < static_cast<double>(units)) continue;
+    }
+    held_.insert(w.id);
   }
 }
 
@@ -407,7 +615,7 @@ int64_t LasPlugin::PreemptRank(const scheduler::Job& job, scheduler::Timestamp n
     // Waiting since it was last stopped, else since it was submitted.
     const scheduler::Timestamp since = WaitingSince(job);
     const bool held = now - since < o_.preempt_after_ms || (!o_.stopped_preempts && Stopped(job)) ||
-                      (now - since < o_.preempt_after_ms + o_.free_horizon_ms && HeldForFreeGpus(job));
+                      (now - since < o_.preempt_after_ms + Horizon(job) && HeldForFreeGpus(job));
     // The lowest level of its priority: above no running job of it.
     if (held) {
       const int64_t lowest = static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1);

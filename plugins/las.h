@@ -72,6 +72,19 @@
 //     preemptAfter + freeHorizon (its wait stays bounded). Ages are read at
 //     the last whole minute, so the answer changes only at events and on
 //     the minute.
+//   - `freeByNode` (default "off"; "expected" or "floor"): with
+//     freeHorizon, a waiting job whose tasks need g > 1 whole GPUs each (a
+//     gang of 8-GPU tasks needs whole nodes) is held only when, besides the
+//     GPU count above, the tasks of g GPUs expected to fit within the
+//     horizon cover the tasks of g or more GPUs of the waiting jobs ahead of
+//     it and its own (a task of c >= g GPUs counts ceil(c / g)). Expected
+//     to fit, per node: with "expected", E[floor(F / g)] where F is the
+//     node's free GPUs plus those of each running job there that ends
+//     within the horizon (each job by itself, with the chance above); with
+//     "floor", floor(E[F] / g). A job of 1-GPU tasks is held as without it.
+//   - `freeGangHorizon` (seconds, default: freeHorizon): with freeHorizon,
+//     the horizon (and the hold's window) of a job whose tasks need g > 1
+//     whole GPUs each; a job of 1-GPU tasks keeps freeHorizon.
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -123,6 +136,12 @@ struct LasOptions {
   // freeHorizon (ms; 0: off) and the samples it needs.
   scheduler::Timestamp free_horizon_ms = 0;
   int64_t free_min_samples = 20;
+  // freeByNode: how a job of g > 1 GPUs a task counts what is expected to
+  // free (kFreeGpus: GPUs only).
+  enum FreeByNode { kFreeGpus = 0, kFreeExpected = 1, kFreeFloor = 2 };
+  int free_by_node = kFreeGpus;
+  // freeGangHorizon (ms; -1: freeHorizon).
+  scheduler::Timestamp free_gang_horizon_ms = -1;
   // victimFill (GPUs; 0: off).
   int64_t victim_fill = 0;
 };
@@ -198,6 +217,10 @@ class LasPlugin : public scheduler::Plugin {
   // now (set by OnSessionOpen).
   bool HeldForFreeGpus(const scheduler::Job& job) const { return held_.contains(job.id().value()); }
   RunLengths& run_lengths() { return run_lengths_; }
+  // freeByNode: the tasks of `g` whole GPUs each expected to fit within
+  // freeHorizon at `now` (the free GPUs counted), summed over the nodes.
+  // (With freeGangHorizon, within that horizon.)
+  double ExpectedFreeTasks(const scheduler::State& state, scheduler::Timestamp now, int g);
   // victimFill: the GPUs (whole) that the waiting jobs which may
   // level-preempt need together in the session open now.
   int64_t PreemptDemand() const { return preempt_demand_; }
@@ -223,6 +246,29 @@ class LasPlugin : public scheduler::Plugin {
   RunLengths run_lengths_;
   uint64_t seen_ = 0;  // State::ended_job records read so far
   absl::flat_hash_set<uint32_t> held_;
+  // freeHorizon's chance that a running job ends within it, from its time
+  // run at the last whole minute (0 for a job not running or without GPUs).
+  double EndChance(const scheduler::Job& job, scheduler::Timestamp now, scheduler::Timestamp horizon_ms);
+  // The freeHorizon of `job`'s hold (freeGangHorizon for a job of g > 1
+  // GPUs a task).
+  scheduler::Timestamp Horizon(const scheduler::Job& job) const;
+  // freeByNode's per-node view, built once a session when a job of g > 1
+  // GPUs a task is in its window: for each node, its free GPUs and the
+  // distribution (or the mean) of what it has free once the jobs expected
+  // to end are gone; then the tasks of g that fit, by g.
+  void BuildNodeView(const scheduler::State& state, const std::vector<const scheduler::Job*>& running,
+                     const std::vector<double>& chance);
+  double TasksFit(int g);
+  struct NodeItem {
+    uint32_t job;
+    int gpus;
+    double p;
+  };
+  std::vector<std::vector<NodeItem>> node_items_;  // by node (scratch, kept)
+  std::vector<int64_t> node_free_;                 // whole GPUs free now, by node
+  std::vector<uint32_t> dist_at_;                  // by node: offset in dist_ (or ~0u: none)
+  std::vector<double> dist_;                       // P(F = free .. free + sum) ("expected"), or E[F] ("floor")
+  std::vector<double> fit_by_g_;                   // TasksFit cache by g (-1: not yet)
   // victimFill: PreemptDemand, counted at session open.
   void CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now);
   int64_t preempt_demand_ = 0;

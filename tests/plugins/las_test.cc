@@ -837,5 +837,208 @@ TEST(LasPlugin, FreeHorizonCountsTheWaitingJobsAheadAndEndsWithItsWindow) {
   ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeMinSamples: ");
 }
 
+// Two 8-GPU nodes, each running two 4-GPU jobs from 0 s; at 100 s one job
+// on each node ends (two samples of 100 s run): 4 GPUs free on each node, 8
+// in all, but no node has 8. `gang` (one task of 8 GPUs) waits from 100 s
+// and may preempt from 130 s (preemptAfter 30 s; byTime threshold 50 s puts
+// the two left at level 1). At 130 s their ages are read at 120 s, longer
+// than any job seen to end: neither is expected to end within the hour.
+EngineHarness FragmentedScenario(const std::string& more) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                  PolicyFromYaml(LasPolicy(
+                      "50", ", byTime: true, preemptAfter: 30, freeHorizon: 3600, freeMinSamples: 2" + more)));
+  const std::vector<std::string> names = {"j1", "j2", "j3", "j4"};
+  for (const std::string& n : names) h.Submit(JobBuilder(n).GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  std::map<uint32_t, std::string> first_on;  // one job on each node
+  for (const std::string& n : names) {
+    EXPECT_TRUE(h.Running(n)) << n;
+    first_on.emplace(h.job(n).task(0).node.value(), n);
+  }
+  EXPECT_EQ(first_on.size(), 2u);
+  h.clock().Set(100'000);
+  for (const auto& [node, name] : first_on) EXPECT_TRUE(h.engine().FinishJob(h.job(name).id(), true).ok());
+  h.Submit(JobBuilder("gang").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  EXPECT_FALSE(h.Running("gang")) << "4 GPUs free on each node";
+  return h;
+}
+
+TEST(LasPlugin, FreeByNodeDoesNotHoldAGangForGpusScatteredOverNodes) {
+  // Counted as GPUs, the 8 free (4 + 4) cover `gang`'s 8: it is held at
+  // 130 s, though no node will have 8 free within the hour.
+  {
+    EngineHarness h = FragmentedScenario("");
+    h.clock().Set(130'000);
+    EXPECT_TRUE(h.Cycle().evictions.empty()) << "held by the GPU count";
+  }
+  // freeByNode: tasks of 8 GPUs expected to fit: floor(4 / 8) on each node
+  // (nothing there is expected to end), 0 < the 1 task `gang` needs: not
+  // held, it stops one of the two (which frees a node's 8).
+  for (const std::string mode : {"expected", "floor"}) {
+    EngineHarness h = FragmentedScenario(", freeByNode: " + mode);
+    h.clock().Set(130'000);
+    auto d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u) << mode;
+    EXPECT_EQ(d.evictions[0].preemptor, "gang") << mode;
+  }
+  // freeGangHorizon 0: a job of tasks of more than 1 GPU is never held.
+  EngineHarness h = FragmentedScenario(", freeGangHorizon: 0");
+  h.clock().Set(130'000);
+  auto d = h.Cycle();
+  ASSERT_EQ(d.evictions.size(), 1u);
+  EXPECT_EQ(d.evictions[0].preemptor, "gang");
+}
+
+TEST(LasPlugin, FreeByNodeCountsTheTasksThatFitPerNodeByEachJobsChance) {
+  // Samples of 100 s and 10,000 s; horizon 1 h. At 60 s a job that started
+  // at 0 s has run 60 s: of the two samples above it, 100 s ends within 60 s
+  // + 1 h: P = 1/2.
+  auto make = [](const std::string& mode) {
+    auto p = LasWith({{"thresholds", "50"}, {"freeHorizon", "3600"}, {"freeByNode", mode}});
+    if (p != nullptr) {
+      p->run_lengths().Add(100'000);
+      p->run_lengths().Add(10'000'000);
+    }
+    return p;
+  };
+  auto expected = make("expected"), floor = make("floor");
+  ASSERT_NE(expected, nullptr);
+  ASSERT_NE(floor, nullptr);
+  // One 8-GPU node, two 4-GPU jobs, each ending with P = 1/2: the node has
+  // 0, 4 or 8 GPUs free with P 1/4, 1/2, 1/4.
+  EngineHarness two(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  ASSERT_TRUE(StartAtZero(two, JobBuilder("a1").GpusPerTask(4).Build()));
+  ASSERT_TRUE(StartAtZero(two, JobBuilder("a2").GpusPerTask(4).Build()));
+  // "expected": E[floor(F / g)]. g = 8: 1/4; g = 4: 1/2 x 1 + 1/4 x 2 = 1;
+  // g = 2: 1/2 x 2 + 1/4 x 4 = 2.
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(two.state(), 60'000, 8), 0.25);
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(two.state(), 60'000, 4), 1.0);
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(two.state(), 60'000, 2), 2.0);
+  // "floor": floor(E[F] / g), E[F] = 4: 0, 1, 2. The GPUs: 4.
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(two.state(), 60'000, 8), 0.0);
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(two.state(), 60'000, 4), 1.0);
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(two.state(), 60'000, 2), 2.0);
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeGpus(two.state(), 60'000), 4.0);
+  // One job of two 4-GPU tasks on the node: both end with it, 0 or 8 free
+  // with P 1/2 each: 1/2 task of 8 (two jobs' 1/4 if counted apart).
+  EngineHarness one(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  ASSERT_TRUE(StartAtZero(one, JobBuilder("a").GpusPerTask(4).Gang(2).Build()));
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(one.state(), 60'000, 8), 0.5);
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(one.state(), 60'000, 8), 0.0);
+  // Two 8-GPU nodes: one free, the other held by an 8-GPU job (P = 1/2):
+  // 1 + 1/2 tasks of 8; floor: 1 + floor(4 / 8) = 1. Tasks of 3: 2 on the
+  // free node, 2 x 1/2 on the other; floor: 2 + floor(4 / 3) = 3.
+  EngineHarness half(ClusterBuilder().NodesPerRack(2).Gpus(8).Build());
+  ASSERT_TRUE(StartAtZero(half, JobBuilder("b").GpusPerTask(8).Build()));
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(half.state(), 60'000, 8), 1.5);
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(half.state(), 60'000, 8), 1.0);
+  EXPECT_DOUBLE_EQ(expected->ExpectedFreeTasks(half.state(), 60'000, 3), 3.0);
+  EXPECT_DOUBLE_EQ(floor->ExpectedFreeTasks(half.state(), 60'000, 3), 3.0);
+}
+
+TEST(LasPlugin, FreeByNodeCountsTheGangTasksAheadInTheJobsShape) {
+  // Three 8-GPU nodes, two 4-GPU jobs on each from 0 s. At 100 s both end on
+  // node A and one on each of B and C (four samples of 100 s run); `young`
+  // (8 GPUs) starts on A. `first` and `second` (8 GPUs each) wait from 100 s
+  // and may preempt from 130 s. At 140 s (ages read at 120 s) `young` (20 s) ends
+  // within the hour with P = 1, the 4-GPU jobs left (120 s) with P = 0.
+  const std::string args = ", byTime: true, preemptAfter: 30, freeHorizon: 3600, freeMinSamples: 2";
+  EngineHarness h(ClusterBuilder().NodesPerRack(3).Gpus(8).Build(), PolicyFromYaml(LasPolicy("50", args)));
+  const std::vector<std::string> names = {"j1", "j2", "j3", "j4", "j5", "j6"};
+  for (const std::string& n : names) h.Submit(JobBuilder(n).GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  std::map<uint32_t, std::vector<std::string>> on;  // by node
+  for (const std::string& n : names) {
+    ASSERT_TRUE(h.Running(n)) << n;
+    on[h.job(n).task(0).node.value()].push_back(n);
+  }
+  ASSERT_EQ(on.size(), 3u);
+  h.clock().Set(100'000);
+  bool node_a = true;
+  for (const auto& [node, jobs] : on) {
+    ASSERT_EQ(jobs.size(), 2u);
+    ASSERT_TRUE(h.engine().FinishJob(h.job(jobs[0]).id(), true).ok());
+    if (node_a) {
+      ASSERT_TRUE(h.engine().FinishJob(h.job(jobs[1]).id(), true).ok());
+    }
+    node_a = false;
+  }
+  h.Submit(JobBuilder("young").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("young"));
+  h.clock().Set(100'000);
+  h.Submit(JobBuilder("first").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("second").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  // At 140 s both may preempt. Counted as GPUs: 8 free + 8 expected = 16
+  // cover `first` (8) and `first` and `second` (16): both held, nobody is
+  // stopped.
+  h.clock().Set(140'000);
+  EXPECT_TRUE(h.Cycle().evictions.empty());
+  ASSERT_FALSE(h.Running("first") || h.Running("second"));
+  // Counted as tasks of 8: 1 on A, none on B or C (4 free each): it covers
+  // `first` (1 task), not `first` and `second` (2). Asked on the same state.
+  auto& state = const_cast<scheduler::State&>(h.state());
+  h.clock().Set(140'000);
+  for (const bool by_node : {false, true}) {
+    auto p = LasWith({{"thresholds", "50"},
+                      {"byTime", "true"},
+                      {"preemptAfter", "30"},
+                      {"freeHorizon", "3600"},
+                      {"freeMinSamples", "2"},
+                      {"freeByNode", by_node ? "expected" : "off"}});
+    ASSERT_NE(p, nullptr);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_TRUE(p->HeldForFreeGpus(h.job("first"))) << by_node;
+    EXPECT_EQ(p->HeldForFreeGpus(h.job("second")), !by_node);
+    if (by_node) {
+      EXPECT_DOUBLE_EQ(p->ExpectedFreeTasks(state, 140'000, 8), 1.0);
+      EXPECT_DOUBLE_EQ(p->ExpectedFreeTasks(state, 140'000, 4), 4.0) << "2 on A, 1 on B, 1 on C";
+    }
+    s.Close();
+  }
+}
+
+TEST(LasPlugin, FreeGangHorizonIsTheWindowOfAJobOfMultiGpuTasks) {
+  // preemptAfter 10 s, freeHorizon 60 s, freeGangHorizon 600 s: a job of 8
+  // GPUs waiting from 140 s is in its window 150-750 s, a 1-GPU job 150-210 s.
+  auto p = LasWith({{"thresholds", "50"},
+                    {"byTime", "true"},
+                    {"preemptAfter", "10"},
+                    {"freeHorizon", "60"},
+                    {"freeGangHorizon", "600"}});
+  ASSERT_NE(p, nullptr);
+  auto& las = *p;
+  EngineHarness w(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  w.Submit(JobBuilder("run").GpusPerTask(8).Build());
+  w.clock().Set(0);
+  w.Cycle();
+  w.clock().Set(140'000);
+  w.Submit(JobBuilder("gang").GpusPerTask(8).Build());
+  EXPECT_EQ(las.NextChange(w.state(), 200'000), 240'000) << "the minute, not 210 s";
+  EXPECT_EQ(las.NextChange(w.state(), 730'000), 750'000);
+  EXPECT_EQ(las.NextChange(w.state(), 750'000), scheduler::kNoChange);
+  EngineHarness one(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  one.Submit(JobBuilder("run").GpusPerTask(8).Build());
+  one.clock().Set(0);
+  one.Cycle();
+  one.clock().Set(140'000);
+  one.Submit(JobBuilder("small").GpusPerTask(1).Build());
+  EXPECT_EQ(las.NextChange(one.state(), 200'000), 210'000) << "a 1-GPU job keeps freeHorizon";
+  for (const std::string bad : {"-2", "2e9", "soon"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangHorizon", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangHorizon: ") << bad;
+  }
+  auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeByNode", {"nodes", 6, 3}}}));
+  ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeByNode: ");
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

@@ -99,13 +99,14 @@ Policy Shipped(const std::string& name) {
                                            "configurations");
     return WithQueues(std::move(p));
   }
-  if (name == "default+stoppedAhead" || name == "default+freeHorizon") {
+  if (name == "default+stoppedAhead" || name == "default+freeHorizon" || name == "default+freeByNode") {
     // The default's las on a scenario's time scale (levels at 1, 10 and 60
     // min, preemptAfter 2 min, levelCooldown 10 min) with the ways back for
     // stopped jobs (victimGpuExponent, stoppedPreempts, stoppedAhead), or the
     // preemption wait that reads expected ends (freeHorizon 10 min after 2
     // ended jobs: it reads the clock on the minute) with victims that serve
-    // several (victimFill 4).
+    // several (victimFill 4); with freeByNode, a gang's hold counts whole
+    // nodes over its own horizon (freeGangHorizon 20 min).
     std::map<std::string, PluginArgs::Value> las = {{"thresholds", {"60, 600, 3600", 0, 0}},
                                                     {"byTime", {"true", 0, 0}},
                                                     {"preemptAfter", {"120", 0, 0}},
@@ -117,6 +118,9 @@ Policy Shipped(const std::string& name) {
                   {"stoppedAhead", {"true", 0, 0}}});
     } else {
       las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}, {"victimFill", {"4", 0, 0}}});
+      if (name == "default+freeByNode") {
+        las.insert({{"freeByNode", {"expected", 0, 0}}, {"freeGangHorizon", {"1200", 0, 0}}});
+      }
     }
     Policy p = DefaultPolicy();
     for (auto& tier : p.tiers) {
@@ -261,7 +265,8 @@ INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                          ::testing::Values("fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
                                            "default+usageHalfLife", "default+usageWeight", "default+learnedWalltime",
-                                           "default+stoppedAhead", "default+freeHorizon", "gittins.yaml"),
+                                           "default+stoppedAhead", "default+freeHorizon", "default+freeByNode",
+                                           "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {
