@@ -414,10 +414,23 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   // index), skipping domains whose nodes cannot hold the tasks by GPU count,
   // at most kMaxDomainTries attempts per tier. Hard mode stops at its tier;
   // soft mode falls back to the whole cluster.
-  const bool constrained = (gpus_needed > 0 || share_needed > 0) && spec.topology_mode != TopologyMode::kNone;
+  // Hard mode holds every gang to one domain, GPUs or not.
+  const bool constrained = (gpus_needed > 0 || share_needed > 0 || HardTier(job) >= 0) &&
+                           spec.topology_mode != TopologyMode::kNone;
   const bool hard_limited = constrained && HardTier(job) >= 0;
   const int hard_tier = hard_limited ? HardTier(job) : 0;
   const int top = !constrained ? -1 : hard_limited ? hard_tier : tiers;
+  // A hard gang that holds a node already (at its minimum and growing, or
+  // short of it after a member left) stays in that node's domain at its
+  // tier, whatever it still needs.
+  topology::DomainId home;
+  if (hard_limited) {
+    for (const Task& t : job.tasks()) {
+      if (!HoldsNode(t.state) && t.state != TaskState::kPipelined) continue;
+      home = hard_tier == 0 ? topology::DomainId(t.node.value()) : c.DomainOf(t.node, hard_tier);
+      break;
+    }
+  }
   // Every task of the minimum needs at least g whole GPUs free on one node,
   // and takes them: when the nodes it may use cannot hold `need` such tasks
   // by free GPU count (a lookup: State::TasksFitByCount, less the reserved
@@ -439,7 +452,8 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   }
   const bool skip = hopeless && s_.fast_paths();
   bool ok = false;
-  for (int t = 0; t <= top && !ok && !skip; ++t) {
+  if (home.valid() && !skip) ok = try_scope({hard_tier, home});
+  for (int t = 0; t <= top && !ok && !skip && !home.valid(); ++t) {
     // Collect the domains first: an attempt changes the free index (and
     // undoes it), which would invalidate a walk in progress.
     std::vector<topology::DomainId> domains;

@@ -30,7 +30,7 @@ absl::Status CycleChecked(EngineHarness& h, DecisionOracle& oracle) {
 // its minimum still needs: `constrained` comes from gpus_needed /
 // share_needed of the first `need` tasks, and a gang at its minimum has
 // need 0, so the members past it take any node.
-TEST(OracleFindings, DISABLED_HardTopologyGangGrowingPastItsMinimumStaysInTheDomain) {
+TEST(OracleFindings, HardTopologyGangGrowingPastItsMinimumStaysInTheDomain) {
   const topology::Cluster cluster = TwoRacks();
   EngineHarness h(cluster);
   DecisionOracle oracle(cluster, {}, DecisionOracle::OptionsFor(scheduler::DefaultPolicy()));
@@ -53,7 +53,7 @@ TEST(OracleFindings, DISABLED_HardTopologyGangGrowingPastItsMinimumStaysInTheDom
 // `constrained` needs GPUs (gpus_needed or share_needed > 0), so a gang
 // without any is never held to its domain; docs/TRACE_FORMAT.md says a hard
 // gang "stays inside one domain at this tier or below", with no exception.
-TEST(OracleFindings, DISABLED_HardTopologyHoldsForGangsWithoutGpus) {
+TEST(OracleFindings, HardTopologyHoldsForGangsWithoutGpus) {
   const topology::Cluster cluster = ClusterBuilder().Racks(2).NodesPerRack(1).Gpus(8).CpuPerNode(8000).Build();
   EngineHarness h(cluster);
   DecisionOracle oracle(cluster, {}, DecisionOracle::OptionsFor(scheduler::DefaultPolicy()));

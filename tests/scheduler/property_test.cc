@@ -45,8 +45,7 @@ queues:
 )");
     const topology::Cluster cluster = cb.Build();
     auto oracle_options = DecisionOracle::OptionsFor(policy);
-    oracle_options.hard_topology_strict = false;  // known engine defects (docs/TESTING.md)
-    oracle_options.queue_capability_strict = false;
+    oracle_options.queue_capability_strict = false;  // known engine defects (docs/TESTING.md)
     oracle_options.elastic_max_strict = false;
     DecisionOracle oracle(cluster, policy.queues, oracle_options);
     EngineHarness h(cluster, policy, /*check_invariants=*/false);
