@@ -57,8 +57,7 @@ void RunEngine(topology::Cluster cluster, const scheduler::Policy& policy,
   options.check_invariants = true;
   // The oracle recounts from the decisions alone (tests/support/decision_oracle.h).
   auto oracle_options = testing::DecisionOracle::OptionsFor(policy, options);
-  oracle_options.queue_capability_strict = false;  // known engine defects (docs/TESTING.md)
-  oracle_options.elastic_max_strict = false;
+  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
   testing::DecisionOracle oracle(cluster, policy.queues, oracle_options);
   auto engine = scheduler::Engine::Create(std::move(cluster), policy, registry, clock, options);
   if (!engine.ok()) return;

@@ -425,17 +425,27 @@ void Engine::PromoteHeld(Session& session) {
       if (!state_->FitsIdle(t.node, job.request(t.index))) fits = false;
     }
     if (fits) {
+      // A promise is not queue usage: while the victims left, another job
+      // of the queue may have taken what its capability allows. Each task
+      // is promoted only within it (Session::Allocatable, as allocate asks).
       Statement stmt(session);
-      for (uint32_t i = 0; i < job.tasks().size(); ++i) {
-        if (job.task(i).state == TaskState::kPipelined) stmt.Promote(job, i);
+      bool within = true;
+      for (uint32_t i = 0; i < job.tasks().size() && within; ++i) {
+        if (job.task(i).state != TaskState::kPipelined) continue;
+        within = session.Allocatable(session.queue(job.queue()), TaskRef{&job, i});
+        if (within) stmt.Promote(job, i);
       }
-      stmt.SetNominated(job, false);
-      if (stmt.Commit().ok()) continue;
+      if (within) {
+        stmt.SetNominated(job, false);
+        if (stmt.Commit().ok()) continue;
+      } else {
+        stmt.Discard();
+      }
     } else if (waits_on_someone) {
       continue;  // victims still leaving: keep waiting
     }
-    // It does not fit and nobody is leaving (a node was lost): give the
-    // promise up; it waits again.
+    // It does not fit and nobody is leaving (a node was lost), or its queue
+    // has no room left for it: give the promise up; it waits again.
     Statement drop(session);
     for (uint32_t i = 0; i < job.tasks().size(); ++i) {
       if (job.task(i).state == TaskState::kPipelined) drop.Unpipeline(job, i);

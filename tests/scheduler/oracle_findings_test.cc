@@ -71,9 +71,10 @@ TEST(OracleFindings, HardTopologyHoldsForGangsWithoutGpus) {
 // c, within capability by the usage) takes node-0001; then the other goes
 // and c1 is promoted: queue c holds 16 GPUs. Found by the preemption
 // property test (seed 3871590013, queue c at 24.6 of 24 GPUs); the engine's
-// own queue usage says the same. PromoteHeld (scheduler/engine.cc) checks
-// the promise's GPUs, cpu and the node, not the queue.
-TEST(OracleFindings, DISABLED_HeldGangPromotedWithinItsQueueCapability) {
+// own queue usage says the same. PromoteHeld (scheduler/engine.cc) checked
+// the promise's GPUs, cpu and the node, not the queue; it now promotes each
+// task only while the queue allows it, else the promise is given up.
+TEST(OracleFindings, HeldGangPromotedWithinItsQueueCapability) {
   const topology::Cluster cluster = ClusterBuilder().Racks(1).NodesPerRack(2).Gpus(8).Build();
   const auto policy = PolicyFromYaml(R"(actions: "enqueue, allocate, reclaim"
 configurations:

@@ -64,8 +64,7 @@ TEST(PreemptionProperty, DecisionsAloneAccountForEveryGpu) {
     const scheduler::Policy policy = PolicyFromYaml(RandomPolicy(rng));
     EngineHarness h(cluster, policy, /*check_invariants=*/false);
     auto oracle_options = DecisionOracle::OptionsFor(policy);
-    oracle_options.queue_capability_strict = false;  // known engine defects (docs/TESTING.md)
-    oracle_options.elastic_max_strict = false;
+    oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
     DecisionOracle oracle(cluster, policy.queues, oracle_options);
     std::map<JobId, int64_t> generation;
     std::set<std::pair<JobId, JobId>> yielded;  // (victim, preemptor)

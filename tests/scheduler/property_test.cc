@@ -45,8 +45,7 @@ queues:
 )");
     const topology::Cluster cluster = cb.Build();
     auto oracle_options = DecisionOracle::OptionsFor(policy);
-    oracle_options.queue_capability_strict = false;  // known engine defects (docs/TESTING.md)
-    oracle_options.elastic_max_strict = false;
+    oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
     DecisionOracle oracle(cluster, policy.queues, oracle_options);
     EngineHarness h(cluster, policy, /*check_invariants=*/false);
     const char* queues[] = {"a", "b", "c"};

@@ -190,8 +190,7 @@ void RunScenario(uint32_t seed, Totals& totals) {
   ASSERT_TRUE(created.ok()) << created.status();
   scheduler::Engine& engine = **created;
   auto oracle_options = DecisionOracle::OptionsFor(policy, options);
-  oracle_options.queue_capability_strict = false;  // known engine defects (docs/TESTING.md)
-  oracle_options.elastic_max_strict = false;
+  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
   DecisionOracle oracle(cluster, policy.queues, oracle_options);
   int next_job = 0, next_node = 0;
   for (int cycle = 0; cycle < kCyclesPerScenario; ++cycle) {
