@@ -79,6 +79,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (!(gang_charge >= 0 && gang_charge <= 1e9)) {
     return args.Error("freeGangCharge", "must be seconds per GPU in [0, 1e9] (0: off)");
   }
+  RM_ASSIGN_OR_RETURN(auto charge_by, args.String("freeGangChargeBy", "waits"));
+  if (charge_by != "waits" && charge_by != "idle") return args.Error("freeGangChargeBy", "must be waits or idle");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -114,6 +116,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.free_min_samples = free_min_samples;
   o.victim_fill = victim_fill;
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
+  o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_horizon_ms = gang_horizon < 0 ? -1 : std::llround(gang_horizon * 1e3);
   o.free_by_node = by_node == "expected" ? Options::kFreeExpected
                    : by_node == "floor"  ? Options::kFreeFloor
@@ -609,13 +612,22 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
       if (TasksFit(w.shape) < static_cast<double>(units)) continue;
     }
     if (o_.free_gang_charge_ms > 0) {
-      // freeGangCharge: the waits charged to the jobs after it in job order
-      // (the heap's rest, [begin, end - 1)), since its window opened, at the
-      // last whole minute, against its budget.
+      // freeGangCharge: what its hold costs the jobs after it in job order
+      // (the heap's rest, [begin, end - 1)), read at the last whole minute,
+      // against its budget: their waits since its window opened, or
+      // (freeGangChargeBy: idle) the free GPUs it keeps from them times its
+      // time in the window.
       const scheduler::Timestamp minute = now - now % kFreeStepMs, open = w.since + o_.preempt_after_ms;
       const double budget = static_cast<double>(o_.free_gang_charge_ms) * static_cast<double>(w.gpu_milli) / 1000;
       double charge = 0;
-      for (auto it = waiting.begin(); it != end - 1 && charge <= budget; ++it) {
+      if (o_.free_gang_charge_idle) {
+        int64_t behind = 0;  // GPU-milli
+        const int64_t free_milli = state.free_index().TotalFree() * 1000;
+        for (auto it = waiting.begin(); it != end - 1 && behind < free_milli; ++it) behind += it->gpu_milli;
+        charge = static_cast<double>(std::min(behind, free_milli)) / 1000 *
+                 static_cast<double>(std::max<scheduler::Timestamp>(0, minute - open));
+      }
+      for (auto it = waiting.begin(); !o_.free_gang_charge_idle && it != end - 1 && charge <= budget; ++it) {
         charge += static_cast<double>(std::max<scheduler::Timestamp>(0, minute - std::max(it->since, open)));
       }
       if (charge > budget) continue;

@@ -96,6 +96,10 @@
 //     budget is what a preemption risks: with checkpoints every C seconds, a
 //     stop loses at most C of work on each GPU it frees (freeGangCharge C).
 //     Past it the job may preempt; a job of 1-GPU tasks is held as before.
+//     `freeGangChargeBy: idle` (default "waits") charges instead the GPUs
+//     the hold keeps idle from the jobs behind it: min(the free whole GPUs,
+//     the GPUs those jobs need together) times its time in its window, both
+//     read at the last whole minute.
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -157,6 +161,8 @@ struct LasOptions {
   int64_t victim_fill = 0;
   // freeGangCharge (ms of waiting behind a held gang per GPU of it; 0: off).
   scheduler::Timestamp free_gang_charge_ms = 0;
+  // freeGangChargeBy: idle (else waits).
+  bool free_gang_charge_idle = false;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
