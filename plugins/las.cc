@@ -75,6 +75,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if (!(gang_horizon == -1 || (gang_horizon >= 0 && gang_horizon <= 1e9))) {
     return args.Error("freeGangHorizon", "must be seconds in [0, 1e9] (default: freeHorizon)");
   }
+  RM_ASSIGN_OR_RETURN(auto gang_charge, args.Double("freeGangCharge", 0));
+  if (!(gang_charge >= 0 && gang_charge <= 1e9)) {
+    return args.Error("freeGangCharge", "must be seconds per GPU in [0, 1e9] (0: off)");
+  }
+  RM_ASSIGN_OR_RETURN(auto charge_by, args.String("freeGangChargeBy", "waits"));
+  if (charge_by != "waits" && charge_by != "idle") return args.Error("freeGangChargeBy", "must be waits or idle");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -109,6 +115,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
   o.victim_fill = victim_fill;
+  o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
+  o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_horizon_ms = gang_horizon < 0 ? -1 : std::llround(gang_horizon * 1e3);
   o.free_by_node = by_node == "expected" ? Options::kFreeExpected
                    : by_node == "floor"  ? Options::kFreeFloor
@@ -512,6 +520,7 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
   struct Waiting {
     int64_t rank;
     scheduler::Timestamp created;
+    scheduler::Timestamp since;  // waiting since (WaitingSince)
     uint32_t id;
     int64_t gpu_milli;
     int shape;
@@ -521,7 +530,8 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
   std::vector<Waiting> waiting;
   std::vector<const scheduler::Job*> running;
   bool any = false, any_gang = false;  // any_gang: a job of g > 1 GPUs a task is in its window
-  const bool gang_rule = o_.free_by_node != Options::kFreeGpus || o_.free_gang_horizon_ms >= 0;
+  const bool gang_rule =
+      o_.free_by_node != Options::kFreeGpus || o_.free_gang_horizon_ms >= 0 || o_.free_gang_charge_ms > 0;
   for (scheduler::JobId id : state.active_jobs()) {
     const scheduler::Job& job = state.job(id);
     if (job.phase() == scheduler::JobPhase::kRunning) {
@@ -530,12 +540,12 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
     }
     if (job.phase() != scheduler::JobPhase::kPending && job.phase() != scheduler::JobPhase::kInqueue) continue;
     const int shape = gang_rule ? GangShape(job) : 0;
-    const scheduler::Timestamp from = WaitingSince(job) + o_.preempt_after_ms;
+    const scheduler::Timestamp since = WaitingSince(job), from = since + o_.preempt_after_ms;
     const bool in_window = from <= now && now < from + Horizon(job);
     any = any || in_window;
     any_gang = any_gang || (in_window && shape > 1);
     waiting.push_back(
-        {OrderRank(job, now), job.created(), id.value(), job.min_request().gpu_milli(), shape, in_window, &job});
+        {OrderRank(job, now), job.created(), since, id.value(), job.min_request().gpu_milli(), shape, in_window, &job});
   }
   if (!any) return;
   // The GPUs free now plus those expected to free within the horizon (and,
@@ -600,6 +610,27 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
       const size_t g = static_cast<size_t>(w.shape);
       for (size_t c = g; c < tasks_by_gpus.size(); ++c) units += tasks_by_gpus[c] * static_cast<int64_t>((c + g - 1) / g);
       if (TasksFit(w.shape) < static_cast<double>(units)) continue;
+    }
+    if (o_.free_gang_charge_ms > 0) {
+      // freeGangCharge: what its hold costs the jobs after it in job order
+      // (the heap's rest, [begin, end - 1)), read at the last whole minute,
+      // against its budget: their waits since its window opened, or
+      // (freeGangChargeBy: idle) the free GPUs it keeps from them times its
+      // time in the window.
+      const scheduler::Timestamp minute = now - now % kFreeStepMs, open = w.since + o_.preempt_after_ms;
+      const double budget = static_cast<double>(o_.free_gang_charge_ms) * static_cast<double>(w.gpu_milli) / 1000;
+      double charge = 0;
+      if (o_.free_gang_charge_idle) {
+        int64_t behind = 0;  // GPU-milli
+        const int64_t free_milli = state.free_index().TotalFree() * 1000;
+        for (auto it = waiting.begin(); it != end - 1 && behind < free_milli; ++it) behind += it->gpu_milli;
+        charge = static_cast<double>(std::min(behind, free_milli)) / 1000 *
+                 static_cast<double>(std::max<scheduler::Timestamp>(0, minute - open));
+      }
+      for (auto it = waiting.begin(); !o_.free_gang_charge_idle && it != end - 1 && charge <= budget; ++it) {
+        charge += static_cast<double>(std::max<scheduler::Timestamp>(0, minute - std::max(it->since, open)));
+      }
+      if (charge > budget) continue;
     }
     held_.insert(w.id);
   }

@@ -85,6 +85,21 @@
 //   - `freeGangHorizon` (seconds, default: freeHorizon): with freeHorizon,
 //     the horizon (and the hold's window) of a job whose tasks need g > 1
 //     whole GPUs each; a job of 1-GPU tasks keeps freeHorizon.
+//   - `freeGangCharge` (seconds per GPU, default 0: off): with
+//     freeHorizon, a job whose tasks need g > 1 whole GPUs each stays held
+//     only while the wait its hold charges to the jobs behind it is at most
+//     freeGangCharge x its GPUs: the charge sums, over the waiting jobs after
+//     it in job order (it keeps the GPUs that free, allocate's reservation,
+//     and they queue behind it), the time each has waited since the held
+//     job's window opened (preemptAfter after it began waiting) or since it
+//     began waiting itself, the later, read at the last whole minute. The
+//     budget is what a preemption risks: with checkpoints every C seconds, a
+//     stop loses at most C of work on each GPU it frees (freeGangCharge C).
+//     Past it the job may preempt; a job of 1-GPU tasks is held as before.
+//     `freeGangChargeBy: idle` (default "waits") charges instead the GPUs
+//     the hold keeps idle from the jobs behind it: min(the free whole GPUs,
+//     the GPUs those jobs need together) times its time in its window, both
+//     read at the last whole minute.
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -144,6 +159,10 @@ struct LasOptions {
   scheduler::Timestamp free_gang_horizon_ms = -1;
   // victimFill (GPUs; 0: off).
   int64_t victim_fill = 0;
+  // freeGangCharge (ms of waiting behind a held gang per GPU of it; 0: off).
+  scheduler::Timestamp free_gang_charge_ms = 0;
+  // freeGangChargeBy: idle (else waits).
+  bool free_gang_charge_idle = false;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of

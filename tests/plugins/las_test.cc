@@ -1040,5 +1040,93 @@ TEST(LasPlugin, FreeGangHorizonIsTheWindowOfAJobOfMultiGpuTasks) {
   ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeByNode: ");
 }
 
+TEST(LasPlugin, FreeGangChargeEndsAGangsHoldOnceTheJobsBehindItHaveWaitedItsBudget) {
+  // FreeHorizonScenario: `long` (8 GPUs) runs from 100 s and is expected to
+  // end within the hour until 240 s; `new` (8 GPUs, one task) waits from
+  // 150 s, its window opens at 160 s. Behind it in job order (level 0,
+  // first come first served): `a` (1 GPU) waits from 155 s, `b` (1 GPU)
+  // from 170 s. At 180-239 s the waits are read at 180 s: `a` 180 - 160 =
+  // 20 s (since the window opened), `b` 180 - 170 = 10 s: a charge of 30 s.
+  // freeGangCharge c allows c x 8 GPUs: 3 (24 s) ends the hold, 4 (32 s)
+  // keeps it. At 179 s (read at 120 s, before the window opened) nothing is
+  // charged and both hold.
+  EngineHarness h = FreeHorizonScenario("");
+  h.clock().Set(155'000);
+  h.Submit(JobBuilder("a").GpusPerTask(1).Build());
+  h.clock().Set(170'000);
+  h.Submit(JobBuilder("b").GpusPerTask(1).Build());
+  auto& state = const_cast<scheduler::State&>(h.state());
+  struct Case {
+    std::string charge;
+    scheduler::Timestamp at;
+    bool held;
+  };
+  for (const Case& c : {Case{"0", 230'000, true}, Case{"3", 179'000, true}, Case{"3", 180'000, false},
+                        Case{"3", 239'000, false}, Case{"4", 230'000, true}, Case{"3.75", 230'000, true},
+                        Case{"3.74", 230'000, false}}) {
+    auto p = LasWith({{"thresholds", "50"},
+                      {"byTime", "true"},
+                      {"preemptAfter", "10"},
+                      {"freeHorizon", "3600"},
+                      {"freeMinSamples", "2"},
+                      {"freeGangCharge", c.charge}});
+    ASSERT_NE(p, nullptr);
+    h.clock().Set(c.at);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_EQ(p->HeldForFreeGpus(h.job("new")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
+    EXPECT_FALSE(p->HeldForFreeGpus(h.job("a"))) << "8 + 1 GPUs ahead of `a`, 8 expected";
+    // Past the budget `new` ranks at its level (it may preempt `long`), held
+    // as its priority's lowest.
+    EXPECT_EQ(p->PreemptRank(h.job("new"), c.at) > p->PreemptRank(h.job("long"), c.at), !c.held);
+    s.Close();
+  }
+  // Checked like the other arguments.
+  for (const std::string bad : {"-1", "2e9", "soon"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangCharge", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangCharge: ") << bad;
+  }
+}
+
+TEST(LasPlugin, FreeGangChargeByIdleChargesTheFreeGpusItKeepsFromTheJobsBehind) {
+  // FragmentedScenario: 4 GPUs free on each of two nodes (8 in all), no
+  // running job expected to end; `gang` (8 GPUs) waits from 100 s, its
+  // window opens at 130 s, and counted as GPUs it is held (8 free >= 8).
+  // Behind it `a` (1 GPU) and `b` (2 GPUs) wait: the free GPUs it keeps
+  // from them are min(8, 1 + 2) = 3. At 180-239 s (read at 180 s) it has
+  // been 50 s in its window: 3 x 50 = 150 GPU-s, against freeGangCharge x
+  // 8: 18.75 (150) keeps the hold, 18 (144) ends it. At 179 s (read at
+  // 120 s, before the window opened) nothing is charged.
+  EngineHarness h = FragmentedScenario("");
+  h.clock().Set(110'000);
+  h.Submit(JobBuilder("a").GpusPerTask(1).Build());
+  h.clock().Set(120'000);
+  h.Submit(JobBuilder("b").GpusPerTask(2).Build());
+  auto& state = const_cast<scheduler::State&>(h.state());
+  struct Case {
+    std::string charge;
+    scheduler::Timestamp at;
+    bool held;
+  };
+  for (const Case& c : {Case{"18", 179'000, true}, Case{"18", 180'000, false}, Case{"18", 239'000, false},
+                        Case{"18.75", 230'000, true}, Case{"0", 230'000, true}}) {
+    auto p = LasWith({{"thresholds", "50"},
+                      {"byTime", "true"},
+                      {"preemptAfter", "30"},
+                      {"freeHorizon", "3600"},
+                      {"freeMinSamples", "2"},
+                      {"freeGangCharge", c.charge},
+                      {"freeGangChargeBy", "idle"}});
+    ASSERT_NE(p, nullptr);
+    h.clock().Set(c.at);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_EQ(p->HeldForFreeGpus(h.job("gang")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
+    s.Close();
+  }
+  auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangChargeBy", {"gpus", 6, 3}}}));
+  ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangChargeBy: ");
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

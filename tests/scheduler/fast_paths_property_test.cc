@@ -99,14 +99,17 @@ Policy Shipped(const std::string& name) {
                                            "configurations");
     return WithQueues(std::move(p));
   }
-  if (name == "default+stoppedAhead" || name == "default+freeHorizon" || name == "default+freeByNode") {
+  if (name == "default+stoppedAhead" || name == "default+freeHorizon" || name == "default+freeByNode" ||
+      name == "default+freeGangCharge") {
     // The default's las on a scenario's time scale (levels at 1, 10 and 60
     // min, preemptAfter 2 min, levelCooldown 10 min) with the ways back for
     // stopped jobs (victimGpuExponent, stoppedPreempts, stoppedAhead), or the
     // preemption wait that reads expected ends (freeHorizon 10 min after 2
     // ended jobs: it reads the clock on the minute) with victims that serve
     // several (victimFill 4); with freeByNode, a gang's hold counts whole
-    // nodes over its own horizon (freeGangHorizon 20 min).
+    // nodes over its own horizon (freeGangHorizon 20 min); with
+    // freeGangCharge, that hold ends once the jobs behind it waited 30 s per
+    // GPU of it (read on the minute).
     std::map<std::string, PluginArgs::Value> las = {{"thresholds", {"60, 600, 3600", 0, 0}},
                                                     {"byTime", {"true", 0, 0}},
                                                     {"preemptAfter", {"120", 0, 0}},
@@ -118,9 +121,10 @@ Policy Shipped(const std::string& name) {
                   {"stoppedAhead", {"true", 0, 0}}});
     } else {
       las.insert({{"freeHorizon", {"600", 0, 0}}, {"freeMinSamples", {"2", 0, 0}}, {"victimFill", {"4", 0, 0}}});
-      if (name == "default+freeByNode") {
+      if (name == "default+freeByNode" || name == "default+freeGangCharge") {
         las.insert({{"freeByNode", {"expected", 0, 0}}, {"freeGangHorizon", {"1200", 0, 0}}});
       }
+      if (name == "default+freeGangCharge") las.insert({"freeGangCharge", {"30", 0, 0}});
     }
     Policy p = DefaultPolicy();
     for (auto& tier : p.tiers) {
@@ -264,7 +268,7 @@ INSTANTIATE_TEST_SUITE_P(Shipped, FastPathsProperty,
                                            "elastic.yaml", "tiresias-tuned.yaml", "las-tail.yaml", "default",
                                            "default+usageHalfLife", "default+usageWeight", "default+learnedWalltime",
                                            "default+stoppedAhead", "default+freeHorizon", "default+freeByNode",
-                                           "gittins.yaml"),
+                                           "default+freeGangCharge", "gittins.yaml"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {
