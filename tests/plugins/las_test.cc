@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -1040,6 +1041,30 @@ TEST(LasPlugin, FreeGangHorizonIsTheWindowOfAJobOfMultiGpuTasks) {
   ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeByNode: ");
 }
 
+// One freeGangCharge case: las with `args` and freeGangCharge `charge`, a
+// session opened on `h` at `at`, in which `check` asks the plugin.
+struct ChargeCase {
+  std::string charge;
+  scheduler::Timestamp at;
+  bool held;
+};
+void ForEachCharge(EngineHarness& h, std::vector<std::pair<std::string, std::string>> args,
+                   const std::vector<ChargeCase>& cases,
+                   const std::function<void(plugins::LasPlugin&, const ChargeCase&)>& check) {
+  auto& state = const_cast<scheduler::State&>(h.state());
+  args.push_back({"freeGangCharge", ""});
+  for (const ChargeCase& c : cases) {
+    args.back().second = c.charge;
+    auto p = LasWith(args);
+    ASSERT_NE(p, nullptr);
+    h.clock().Set(c.at);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    check(*p, c);
+    s.Close();
+  }
+}
+
 TEST(LasPlugin, FreeGangChargeEndsAGangsHoldOnceTheJobsBehindItHaveWaitedItsBudget) {
   // FreeHorizonScenario: `long` (8 GPUs) runs from 100 s and is expected to
   // end within the hour until 240 s; `new` (8 GPUs, one task) waits from
@@ -1055,32 +1080,18 @@ TEST(LasPlugin, FreeGangChargeEndsAGangsHoldOnceTheJobsBehindItHaveWaitedItsBudg
   h.Submit(JobBuilder("a").GpusPerTask(1).Build());
   h.clock().Set(170'000);
   h.Submit(JobBuilder("b").GpusPerTask(1).Build());
-  auto& state = const_cast<scheduler::State&>(h.state());
-  struct Case {
-    std::string charge;
-    scheduler::Timestamp at;
-    bool held;
-  };
-  for (const Case& c : {Case{"0", 230'000, true}, Case{"3", 179'000, true}, Case{"3", 180'000, false},
-                        Case{"3", 239'000, false}, Case{"4", 230'000, true}, Case{"3.75", 230'000, true},
-                        Case{"3.74", 230'000, false}}) {
-    auto p = LasWith({{"thresholds", "50"},
-                      {"byTime", "true"},
-                      {"preemptAfter", "10"},
-                      {"freeHorizon", "3600"},
-                      {"freeMinSamples", "2"},
-                      {"freeGangCharge", c.charge}});
-    ASSERT_NE(p, nullptr);
-    h.clock().Set(c.at);
-    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
-    scheduler::Session s(state, h.clock(), 1000, tiers);
-    EXPECT_EQ(p->HeldForFreeGpus(h.job("new")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
-    EXPECT_FALSE(p->HeldForFreeGpus(h.job("a"))) << "8 + 1 GPUs ahead of `a`, 8 expected";
-    // Past the budget `new` ranks at its level (it may preempt `long`), held
-    // as its priority's lowest.
-    EXPECT_EQ(p->PreemptRank(h.job("new"), c.at) > p->PreemptRank(h.job("long"), c.at), !c.held);
-    s.Close();
-  }
+  ForEachCharge(h,
+                {{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                 {"freeMinSamples", "2"}},
+                {{"0", 230'000, true}, {"3", 179'000, true}, {"3", 180'000, false}, {"3", 239'000, false},
+                 {"4", 230'000, true}, {"3.75", 230'000, true}, {"3.74", 230'000, false}},
+                [&](plugins::LasPlugin& p, const ChargeCase& c) {
+                  EXPECT_EQ(p.HeldForFreeGpus(h.job("new")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
+                  EXPECT_FALSE(p.HeldForFreeGpus(h.job("a"))) << "8 + 1 GPUs ahead of `a`, 8 expected";
+                  // Past the budget `new` ranks at its level (it may preempt
+                  // `long`), held as its priority's lowest.
+                  EXPECT_EQ(p.PreemptRank(h.job("new"), c.at) > p.PreemptRank(h.job("long"), c.at), !c.held);
+                });
   // Checked like the other arguments.
   for (const std::string bad : {"-1", "2e9", "soon"}) {
     auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangCharge", {bad, 6, 3}}}));
@@ -1102,28 +1113,14 @@ TEST(LasPlugin, FreeGangChargeByIdleChargesTheFreeGpusItKeepsFromTheJobsBehind) 
   h.Submit(JobBuilder("a").GpusPerTask(1).Build());
   h.clock().Set(120'000);
   h.Submit(JobBuilder("b").GpusPerTask(2).Build());
-  auto& state = const_cast<scheduler::State&>(h.state());
-  struct Case {
-    std::string charge;
-    scheduler::Timestamp at;
-    bool held;
-  };
-  for (const Case& c : {Case{"18", 179'000, true}, Case{"18", 180'000, false}, Case{"18", 239'000, false},
-                        Case{"18.75", 230'000, true}, Case{"0", 230'000, true}}) {
-    auto p = LasWith({{"thresholds", "50"},
-                      {"byTime", "true"},
-                      {"preemptAfter", "30"},
-                      {"freeHorizon", "3600"},
-                      {"freeMinSamples", "2"},
-                      {"freeGangCharge", c.charge},
-                      {"freeGangChargeBy", "idle"}});
-    ASSERT_NE(p, nullptr);
-    h.clock().Set(c.at);
-    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
-    scheduler::Session s(state, h.clock(), 1000, tiers);
-    EXPECT_EQ(p->HeldForFreeGpus(h.job("gang")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
-    s.Close();
-  }
+  ForEachCharge(h,
+                {{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "30"}, {"freeHorizon", "3600"},
+                 {"freeMinSamples", "2"}, {"freeGangChargeBy", "idle"}},
+                {{"18", 179'000, true}, {"18", 180'000, false}, {"18", 239'000, false}, {"18.75", 230'000, true},
+                 {"0", 230'000, true}},
+                [&](plugins::LasPlugin& p, const ChargeCase& c) {
+                  EXPECT_EQ(p.HeldForFreeGpus(h.job("gang")), c.held) << "freeGangCharge " << c.charge << " at " << c.at;
+                });
   auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangChargeBy", {"gpus", 6, 3}}}));
   ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangChargeBy: ");
 }
