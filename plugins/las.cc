@@ -391,14 +391,34 @@ scheduler::Timestamp LasPlugin::Horizon(const scheduler::Job& job) const {
   return o_.free_gang_horizon_ms;
 }
 
-double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+double LasPlugin::ExpectedEnds(const std::vector<const scheduler::Job*>& running, scheduler::Timestamp now,
+                               scheduler::Timestamp horizon_ms, std::vector<double>& chance) {
+  chance.resize(running.size());
   double gpus = 0;
-  for (scheduler::JobId id : state.active_jobs()) {
-    const scheduler::Job& job = state.job(id);
-    if (job.phase() != scheduler::JobPhase::kRunning || job.allocated().gpu_milli() <= 0) continue;
-    gpus += EndChance(job, now, o_.free_horizon_ms) * static_cast<double>(job.allocated().gpu_milli()) / 1000;
+  for (size_t j = 0; j < running.size(); ++j) {
+    chance[j] = EndChance(*running[j], now, horizon_ms);
+    gpus += chance[j] * static_cast<double>(running[j]->allocated().gpu_milli()) / 1000;
   }
   return gpus;
+}
+
+namespace {
+
+// The running jobs that hold GPUs.
+std::vector<const scheduler::Job*> RunningWithGpus(const scheduler::State& state) {
+  std::vector<const scheduler::Job*> out;
+  for (scheduler::JobId id : state.active_jobs()) {
+    const scheduler::Job& job = state.job(id);
+    if (job.phase() == scheduler::JobPhase::kRunning && job.allocated().gpu_milli() > 0) out.push_back(&job);
+  }
+  return out;
+}
+
+}  // namespace
+
+double LasPlugin::ExpectedFreeGpus(const scheduler::State& state, scheduler::Timestamp now) {
+  std::vector<double> chance;
+  return ExpectedEnds(RunningWithGpus(state), now, o_.free_horizon_ms, chance);
 }
 
 namespace {
@@ -497,14 +517,9 @@ double LasPlugin::TasksFit(int g) {
 }
 
 double LasPlugin::ExpectedFreeTasks(const scheduler::State& state, scheduler::Timestamp now, int g) {
-  std::vector<const scheduler::Job*> running;
+  const std::vector<const scheduler::Job*> running = RunningWithGpus(state);
   std::vector<double> chance;
-  for (scheduler::JobId id : state.active_jobs()) {
-    const scheduler::Job& job = state.job(id);
-    if (job.phase() != scheduler::JobPhase::kRunning) continue;
-    running.push_back(&job);
-    chance.push_back(EndChance(job, now, o_.free_gang_horizon_ms >= 0 ? o_.free_gang_horizon_ms : o_.free_horizon_ms));
-  }
+  ExpectedEnds(running, now, o_.free_gang_horizon_ms >= 0 ? o_.free_gang_horizon_ms : o_.free_horizon_ms, chance);
   BuildNodeView(state, running, chance);
   return TasksFit(std::max(g, 1));
 }
@@ -550,24 +565,13 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
   if (!any) return;
   // The GPUs free now plus those expected to free within the horizon (and,
   // for the gangs, within freeGangHorizon).
-  std::vector<double> chance(running.size()), gang_chance;
-  double expected_free = 0;
-  for (size_t j = 0; j < running.size(); ++j) {
-    chance[j] = EndChance(*running[j], now, o_.free_horizon_ms);
-    expected_free += chance[j] * static_cast<double>(running[j]->allocated().gpu_milli()) / 1000;
-  }
+  std::vector<double> chance, gang_chance;
   const double free_now = static_cast<double>(state.free_index().TotalFree());
-  const double expected = free_now + expected_free;
+  const double expected = free_now + ExpectedEnds(running, now, o_.free_horizon_ms, chance);
   double gang_expected = expected;
   const bool own_gang_horizon = o_.free_gang_horizon_ms >= 0 && o_.free_gang_horizon_ms != o_.free_horizon_ms;
   if (any_gang && own_gang_horizon) {
-    gang_chance.resize(running.size());
-    double e = 0;
-    for (size_t j = 0; j < running.size(); ++j) {
-      gang_chance[j] = EndChance(*running[j], now, o_.free_gang_horizon_ms);
-      e += gang_chance[j] * static_cast<double>(running[j]->allocated().gpu_milli()) / 1000;
-    }
-    gang_expected = free_now + e;
+    gang_expected = free_now + ExpectedEnds(running, now, o_.free_gang_horizon_ms, gang_chance);
   }
   const double most = std::max(expected, gang_expected);
   // In job order (rank, then first come first served), as a heap: the jobs

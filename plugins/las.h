@@ -268,6 +268,11 @@ class LasPlugin : public scheduler::Plugin {
   // freeHorizon's chance that a running job ends within it, from its time
   // run at the last whole minute (0 for a job not running or without GPUs).
   double EndChance(const scheduler::Job& job, scheduler::Timestamp now, scheduler::Timestamp horizon_ms);
+  // The GPUs of `running` expected to free within `horizon_ms` (each job's
+  // EndChance, written to `chance`, times its GPUs): what the hold, and
+  // ExpectedFreeGpus, count.
+  double ExpectedEnds(const std::vector<const scheduler::Job*>& running, scheduler::Timestamp now,
+                      scheduler::Timestamp horizon_ms, std::vector<double>& chance);
   // The freeHorizon of `job`'s hold (freeGangHorizon for a job of g > 1
   // GPUs a task).
   scheduler::Timestamp Horizon(const scheduler::Job& job) const;

@@ -151,14 +151,15 @@ class AllocateAction : public Action {
     // only it and the state as found, and no reservation is made: when
     // every job would be passed so, the order does not matter and only the
     // holder's queue is sorted (DropIfOvertaken reads it in order).
-    if (s.fast_paths() && st.reservation()) {
+    const bool prepass = s.fast_paths() && st.reservation();
+    if (prepass) {
       auto& held = by_queue[st.job(st.reservation()->job).queue().value()];
       SortInJobOrder(s, held.begin(), held.end());
       DropIfOvertaken(s, by_queue);
       if (st.reservation() && AllPassed(s, placer, by_queue, live)) return;
     }
     for (uint32_t q : live) SortInJobOrder(s, by_queue[q].begin(), by_queue[q].end());
-    DropIfOvertaken(s, by_queue);
+    if (!prepass) DropIfOvertaken(s, by_queue);  // (the pre-pass asked it already)
     // The queue order reads the queues' figures, which only a commit moves:
     // the first queue is looked for again after a commit or when a queue
     // leaves `live`, not for every job (most are recalled and change
@@ -248,24 +249,19 @@ class AllocateAction : public Action {
     for (uint32_t q : live) {
       if (s.Overused(s.queues()[q])) {
         over_.push_back(q);
-        continue;
-      }
-      for (Job* j : by_queue[q]) {
-        const Job::PlaceMemo* kept = placer.Recall(*j);
-        if (!kept) {
-          s.NoteRecalled(-static_cast<int>(kept_.size()));  // recalled again in order, counted there
-          return false;
-        }
-        if (!j->GangReady()) kept_.emplace_back(j, kept);
+      } else if (!placer.RecallAll(by_queue[q], kept_)) {
+        return false;
       }
     }
     for (uint32_t q : over_) KeepOverused(s, q, by_queue[q], 0);
-    for (const auto& [j, kept] : kept_) s.KeepPendingReason(*j, *kept);
+    for (const auto& [j, kept] : kept_) {
+      if (!j->GangReady()) s.KeepPendingReason(*j, *kept);  // a ready one's extras wait quietly
+    }
     return true;
   }
 
-  std::vector<std::pair<Job*, const Job::PlaceMemo*>> kept_;  // AllPassed's (reused)
-  std::vector<uint32_t> over_;                                // AllPassed's (reused)
+  GangPlacer::Kept kept_;       // AllPassed's (reused)
+  std::vector<uint32_t> over_;  // AllPassed's (reused)
   // Per queue: the last "using its deserved share" text and its generation
   // (Job::NextReasonGen), kept across cycles.
   struct Kept {

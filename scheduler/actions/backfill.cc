@@ -70,22 +70,18 @@ class BackfillAction : public Action {
   // again (GangPlacer::Recall): then each recalled one keeps its reason,
   // and true. False, having kept no reason, at the first that is neither.
   bool AllPassed(Session& s, GangPlacer& placer, const std::vector<Job*>& waiting) {
-    kept_.clear();
+    asked_.clear();
     for (Job* j : waiting) {
-      if (s.Overused(s.queue(j->queue()))) continue;
-      const Job::PlaceMemo* kept = placer.Recall(*j);
-      if (!kept) {
-        // The ordered walk recalls these again: counted there.
-        s.NoteRecalled(-static_cast<int>(kept_.size()));
-        return false;
-      }
-      kept_.emplace_back(j, kept);
+      if (!s.Overused(s.queue(j->queue()))) asked_.push_back(j);
     }
+    kept_.clear();
+    if (!placer.RecallAll(asked_, kept_)) return false;
     for (const auto& [j, kept] : kept_) s.KeepPendingReason(*j, *kept);
     return true;
   }
 
-  std::vector<std::pair<Job*, const Job::PlaceMemo*>> kept_;  // AllPassed's (reused)
+  std::vector<Job*> asked_;  // AllPassed's: the jobs of queues within their share (reused)
+  GangPlacer::Kept kept_;    // AllPassed's (reused)
   std::optional<WalltimeEstimator> walltimes_;  // with learnedWalltimePercentile
 };
 

@@ -351,6 +351,18 @@ const Job::PlaceMemo* GangPlacer::Recall(Job& job) {
   return &m;
 }
 
+bool GangPlacer::RecallAll(std::span<Job* const> jobs, Kept& kept) {
+  for (Job* j : jobs) {
+    const Job::PlaceMemo* m = Recall(*j);
+    if (!m) {
+      s_.NoteRecalled(-static_cast<int>(kept.size()));
+      return false;
+    }
+    kept.emplace_back(j, m);
+  }
+  return true;
+}
+
 PlaceOutcome GangPlacer::Place(Job& job, int limit) {
   if (!parent_ && limit < 0) s_.NoteTried();
   PlaceOutcome out = Plan(job, limit);

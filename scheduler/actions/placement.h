@@ -25,7 +25,9 @@
 
 #include <array>
 #include <map>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduler/actions/learned_walltime.h"
@@ -71,6 +73,13 @@ class GangPlacer {
   // (CountKey): a release that frees no room for the gang's tasks.
   // The memo it recalled (its reason is the verdict's), else null.
   const Job::PlaceMemo* Recall(Job& job);
+  // For a walk that needs no order while nothing is placed (allocate's and
+  // backfill's pre-pass): Recall for each of `jobs`, its memo appended to
+  // `kept`. True when every one was recalled; false at the first that was
+  // not, with every recall in `kept` uncounted (the walk in order recalls
+  // them again).
+  using Kept = std::vector<std::pair<Job*, const Job::PlaceMemo*>>;
+  bool RecallAll(std::span<Job* const> jobs, Kept& kept);
 
  private:
   PlaceOutcome Plan(Job& job, int limit);

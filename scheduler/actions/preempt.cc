@@ -71,7 +71,9 @@ class ReclaimAction : public Action {
   explicit ReclaimAction(EvictionArgs args) : args_(args) {}
   std::string_view name() const override { return "reclaim"; }
   Timestamp NextChange(const State& state, Timestamp now) const override {
-    if (skipped_) return CouldHaveAsked(state) ? FirstCooldownEnd(state, now) : kNoChange;
+    if (skipped_) {
+      return CouldHaveAsked(state) ? VictimPicker::FirstCooldownEnd(state, args_.cooldown_ms, now) : kNoChange;
+    }
     return next_change_ == kNoChange ? kNoChange : std::max(next_change_, now);
   }
   void Execute(Session& s) override {
@@ -123,18 +125,6 @@ class ReclaimAction : public Action {
     }
     return false;
   }
-  // The first end, not before now, of a running job's action cooldown.
-  Timestamp FirstCooldownEnd(const State& state, Timestamp now) const {
-    Timestamp end = kNoChange;
-    for (JobId id : state.active_jobs()) {
-      const Job& v = state.job(id);
-      if (v.phase() == JobPhase::kRunning && v.last_resize() >= 0 && now - v.last_resize() < args_.cooldown_ms) {
-        end = std::min(end, v.last_resize() + args_.cooldown_ms);
-      }
-    }
-    return end == kNoChange ? kNoChange : std::max(end, now);
-  }
-
   EvictionArgs args_;
   Timestamp next_change_ = 0;
   bool skipped_ = false;

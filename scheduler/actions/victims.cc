@@ -285,11 +285,15 @@ Timestamp VictimPicker::NextChange(Timestamp now) {
   if (!had_victims_ && deferred_.empty() && !screened_defer_) {
     return cooldown_end_ == kNoChange ? kNoChange : std::max(cooldown_end_, now);
   }
-  if (!running_indexed_) IndexRunning();
+  return FirstCooldownEnd(s_.state(), args_.cooldown_ms, now);
+}
+
+Timestamp VictimPicker::FirstCooldownEnd(const State& state, Timestamp cooldown_ms, Timestamp now) {
   Timestamp end = kNoChange;
-  for (const Job* v : running_) {
-    if (v->last_resize() >= 0 && now - v->last_resize() < args_.cooldown_ms) {
-      end = std::min(end, v->last_resize() + args_.cooldown_ms);
+  for (JobId id : state.active_jobs()) {
+    const Job& v = state.job(id);
+    if (v.phase() == JobPhase::kRunning && v.last_resize() >= 0 && now - v.last_resize() < cooldown_ms) {
+      end = std::min(end, v.last_resize() + cooldown_ms);
     }
   }
   return end == kNoChange ? kNoChange : std::max(end, now);

@@ -123,6 +123,9 @@ class VictimPicker {
   //  - No offer at all, or only empty ones: the first end of a cooldown
   //    that alone kept a job from being a victim (cooldown_end).
   Timestamp NextChange(Timestamp now);
+  // The first end, not before now, of a running job's action cooldown
+  // (kNoChange: none is in one).
+  static Timestamp FirstCooldownEnd(const State& state, Timestamp cooldown_ms, Timestamp now);
 
  private:
   // TryFor with the first `need` of P's pending tasks (in task order) to fit.
