@@ -152,6 +152,7 @@ absl::StatusOr<std::vector<NodeSpec>> ParsePhillyMachineList(std::string_view te
     RM_RETURN_IF_ERROR(t.ExpectHeader({"machineId", "number of GPUs", "single GPU mem"}));
   }
   const size_t name_col = revised ? 1 : 0;
+  constexpr int64_t kMaxGpuMemoryGb = 1 << 20;  // a GPU's memory in bytes stays far inside int64
   std::vector<NodeSpec> nodes;
   std::set<std::string> seen;
   while (t.Next()) {
@@ -167,6 +168,9 @@ absl::StatusOr<std::vector<NodeSpec>> ParsePhillyMachineList(std::string_view te
       int64_t gb = 0;
       if (!absl::ConsumeSuffix(&mem, "GB") || !absl::SimpleAtoi(mem, &gb) || gb <= 0) {
         return t.Error(2, absl::StrCat("'", t.cell(2), "' is not a size like 12GB"));
+      }
+      if (gb > kMaxGpuMemoryGb) {
+        return t.Error(2, absl::StrCat("'", t.cell(2), "' is more than ", kMaxGpuMemoryGb, "GB"));
       }
       gpu_memory = gb * 1024 * kMiB;
     }

@@ -162,6 +162,9 @@ TEST(PhillyMachineList, ReadsGpuMemoryAndRejectsBadSizes) {
   auto bad = ParsePhillyMachineList("machineId, number of GPUs, single GPU mem\nm0,2, 12\n", "f");
   ASSERT_ERROR(bad, absl::StatusCode::kInvalidArgument, "f:2: column 3 (single GPU mem): '12' is not a size like 12GB");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("f:2: column 3 (single GPU mem)"));
+  // Found by fuzz_trace: a size whose bytes overflow int64.
+  auto huge = ParsePhillyMachineList("machineId, number of GPUs, single GPU mem\nm0,2, 66666666666612GB\n", "f");
+  ASSERT_ERROR(huge, absl::StatusCode::kInvalidArgument, "f:2: column 3 (single GPU mem): '66666666666612GB' is more than 1048576GB");
 }
 
 }  // namespace
