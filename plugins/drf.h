@@ -16,6 +16,8 @@ class DrfPlugin : public scheduler::Plugin {
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  // The key of a job that holds nothing is 0.
+  bool PendingOrderReadsOnlySpec() const override { return true; }
 
   // -1 when l's dominant share is lower, +1 when higher, 0 when equal.
   static int Compare(const topology::Resources& total, const scheduler::Job& l, const scheduler::Job& r);

@@ -21,6 +21,10 @@ class GangPlugin : public scheduler::Plugin {
   std::string_view name() const override { return kName; }
   // Valid reads the job's tasks and minimum only.
   bool AdmissionReadsOnlyJobAndQueues() const override { return true; }
+  // Valid reads the number of tasks and min_member; the order key (ready or
+  // not) is 0 for a job that holds nothing.
+  bool AdmissionReadsOnlyMinimum() const override { return true; }
+  bool PendingOrderReadsOnlySpec() const override { return true; }
   void OnSessionOpen(scheduler::Session& s) override;
 
   static scheduler::Verdict Valid(const scheduler::Job& job);

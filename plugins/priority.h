@@ -19,6 +19,8 @@ class PriorityPlugin : public scheduler::Plugin {
   explicit PriorityPlugin(bool victims = true) : victims_(victims) {}
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  // The key is the job's priority (its spec's).
+  bool PendingOrderReadsOnlySpec() const override { return true; }
 
   static int JobOrder(const scheduler::Job& l, const scheduler::Job& r);
   static int QueueOrder(const scheduler::QueueInfo& l, const scheduler::QueueInfo& r);

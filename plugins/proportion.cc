@@ -119,37 +119,50 @@ int CompareKeys(double l, double r) {
 }
 
 // A refusal's text, remembered for the session: a queue at its capability
-// refuses every job after the first with the same numbers (issue 22: the
+// refuses every job after the first with the same minimum (issue 22: the
 // texts were most of a capacity-bound replay's cycle).
 struct RefusalText {
-  uint32_t limit;  // the limiting queue
+  uint32_t queue;  // the job's queue
   Resources minimum;
-  Resources used;  // its in use or admitted
   std::string text;
 };
 
 // Fit while the job's minimum, on top of what its queue uses and has
-// admitted, stays within capability up the tree; otherwise Wait with the
-// numbers of the queue that limits it.
+// admitted, stays within capability up the tree; otherwise Wait. The text
+// names the job's queue, its minimum and every capability on the queue's
+// path, not the use it was refused at nor which of them refused: it is the
+// same at every use (Plugin::AdmissionReadsOnlyMinimum), so a job refused
+// again keeps its reason, and enqueue may ask one job for all alike.
 scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job,
                                std::vector<RefusalText>& texts) {
   const QueueInfo& q = s.queue(job.queue());
-  std::string which;
-  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), &which)) {
+  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), nullptr)) {
     return scheduler::Verdict::Fit();
   }
-  const QueueInfo& limit = s.queues()[*s.state().queues().Find(which)];
-  const Resources used = limit.allocated() + limit.inqueue;
   for (const RefusalText& t : texts) {
-    if (t.limit == limit.id.value() && t.minimum == job.min_request() && t.used == used) {
+    if (t.queue == q.id.value() && t.minimum == job.min_request()) {
       return scheduler::Verdict::Because(scheduler::Verdict::Code::kWait, t.text);
     }
   }
-  std::string text = absl::StrCat("queue '", which, "': minimum ", job.min_request().ToString(), " on top of ",
-                                  used.ToString(), " in use or admitted exceeds its capability ",
-                                  limit.spec->capability->ToString());
+  // The capabilities from the queue up: one is "its capability"; more are
+  // listed by queue.
+  const auto& tree = s.state().queues();
+  std::vector<const QueueInfo*> capped;
+  for (int cur = static_cast<int>(q.id.value()); cur >= 0; cur = tree.parent(static_cast<uint32_t>(cur))) {
+    if (s.queues()[cur].spec->capability) capped.push_back(&s.queues()[cur]);
+  }
+  std::string text = absl::StrCat("queue '", q.name(), "': minimum ", job.min_request().ToString(),
+                                  " on top of what is in use or admitted exceeds ");
+  if (capped.size() == 1 && capped[0] == &q) {
+    absl::StrAppend(&text, "its capability ", q.spec->capability->ToString());
+  } else {
+    absl::StrAppend(&text, "a capability on its path:");
+    for (size_t i = 0; i < capped.size(); ++i) {
+      absl::StrAppend(&text, i == 0 ? " '" : ", '", capped[i]->name(), "' ", capped[i]->spec->capability->ToString());
+    }
+  }
   if (texts.size() >= 16) texts.erase(texts.begin());
-  texts.push_back({limit.id.value(), job.min_request(), used, text});
+  texts.push_back({q.id.value(), job.min_request(), text});
   return scheduler::Verdict::Because(scheduler::Verdict::Code::kWait, std::move(text));
 }
 

@@ -125,6 +125,9 @@ class ProportionPlugin : public scheduler::Plugin {
   // Admission compares the job's minimum with its queues' use and
   // capabilities (WithinCapability): nothing else.
   bool AdmissionReadsOnlyJobAndQueues() const override { return true; }
+  // Enqueueable reads the job's queue and min_request, and its refusal
+  // names the capabilities on the queue's path, not their use.
+  bool AdmissionReadsOnlyMinimum() const override { return true; }
   // Step 4 above.
   scheduler::Timestamp NextChange(const scheduler::State& state, scheduler::Timestamp now) const override;
   // With a half-life: every queue's U brought to `now` (the allocation of

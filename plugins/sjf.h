@@ -17,6 +17,8 @@ class SjfPlugin : public scheduler::Plugin {
   static absl::StatusOr<std::unique_ptr<scheduler::Plugin>> Create(const scheduler::PluginArgs& args);
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
+  // The key is the spec's walltime.
+  bool PendingOrderReadsOnlySpec() const override { return true; }
 
   static int JobOrder(const scheduler::Job& l, const scheduler::Job& r);
 };

@@ -795,6 +795,7 @@ Decisions Engine::RunCycle() {
     session.set_nodes_to_score(nodes_to_score_);
     if (driver_predicate_) session.AddPredicateFn("driver", driver_predicate_);
     session.set_fast_paths(options_.fast_paths);
+    session.set_admission_groups(options_.admission_groups);
     const bool memo = options_.fast_paths && !driver_predicate_ && !session.verdict_reads_clock();
     session.set_verdict_context(memo ? &verdict_context_ : nullptr);
     session.set_job_order_cache(&job_order_cache_);

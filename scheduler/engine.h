@@ -64,6 +64,11 @@ struct EngineOptions {
   // tried, NextWakeup now whenever the policy reads the clock), for tests
   // that compare the two.
   bool fast_paths = true;
+  // Enqueue's groups of alike pending jobs (Session::admission_grouped,
+  // scheduler/actions/enqueue.cc) where the policy allows them; false: the
+  // per-job admission memo only (tests of that memo, and the property test
+  // that compares the two).
+  bool admission_groups = true;
 };
 
 class Engine {

@@ -217,6 +217,19 @@ class Plugin {
   // so, enqueue remembers a refusal until one of those changes (the
   // admission memo, scheduler/actions/enqueue.cc). Default: false.
   virtual bool AdmissionReadsOnlyJobAndQueues() const { return false; }
+  // Stronger: its admission hooks read of a job only its queue, its
+  // minimum (min_request, min_member) and its number of tasks, so that
+  // jobs alike in these get the same verdict at the same queue use; and a
+  // refusal's text reads no queue's use (it is the same whatever the use
+  // it refused at). Enqueue then asks one job of each such group and keeps
+  // the group's jobs in job order across cycles (scheduler/actions/
+  // enqueue.cc). Implies AdmissionReadsOnlyJobAndQueues. Default: false.
+  virtual bool AdmissionReadsOnlyMinimum() const { return false; }
+  // Whether its job order keys (AddJobOrderKeyFn), for a Pending job that
+  // holds nothing, read only the job's spec and creation: no clock, no
+  // state, no other job (fixed for as long as the job waits so). Default:
+  // false.
+  virtual bool PendingOrderReadsOnlySpec() const { return false; }
   // For a plugin that keeps queues' past use: each queue's, valued at `now`
   // (>= the last session's time), queues named as in `state` (the plugin's
   // own policy's). Default: none.

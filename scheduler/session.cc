@@ -45,10 +45,14 @@ Session::Session(State& state, const Clock& clock, int64_t cycle,
     for (Plugin* p : tiers_[t]) {
       opening_uses_time_ = p->UsesTime() && p->VerdictHooksReadTime();
       opening_admission_pure_ = p->AdmissionReadsOnlyJobAndQueues();
+      opening_admission_keyed_ = p->AdmissionReadsOnlyMinimum();
+      opening_order_static_ = p->PendingOrderReadsOnlySpec();
       p->OnSessionOpen(*this);
     }
     opening_uses_time_ = false;
     opening_admission_pure_ = false;
+    opening_admission_keyed_ = false;
+    opening_order_static_ = false;
   }
 }
 
@@ -119,6 +123,7 @@ void Session::AddJobOrderFn(std::string_view p, JobOrderFn fn) {
 void Session::AddJobOrderKeyFn(std::string_view p, JobOrderKeyFn key) {
   // No comparator: JobOrder compares the key (job_order_key_) itself.
   Add(job_order_, p, JobOrderFn());
+  if (!opening_order_static_) order_static_ = false;
   job_order_key_.push_back(std::move(key));
 }
 void Session::AddTaskOrderFn(std::string_view p, TaskOrderFn fn) { Add(task_order_, p, std::move(fn)); }

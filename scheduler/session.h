@@ -258,6 +258,15 @@ class Session {
   // the queues (Plugin::AdmissionReadsOnlyJobAndQueues): enqueue may
   // remember a refusal.
   bool admission_reads_only_job_and_queues() const { return admission_pure_; }
+  // Whether every registered admission hook's plugin says
+  // Plugin::AdmissionReadsOnlyMinimum and every job order key's plugin says
+  // Plugin::PendingOrderReadsOnlySpec (and every job order is a key):
+  // enqueue may group the pending jobs (scheduler/actions/enqueue.cc).
+  bool admission_grouped() const {
+    return admission_groups_ && admission_pure_ && admission_keyed_ && job_order_keyed_ && order_static_;
+  }
+  // EngineOptions::admission_groups.
+  void set_admission_groups(bool on) { admission_groups_ = on; }
   // Records a committed placement or eviction (Statement::Commit calls these).
   void RecordBind(const Job& job, uint32_t task);
   // An eviction of a job still Running is a shrink; otherwise the job stops.
@@ -300,6 +309,7 @@ class Session {
     if (opening_uses_time_ && IsVerdictHook(list)) verdict_reads_clock_ = true;
     const void* l = &list;
     if (!opening_admission_pure_ && (l == &job_valid_ || l == &job_enqueueable_)) admission_pure_ = false;
+    if (!opening_admission_keyed_ && (l == &job_valid_ || l == &job_enqueueable_)) admission_keyed_ = false;
     list.push_back({current_tier_, std::string(plugin), std::move(fn)});
   }
 
@@ -313,6 +323,12 @@ class Session {
   // While a plugin that says AdmissionReadsOnlyJobAndQueues opens.
   bool opening_admission_pure_ = false;
   bool admission_pure_ = true;
+  // The same for AdmissionReadsOnlyMinimum and PendingOrderReadsOnlySpec.
+  bool opening_admission_keyed_ = false;
+  bool opening_order_static_ = false;
+  bool admission_keyed_ = true;
+  bool order_static_ = true;
+  bool admission_groups_ = true;
   bool verdict_reads_clock_ = false;
   template <typename List>
   bool IsVerdictHook(const List& list) const {

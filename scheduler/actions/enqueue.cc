@@ -17,12 +17,28 @@
 //    state says changed (State::TakeAdmissionChanges: added, or their
 //    tasks or phase moved) while the policy and every queue's use are as
 //    they were: every other job's memo holds, and its reason stands.
+// 6. Groups (Session::admission_grouped: the admission hooks read of a job
+//    only its queue and minimum, a refusal's text reads no use, and a
+//    pending job's order keys read only its spec): the pending jobs are
+//    kept across cycles in groups alike in queue, minimum and tasks, each
+//    group in job order, updated from the state's change log. A cycle asks
+//    one job of each group whose queue's use moved; a group refused at the
+//    cycle's start stays refused through it (admissions only add use), so
+//    only the groups that fit are walked, merged in job order, each until
+//    its first refusal. Its jobs' reasons are the group's text, written
+//    only to jobs that joined since (or all, when the text changed): a
+//    cycle costs the groups and the admissions, not the backlog. The same
+//    admissions and reasons as the walk of every job (the fast-paths
+//    property test compares them).
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
 #include "scheduler/actions/action.h"
 #include "scheduler/statement.h"
@@ -71,6 +87,8 @@ class EnqueueAction : public Action {
     const bool memo = s.fast_paths() && s.memo() && s.admission_reads_only_job_and_queues();
     // Read every cycle, so that the next one sees only what changed since.
     const bool whole_log = s.mutable_state().TakeAdmissionChanges(changed_);
+    const bool grouped = memo && s.admission_grouped();
+    if (!grouped) groups_valid_ = false;
     // Each queue's chain use, computed once per queue until an admission
     // (the only change to any queue's use in this action) moves it, and
     // named by an id interned per queue (Intern: a memo compares ids, not
@@ -80,6 +98,10 @@ class EnqueueAction : public Action {
     use_at_.assign(s.queues().size(), -1);
     use_id_.resize(s.queues().size(), 0);
     if (interned_.size() != s.queues().size()) interned_.assign(s.queues().size(), {});
+    if (grouped && Grouped(s, whole_log)) {
+      clean_ = false;  // the per-job memos were not kept: the next walk of every job is whole
+      return;
+    }
     bool walk = true;  // every pending job (false: the changed ones refused, the rest recalled)
     if (memo && clean_ && whole_log && clean_policy_ == s.VerdictPolicyId() && QueuesAsClean(s)) {
       if (RefuseChanged(s)) {
@@ -274,6 +296,218 @@ class EnqueueAction : public Action {
     it->second.emplace_back(use, id);
     return id;
   }
+
+  // --- Groups (step 6) ----------------------------------------------------
+  // A pending job's place in job order: its order keys, creation, id.
+  struct RowLess {
+    const std::vector<int64_t>* rows;
+    const size_t* width;
+    bool operator()(uint32_t a, uint32_t b) const {
+      const size_t w = *width;
+      const int64_t* x = rows->data() + size_t{a} * w;
+      const int64_t* y = rows->data() + size_t{b} * w;
+      return std::lexicographical_compare(x, x + w, y, y + w);
+    }
+  };
+  struct Group {
+    Group(uint32_t q, const Resources& min, int members, size_t tasks, RowLess less)
+        : queue(q), minimum(min), min_member(members), tasks(tasks), jobs(less) {}
+    uint32_t queue;
+    Resources minimum;
+    int min_member;
+    size_t tasks;
+    absl::btree_set<uint32_t, RowLess> jobs;  // job ids, in job order
+    // The verdict at the queue's chain use `use` (0: none yet).
+    uint64_t use = 0;
+    bool fits = false;
+    std::string reason;  // the last refusal's text (outlives sessions: KeepPendingReason)
+    uint64_t reason_gen = 0;
+    std::vector<uint32_t> unsettled;  // jobs that may not have `reason` yet
+    bool all_unsettled = false;       // every job (the text changed)
+  };
+
+  // Whether the groups decided the cycle (false: a pending job holds
+  // something, and its order may change: the caller walks every job).
+  bool Grouped(Session& s, bool whole_log) {
+    const size_t width = s.job_order_keys() + 2;
+    if (!groups_valid_ || !whole_log || width != width_) {
+      if (!Regroup(s, width)) return false;
+    } else {
+      std::sort(changed_.begin(), changed_.end());
+      changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+      for (JobId id : changed_) {
+        Leave(id.value());
+        if (!std::binary_search(s.jobs().begin(), s.jobs().end(), id)) continue;  // not waiting
+        const Job& j = s.state().job(id);
+        if (j.phase() != JobPhase::kPending) continue;
+        if (!Join(s, j)) return false;
+      }
+    }
+    // Each group's verdict at its queue's use now, asked of its first job
+    // when that use moved since.
+    fitting_.clear();
+    int asked = 0, waiting = 0;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      Group& gr = *groups_[g];
+      if (gr.jobs.empty()) continue;
+      waiting += static_cast<int>(gr.jobs.size());
+      const uint64_t use = UseOf(s, gr.queue);
+      if (gr.use != use) {
+        Ask(s, gr, s.state().job(JobId(*gr.jobs.begin())), use);
+        ++asked;
+      }
+      if (gr.fits) fitting_.push_back(static_cast<uint32_t>(g));
+    }
+    s.NoteRecalled(waiting - asked);
+    if (!fitting_.empty()) Merge(s);
+    for (auto& gr : groups_) Settle(s, *gr);
+    s.AddAdmitted(admitted_ids_);
+    return true;
+  }
+
+  // The groups that fit, walked in job order (a heap of their next jobs),
+  // each until its first refusal.
+  void Merge(Session& s) {
+    auto later = [this](uint32_t a, uint32_t b) { return RowLess{&rows_, &width_}(*heads_[b], *heads_[a]); };
+    heap_.clear();
+    heads_.resize(groups_.size());
+    for (uint32_t g : fitting_) {
+      heads_[g] = groups_[g]->jobs.begin();
+      heap_.push_back(g);
+    }
+    std::make_heap(heap_.begin(), heap_.end(), later);
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      const uint32_t g = heap_.back();
+      heap_.pop_back();
+      Group& gr = *groups_[g];
+      Job& j = s.mutable_state().job(JobId(*heads_[g]));
+      std::string why;
+      if (Refused(s, j, why)) {
+        // Refused at this use, so at every later one this cycle.
+        Refuse(gr, UseOf(s, gr.queue), std::move(why));
+        gr.unsettled.push_back(j.id().value());
+        continue;
+      }
+      Admit(s, j);
+      ++admitted_;
+      admitted_ids_.push_back(j.id());
+      if (++heads_[g] != gr.jobs.end()) {
+        heap_.push_back(g);
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      }
+    }
+  }
+
+  void Ask(Session& s, Group& gr, const Job& j, uint64_t use) {
+    std::string why;
+    if (!Refused(s, j, why)) {
+      gr.use = use;
+      gr.fits = true;
+      return;
+    }
+    Refuse(gr, use, std::move(why));
+  }
+
+  static void Refuse(Group& gr, uint64_t use, std::string why) {
+    gr.use = use;
+    gr.fits = false;
+    if (gr.reason_gen != 0 && gr.reason == why) return;
+    gr.reason = std::move(why);
+    gr.reason_gen = Job::NextReasonGen();
+    gr.all_unsettled = true;
+  }
+
+  // The group's refusal to the jobs that may not carry it yet (those
+  // still pending: some may have been admitted this cycle).
+  static void Settle(Session& s, Group& gr) {
+    if (gr.fits || gr.reason_gen == 0) {
+      // It fits: the walk admitted every job of it (or it has none).
+      gr.unsettled.clear();
+      return;
+    }
+    auto give = [&](uint32_t id) {
+      const Job& j = s.state().job(JobId(id));
+      if (j.phase() == JobPhase::kPending) s.KeepPendingReason(j, gr.reason, gr.reason_gen);
+    };
+    if (gr.all_unsettled) {
+      for (uint32_t id : gr.jobs) give(id);
+    } else {
+      for (uint32_t id : gr.unsettled) {
+        if (gr.jobs.contains(id)) give(id);
+      }
+    }
+    gr.all_unsettled = false;
+    gr.unsettled.clear();
+  }
+
+  // Every pending job in its group again (false: one holds something).
+  bool Regroup(Session& s, size_t width) {
+    groups_valid_ = false;
+    groups_.clear();
+    by_key_.clear();
+    std::fill(group_of_.begin(), group_of_.end(), 0);
+    width_ = width;
+    for (JobId id : s.jobs()) {
+      const Job& j = s.state().job(id);
+      if (j.phase() == JobPhase::kPending && !Join(s, j)) return false;
+    }
+    groups_valid_ = true;
+    return true;
+  }
+
+  // The job into its group (false: it holds something: no group).
+  bool Join(Session& s, const Job& j) {
+    if (!j.allocated().IsZero()) {
+      groups_valid_ = false;
+      return false;
+    }
+    const uint32_t id = j.id().value();
+    if (rows_.size() < (size_t{id} + 1) * width_) rows_.resize((size_t{id} + 1 + id / 2) * width_);
+    int64_t* row = rows_.data() + size_t{id} * width_;
+    s.JobOrderKeys(j, row);
+    row[width_ - 2] = j.created();
+    row[width_ - 1] = static_cast<int64_t>(id);
+    const uint32_t q = j.queue().value();
+    const int members = j.min_member();
+    const size_t tasks = j.tasks().size();
+    const Resources& min = j.min_request();
+    uint64_t h = (uint64_t{q} << 32) ^ static_cast<uint64_t>(members) ^ (uint64_t{tasks} << 20);
+    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.gpu_milli());
+    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.cpu_milli());
+    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.memory());
+    std::vector<uint32_t>& alike = by_key_[h];
+    uint32_t g = 0;
+    for (; g < alike.size(); ++g) {
+      const Group& gr = *groups_[alike[g]];
+      if (gr.queue == q && gr.min_member == members && gr.tasks == tasks && gr.minimum == min) break;
+    }
+    if (g == alike.size()) {
+      alike.push_back(static_cast<uint32_t>(groups_.size()));
+      groups_.push_back(std::make_unique<Group>(q, min, members, tasks, RowLess{&rows_, &width_}));
+    }
+    const uint32_t at = alike[g];
+    if (group_of_.size() <= id) group_of_.resize(size_t{id} + 1 + id / 2, 0);
+    group_of_[id] = at + 1;
+    groups_[at]->jobs.insert(id);
+    groups_[at]->unsettled.push_back(id);
+    return true;
+  }
+
+  void Leave(uint32_t id) {
+    if (id >= group_of_.size() || group_of_[id] == 0) return;
+    groups_[group_of_[id] - 1]->jobs.erase(id);
+    group_of_[id] = 0;
+  }
+
+  bool groups_valid_ = false;
+  size_t width_ = 0;
+  std::vector<int64_t> rows_;  // by job id: its row (width_ each), while in a group
+  std::vector<std::unique_ptr<Group>> groups_;
+  absl::flat_hash_map<uint64_t, std::vector<uint32_t>> by_key_;  // a hash of the key -> groups
+  std::vector<uint32_t> group_of_;  // by job id: its group + 1 (0: none)
+  std::vector<uint32_t> fitting_, heap_;
+  std::vector<absl::btree_set<uint32_t, RowLess>::const_iterator> heads_;
 
   std::vector<Job*> pending_;  // the cycle's pending jobs (reused)
   std::vector<Job*> hits_, misses_;  // those whose memo held, did not (reused)

@@ -145,10 +145,11 @@ struct Twin {
   PluginRegistry registry = plugins::BuiltinRegistry();
   std::unique_ptr<Engine> engine;
   EngineOptions options;
-  Twin(const topology::Cluster& cluster, const Policy& policy, bool fast) {
+  Twin(const topology::Cluster& cluster, const Policy& policy, bool fast, bool groups = true) {
     EngineOptions& o = options;
     o.check_invariants = true;
     o.fast_paths = fast;
+    o.admission_groups = groups;
     auto e = Engine::Create(cluster, policy, registry, clock, o);
     EXPECT_TRUE(e.ok()) << e.status();
     engine = *std::move(e);
@@ -175,7 +176,9 @@ JobSpec RandomJob(std::mt19937_64& rng, int i) {
 int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
   const Policy policy = Shipped(policy_name);
   const topology::Cluster cluster = ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build();
-  Twin fast(cluster, policy, true), slow(cluster, policy, false);
+  // `fast` with enqueue's groups where the policy allows them, `ungrouped`
+  // with the per-job admission memo only: both must decide as `slow`.
+  Twin fast(cluster, policy, true), slow(cluster, policy, false), ungrouped(cluster, policy, true, false);
   auto oracle_options = DecisionOracle::OptionsFor(policy, fast.options);
   oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
   DecisionOracle oracle(cluster, policy.queues, oracle_options);
@@ -204,7 +207,7 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
     std::string cancel;
     if (what == 4 && next_job > 0) cancel = "j" + std::to_string(rng() % next_job);
     const bool event = !finish.empty() || !submit.empty() || !cancel.empty();
-    for (Twin* t : {&fast, &slow}) {
+    for (Twin* t : {&fast, &slow, &ungrouped}) {
       t->clock.Advance(dt);
       for (const std::string& n : finish) {
         EXPECT_TRUE(t->engine->FinishJob(t->engine->FindJob(n), true).ok());
@@ -220,6 +223,7 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
     const Timestamp now = fast.clock.Now();
     const Decisions a = fast.engine->RunCycle();
     const Decisions b = slow.engine->RunCycle();
+    const Decisions c = ungrouped.engine->RunCycle();
     absl::Status s = oracle.Apply(a, now);
     if (s.ok()) s = oracle.CompareWithState(fast.engine->state());
     EXPECT_TRUE(s.ok()) << where << ", step " << step << ": " << s.message();
@@ -229,12 +233,15 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
     for (JobId id : slow.engine->state().active_jobs()) {
       const Job& js = slow.engine->state().job(id);
       const Job& jf = fast.engine->state().job(fast.engine->FindJob(js.name()));
+      const Job& ju = ungrouped.engine->state().job(ungrouped.engine->FindJob(js.name()));
       EXPECT_EQ(jf.pending_reason(), js.pending_reason()) << where << ", step " << step << ", job " << js.name();
-      if (jf.pending_reason() != js.pending_reason()) return skipped;
+      EXPECT_EQ(ju.pending_reason(), js.pending_reason()) << where << ", step " << step << ", job " << js.name();
+      if (jf.pending_reason() != js.pending_reason() || ju.pending_reason() != js.pending_reason()) return skipped;
     }
-    const std::string fa = Format(a), fb = Format(b);
+    const std::string fa = Format(a), fb = Format(b), fc = Format(c);
     EXPECT_EQ(fa, fb) << where << ", step " << step << " at " << now;
-    if (fa != fb) return skipped;
+    EXPECT_EQ(fc, fb) << where << ", step " << step << " at " << now << " (without admission groups)";
+    if (fa != fb || fc != fb) return skipped;
     if (!event && now < wake) {
       // The fast twin said nothing could be decided before `wake`.
       EXPECT_TRUE(b.empty()) << where << ", step " << step << ": NextWakeup said " << wake << ", but at " << now

@@ -300,9 +300,11 @@ class AdmissionMemo : public ::testing::Test {
   // Capability 8: "fits" (8) runs, "over" (4) exceeds the capability.
   void Start() { StartWith(8, 4, "exceeds its capability gpu=8"); }
   // Capability 12: "fits" (8) runs, "over" (8) is refused on top of 8.
-  void StartAt12() { StartWith(12, 8, "on top of gpu=8"); }
+  void StartAt12() { StartWith(12, 8, "exceeds its capability gpu=12"); }
+  // The per-job memo (enqueue's groups off: AdmissionGroups tests those).
   void StartWith(int capability, int over_gpus, const std::string& refused) {
-    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(capability));
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(), WithCapability(capability),
+                                         /*check_invariants=*/true, /*admission_groups=*/false);
     h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
     h_->Submit(JobBuilder("over").Queue("small").GpusPerTask(over_gpus).Build());
     h_->Cycle();
@@ -375,19 +377,20 @@ TEST_F(AdmissionMemo, AJobAdmittedAheadInTheSameCycleAsksAgain) {
   // of 8. A 4-GPU job of the queue with a higher priority arrives: enqueue
   // admits it first in job order, which moves the queue's use inside the
   // action, so "over" is asked again in that cycle and refused on top of 12
-  // (a use computed before the admission would recall the old reason).
+  // (a use computed before the admission would recall the old memo). The
+  // reason's text names no use, so it stays.
   StartAt12();
   const std::string before = reason_;
   Arrival("o1");
   ASSERT_GE(h_->engine().last_cycle_work().recalled, 1) << "unchanged: recalled";
   ASSERT_EQ(h_->job("over").pending_reason(), before);
+  const uint64_t memo_at_8 = h_->job("over").admit_memo().chain_use;
   h_->Submit(JobBuilder("ahead").Queue("small").GpusPerTask(4).Priority(5).Build());
   h_->Cycle();
   EXPECT_TRUE(h_->Running("ahead"));
   EXPECT_EQ(h_->job("over").phase(), JobPhase::kPending);
-  EXPECT_NE(h_->job("over").pending_reason(), before) << "asked again on top of the new use";
-  EXPECT_NE(h_->job("over").pending_reason().find("on top of gpu=12"), std::string::npos)
-      << h_->job("over").pending_reason();
+  EXPECT_NE(h_->job("over").admit_memo().chain_use, memo_at_8) << "asked again on top of the new use";
+  EXPECT_EQ(h_->job("over").pending_reason(), before);
 }
 
 TEST_F(AdmissionMemo, ANewcomerRefusedAloneLeavesTheOthersRecalled) {
@@ -410,15 +413,138 @@ TEST_F(AdmissionMemo, AnAdmissionAmongTheAskedWalksEveryJobInJobOrder) {
   // admitted (12), then over is asked again and refused on top of 12. The
   // unordered pass finds tiny admissible and gives way to the ordered walk.
   StartAt12();
+  const uint64_t memo_at_8 = h_->job("over").admit_memo().chain_use;
   h_->Submit(JobBuilder("big").Queue("small").GpusPerTask(8).Priority(5).Build());
   h_->Submit(JobBuilder("tiny").Queue("small").GpusPerTask(4).Priority(1).Build());
   h_->Cycle();
   EXPECT_TRUE(h_->Running("tiny"));
   EXPECT_EQ(h_->job("big").phase(), JobPhase::kPending);
-  EXPECT_NE(h_->job("big").pending_reason().find("on top of gpu=8"), std::string::npos)
-      << "asked before tiny's admission: " << h_->job("big").pending_reason();
-  EXPECT_NE(h_->job("over").pending_reason().find("on top of gpu=12"), std::string::npos)
-      << "asked after it: " << h_->job("over").pending_reason();
+  EXPECT_EQ(h_->job("big").admit_memo().chain_use, memo_at_8) << "asked before tiny's admission, at 8";
+  EXPECT_NE(h_->job("over").admit_memo().chain_use, memo_at_8) << "asked after it, at 12";
+  EXPECT_NE(h_->job("over").pending_reason().find("exceeds its capability gpu=12"), std::string::npos)
+      << h_->job("over").pending_reason();
+}
+
+// Enqueue's groups (scheduler/actions/enqueue.cc, step 6): under a policy
+// whose admission reads only a job's queue and minimum and whose pending
+// order reads only the spec (kClockFreeTiers), alike pending jobs are one
+// group, asked once per use of their queue; the walk takes the groups that
+// fit in job order, each until its first refusal.
+class AdmissionGroups : public ::testing::Test {
+ protected:
+  // Queue "small" may use 8 GPUs; "fits" (8) runs in it.
+  void Start(int capability = 8) {
+    h_ = std::make_unique<EngineHarness>(ClusterBuilder().NodesPerRack(4).Gpus(8).Build(),
+                                         AdmissionMemo_WithCapability(capability));
+    h_->Submit(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+    h_->Cycle();
+    ASSERT_TRUE(h_->Running("fits"));
+  }
+  static Policy AdmissionMemo_WithCapability(int gpus) {
+    return PolicyFromYaml(std::string("actions: \"enqueue, allocate, backfill\"\n") + testing::kClockFreeTiers +
+                          "queues:\n- {name: small, capability: {gpu: " + std::to_string(gpus) +
+                          "}}\n- {name: other}\n");
+  }
+  std::unique_ptr<EngineHarness> h_;
+};
+
+TEST_F(AdmissionGroups, ABacklogOfAlikeJobsIsAskedOnceWhenItsQueuesUseMoves) {
+  Start(12);
+  for (int i = 0; i < 20; ++i) h_->Submit(JobBuilder("w" + std::to_string(i)).Queue("small").GpusPerTask(8).Build());
+  h_->Cycle();
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 19) << "one of the twenty asked (8 + 8 > 12)";
+  // "s" (2) is admitted: the twenty's memo at 8 holds at the cycle's start.
+  h_->Submit(JobBuilder("s").Queue("small").GpusPerTask(2).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("s"));
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 20);
+  // An arrival elsewhere: the queue's use is 10 now, a use the group was
+  // not asked at; one of the twenty is asked, the others recalled.
+  h_->Submit(JobBuilder("o").Queue("other").GpusPerTask(1).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("o"));
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 19) << "one of the group asked";
+  for (int i = 0; i < 20; ++i) {
+    const Job& j = h_->job("w" + std::to_string(i));
+    EXPECT_EQ(j.phase(), JobPhase::kPending);
+    EXPECT_NE(j.pending_reason().find("'small': minimum gpu=8 on top of what is in use or admitted exceeds its "
+                                      "capability gpu=12"),
+              std::string::npos)
+        << j.pending_reason();
+  }
+}
+
+TEST_F(AdmissionGroups, TheFirstInJobOrderIsAdmittedAndTheRestKeepTheirReason) {
+  Start(16);
+  // Three 8-GPU jobs wait behind "fits" (8 of 16): w0 first by creation,
+  // w2 ahead of both by priority. When room for one opens, w2 goes.
+  h_->Submit(JobBuilder("block").Queue("small").GpusPerTask(8).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("block"));
+  h_->Submit(JobBuilder("w0").Queue("small").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("w1").Queue("small").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("w2").Queue("small").GpusPerTask(8).Priority(5).Build());
+  h_->Cycle();
+  const std::string reason = h_->job("w0").pending_reason();
+  ASSERT_NE(reason.find("exceeds its capability gpu=16"), std::string::npos) << reason;
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("block"), true).ok());
+  h_->Cycle();
+  EXPECT_TRUE(h_->Running("w2")) << "the highest priority first";
+  EXPECT_EQ(h_->job("w0").phase(), JobPhase::kPending);
+  EXPECT_EQ(h_->job("w1").phase(), JobPhase::kPending);
+  EXPECT_EQ(h_->job("w0").pending_reason(), reason);
+  EXPECT_EQ(h_->job("w1").pending_reason(), reason);
+  ASSERT_TRUE(h_->engine().FinishJob(h_->engine().FindJob("fits"), true).ok());
+  h_->Cycle();
+  EXPECT_TRUE(h_->Running("w0")) << "then the first come";
+  EXPECT_EQ(h_->job("w1").phase(), JobPhase::kPending);
+}
+
+TEST_F(AdmissionGroups, GroupsThatFitAreMergedInJobOrder) {
+  // 8 of 12 in use. "big" (8, priority 5) is ahead of "tiny" (4, priority
+  // 1), which is ahead of "tiny2" (4, priority 0): big's group is refused,
+  // tiny is admitted (12), then tiny2's turn comes in the same group and
+  // is refused. A group that fits is walked in job order across groups.
+  Start(12);
+  h_->Submit(JobBuilder("big").Queue("small").GpusPerTask(8).Priority(5).Build());
+  h_->Submit(JobBuilder("tiny2").Queue("small").GpusPerTask(4).Build());
+  h_->Submit(JobBuilder("tiny").Queue("small").GpusPerTask(4).Priority(1).Build());
+  h_->Cycle();
+  EXPECT_TRUE(h_->Running("tiny"));
+  EXPECT_EQ(h_->job("tiny2").phase(), JobPhase::kPending);
+  EXPECT_EQ(h_->job("big").phase(), JobPhase::kPending);
+  EXPECT_NE(h_->job("tiny2").pending_reason().find("minimum gpu=4"), std::string::npos)
+      << h_->job("tiny2").pending_reason();
+  EXPECT_NE(h_->job("big").pending_reason().find("minimum gpu=8"), std::string::npos)
+      << h_->job("big").pending_reason();
+}
+
+TEST_F(AdmissionGroups, AJobThatJoinsARefusedGroupGetsItsReason) {
+  Start(8);
+  h_->Submit(JobBuilder("a").Queue("small").GpusPerTask(4).Build());
+  h_->Cycle();
+  const std::string reason = h_->job("a").pending_reason();
+  ASSERT_NE(reason.find("exceeds its capability gpu=8"), std::string::npos) << reason;
+  h_->Submit(JobBuilder("b").Queue("small").GpusPerTask(4).Build());
+  h_->Cycle();
+  EXPECT_EQ(h_->job("b").phase(), JobPhase::kPending);
+  EXPECT_EQ(h_->job("b").pending_reason(), reason);
+  EXPECT_EQ(h_->engine().last_cycle_work().recalled, 2) << "the queue's use did not move: no job asked";
+}
+
+TEST_F(AdmissionGroups, ACapabilityOnTheQueuesPathIsNamed) {
+  h_ = std::make_unique<EngineHarness>(
+      ClusterBuilder().NodesPerRack(4).Gpus(8).Build(),
+      PolicyFromYaml(std::string("actions: \"enqueue, allocate, backfill\"\n") + testing::kClockFreeTiers +
+                     "queues:\n- {name: org, capability: {gpu: 12}}\n"
+                     "- {name: team, parent: org, capability: {gpu: 8}}\n"));
+  h_->Submit(JobBuilder("fits").Queue("team").GpusPerTask(4).Build());
+  h_->Submit(JobBuilder("over").Queue("team").GpusPerTask(8).Build());
+  h_->Cycle();
+  ASSERT_TRUE(h_->Running("fits")) << h_->job("fits").pending_reason();
+  EXPECT_NE(h_->job("over").pending_reason().find("a capability on its path: 'team' gpu=8, 'org' gpu=12"),
+            std::string::npos)
+      << h_->job("over").pending_reason();
 }
 
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {

@@ -35,10 +35,11 @@ topology::Cluster ClusterBuilder::Build() const {
   return *topology::Cluster::Build(c->tiers(), std::move(nodes));
 }
 
-EngineHarness::EngineHarness(topology::Cluster cluster, scheduler::Policy policy, bool check)
+EngineHarness::EngineHarness(topology::Cluster cluster, scheduler::Policy policy, bool check, bool groups)
     : registry_(plugins::BuiltinRegistry()) {
   scheduler::EngineOptions opts;
   opts.check_invariants = check;
+  opts.admission_groups = groups;
   auto e = scheduler::Engine::Create(std::move(cluster), policy, registry_, clock_, opts);
   if (!e.ok()) {
     std::cerr << e.status() << "\n";

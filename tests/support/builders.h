@@ -66,7 +66,7 @@ class EngineHarness {
  public:
   explicit EngineHarness(topology::Cluster cluster,
                          scheduler::Policy policy = scheduler::DefaultPolicy(),
-                         bool check_invariants = true);
+                         bool check_invariants = true, bool admission_groups = true);
   scheduler::Engine& engine() { return *engine_; }
   const scheduler::State& state() const { return engine_->state(); }
   scheduler::ManualClock& clock() { return clock_; }
