@@ -407,9 +407,9 @@ namespace {
 // The running jobs that hold GPUs.
 std::vector<const scheduler::Job*> RunningWithGpus(const scheduler::State& state) {
   std::vector<const scheduler::Job*> out;
-  for (scheduler::JobId id : state.active_jobs()) {
+  for (scheduler::JobId id : state.running_jobs()) {
     const scheduler::Job& job = state.job(id);
-    if (job.phase() == scheduler::JobPhase::kRunning && job.allocated().gpu_milli() > 0) out.push_back(&job);
+    if (job.allocated().gpu_milli() > 0) out.push_back(&job);
   }
   return out;
 }

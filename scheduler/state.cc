@@ -112,6 +112,7 @@ void State::FinishJob(JobId id, JobPhase terminal) {
                       .ended_at = Now()});
   }
   waiting_.erase(id);
+  running_.erase(id);
   elastic_room_.erase(id);
   elastic_.erase(id);
   flags_[id.value()] = 0;
@@ -255,6 +256,11 @@ void State::RebuildWaitingSums() {
 void State::SetPhase(Job& job, JobPhase phase) {
   if (job.phase() == phase) return;
   job.set_phase(phase);
+  if (phase == JobPhase::kRunning) {
+    running_.insert(job.id());
+  } else {
+    running_.erase(job.id());
+  }
   RecountWaiting(job);
 }
 
@@ -573,6 +579,11 @@ absl::Status State::CheckInvariants() const {
       return absl::InternalError(absl::StrCat("8: job ", job(id).name(), " is in the elastic set, not active"));
     }
   }
+  for (JobId id : running_) {
+    if (!active_.count(id)) {
+      return absl::InternalError(absl::StrCat("8: job ", job(id).name(), " is in the running set, not active"));
+    }
+  }
   for (JobId id : active_) {
     const Job& j = job(id);
     const bool should_wait = j.Count(TaskState::kPending) > 0;
@@ -583,6 +594,9 @@ absl::Status State::CheckInvariants() const {
     }
     if (j.elastic() != (elastic_.count(j.id()) > 0)) {
       return absl::InternalError(absl::StrCat("8: job ", j.name(), " elastic set is off"));
+    }
+    if ((j.phase() == JobPhase::kRunning) != (running_.count(j.id()) > 0)) {
+      return absl::InternalError(absl::StrCat("8: job ", j.name(), " running set is off"));
     }
     const bool room = j.elastic() && j.ReadyCount() < j.max_member();
     if (room != (elastic_room_.count(j.id()) > 0) || room != ((flags_[j.id().value()] & kRoom) != 0)) {

@@ -112,6 +112,10 @@ class State {
   using JobSet = absl::btree_set<JobId>;
   // Jobs not yet Completed / Failed / Aborted, by id.
   const JobSet& active_jobs() const { return active_; }
+  // Those of them Running, kept with the phase (SetPhase): a walk over the
+  // running jobs (victims, cooldowns, expected ends) costs the running jobs,
+  // not a backlog of waiting ones.
+  const JobSet& running_jobs() const { return running_; }
   // Records of the jobs that ended (Completed, Failed or Aborted), in the
   // order they ended, after those restored (RestoreEndedJobs): what a
   // learner of the jobs seen to end reads (gittins, backfill's learned
@@ -320,6 +324,7 @@ class State {
   std::vector<QueueUsage> queue_usage_;
   std::vector<std::unique_ptr<Job>> jobs_;
   JobSet active_;
+  JobSet running_;  // active_ in phase Running
   std::vector<EndedJob> ended_;  // in the order they ended, from ended_base_
   uint64_t ended_base_ = 0;      // records dropped before ended_'s first
   size_t ended_kept_ = 0;        // set_ended_kept (0: all)

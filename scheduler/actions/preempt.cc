@@ -112,9 +112,8 @@ class ReclaimAction : public Action {
     constexpr uint32_t kNone = UINT32_MAX;
     uint32_t first = kNone;
     bool several = false;
-    for (JobId id : state.active_jobs()) {
+    for (JobId id : state.running_jobs()) {
       const Job& v = state.job(id);
-      if (v.phase() != JobPhase::kRunning) continue;
       if (first == kNone) first = v.queue().value();
       several = several || v.queue().value() != first;
     }

@@ -236,13 +236,12 @@ void VictimPicker::IndexRunning() {
   const State& st = s_.state();
   const size_t queues = st.queues().size();
   running_.clear();
-  running_.reserve(st.active_jobs().size());
+  running_.reserve(st.running_jobs().size());
   lowest_.assign(queues, kNoPriority);
   // Counting sort by queue: queue_start_[q + 1] counts q's jobs first.
   queue_start_.assign(queues + 1, 0);
-  for (JobId id : st.active_jobs()) {
+  for (JobId id : st.running_jobs()) {
     const Job& v = st.job(id);
-    if (v.phase() != JobPhase::kRunning) continue;
     running_.push_back(&v);
     ++queue_start_[v.queue().value() + 1];
   }
@@ -290,9 +289,9 @@ Timestamp VictimPicker::NextChange(Timestamp now) {
 
 Timestamp VictimPicker::FirstCooldownEnd(const State& state, Timestamp cooldown_ms, Timestamp now) {
   Timestamp end = kNoChange;
-  for (JobId id : state.active_jobs()) {
+  for (JobId id : state.running_jobs()) {
     const Job& v = state.job(id);
-    if (v.phase() == JobPhase::kRunning && v.last_resize() >= 0 && now - v.last_resize() < cooldown_ms) {
+    if (v.last_resize() >= 0 && now - v.last_resize() < cooldown_ms) {
       end = std::min(end, v.last_resize() + cooldown_ms);
     }
   }

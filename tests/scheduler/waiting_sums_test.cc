@@ -69,6 +69,23 @@ TEST_F(WaitingSumsTest, PerQueueSumsFollowTasksAndPhases) {
   EXPECT_TRUE(state_.CheckInvariants().ok()) << state_.CheckInvariants();
 }
 
+TEST_F(WaitingSumsTest, TheRunningSetFollowsThePhase) {
+  // State::running_jobs: the active jobs in phase Running, kept with
+  // SetPhase and FinishJob (victim searches and las's expected ends walk
+  // it instead of every active job).
+  const JobId g = state_.AddJob(JobBuilder("g").Queue("a").GpusPerTask(4).Build(), Queue("a"), 0);
+  const JobId h = state_.AddJob(JobBuilder("h").Queue("b").GpusPerTask(2).Build(), Queue("b"), 0);
+  EXPECT_TRUE(state_.running_jobs().empty());
+  state_.SetPhase(state_.job(g), JobPhase::kRunning);
+  state_.SetPhase(state_.job(h), JobPhase::kRunning);
+  EXPECT_EQ(std::vector<JobId>(state_.running_jobs().begin(), state_.running_jobs().end()), (std::vector<JobId>{g, h}));
+  state_.SetPhase(state_.job(g), JobPhase::kInqueue);  // stopped, admitted again
+  EXPECT_EQ(std::vector<JobId>(state_.running_jobs().begin(), state_.running_jobs().end()), (std::vector<JobId>{h}));
+  state_.FinishJob(h, JobPhase::kCompleted);
+  EXPECT_TRUE(state_.running_jobs().empty());
+  EXPECT_TRUE(state_.CheckInvariants().ok()) << state_.CheckInvariants();
+}
+
 TEST_F(WaitingSumsTest, ReplacingTheQueuesRecountsUnderTheNewTree) {
   state_.AddJob(JobBuilder("g").Queue("b").GpusPerTask(4).Build(), Queue("b"), 0);
   const uint32_t before = Queue("b").value();
