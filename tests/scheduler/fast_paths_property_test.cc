@@ -176,9 +176,7 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
   const Policy policy = Shipped(policy_name);
   const topology::Cluster cluster = ClusterBuilder().Racks(2).NodesPerRack(2).Gpus(8).Build();
   Twin fast(cluster, policy, true), slow(cluster, policy, false);
-  auto oracle_options = DecisionOracle::OptionsFor(policy, fast.options);
-  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-  DecisionOracle oracle(cluster, policy.queues, oracle_options);
+  DecisionOracle oracle(cluster, policy.queues, DecisionOracle::OptionsFor(policy, fast.options));
   std::mt19937_64 rng(seed);
   int next_job = 0;
   int64_t skipped = 0;

@@ -63,9 +63,7 @@ TEST(PreemptionProperty, DecisionsAloneAccountForEveryGpu) {
     const topology::Cluster cluster = cb.Build();
     const scheduler::Policy policy = PolicyFromYaml(RandomPolicy(rng));
     EngineHarness h(cluster, policy, /*check_invariants=*/false);
-    auto oracle_options = DecisionOracle::OptionsFor(policy);
-    oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-    DecisionOracle oracle(cluster, policy.queues, oracle_options);
+    DecisionOracle oracle(cluster, policy.queues, DecisionOracle::OptionsFor(policy));
     std::map<JobId, int64_t> generation;
     std::set<std::pair<JobId, JobId>> yielded;  // (victim, preemptor)
     const char* queues[] = {"a", "b", "c"};
