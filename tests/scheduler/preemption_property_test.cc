@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "tests/support/builders.h"
 #include "tests/support/decision_oracle.h"
@@ -53,7 +54,9 @@ queues:
 TEST(PreemptionProperty, DecisionsAloneAccountForEveryGpu) {
   int evictions = 0, shrinks = 0, grows = 0, held = 0;
   int64_t share_binds = 0;
-  for (uint32_t seed : TestSeeds(SeedRange(1, 300), 20)) {
+  std::vector<uint32_t> fixed = SeedRange(1, 300);
+  fixed.push_back(4132502620);  // grew past its elastic max (docs/TESTING.md, "What the oracle found", 3)
+  for (uint32_t seed : TestSeeds(fixed, 20)) {
     SCOPED_TRACE(SeedTrace(seed));
     std::mt19937 rng(seed);
     auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
