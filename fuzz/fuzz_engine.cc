@@ -56,9 +56,7 @@ void RunEngine(topology::Cluster cluster, const scheduler::Policy& policy,
   scheduler::EngineOptions options;
   options.check_invariants = true;
   // The oracle recounts from the decisions alone (tests/support/decision_oracle.h).
-  auto oracle_options = testing::DecisionOracle::OptionsFor(policy, options);
-  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-  testing::DecisionOracle oracle(cluster, policy.queues, oracle_options);
+  testing::DecisionOracle oracle(cluster, policy.queues, testing::DecisionOracle::OptionsFor(policy, options));
   auto engine = scheduler::Engine::Create(std::move(cluster), policy, registry, clock, options);
   if (!engine.ok()) return;
   std::vector<scheduler::JobId> ids;

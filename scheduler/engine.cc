@@ -1,6 +1,7 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -414,15 +415,24 @@ void Engine::PromoteHeld(Session& session) {
     Job& job = state_->job(id);
     bool fits = true;
     bool waits_on_someone = false;
+    // What its promises take of each node and GPU, summed: members that each
+    // fit the idle room alone may not fit it together while victims still
+    // hold part of it.
+    std::map<uint32_t, Resources> node_taken;
+    std::map<std::pair<uint32_t, int16_t>, int64_t> gpu_taken;
     for (const Task& t : job.tasks()) {
       if (t.state != TaskState::kPipelined) continue;
       const NodeState& ns = state_->node(t.node);
       if (!ns.schedulable) fits = false;
       if (!ns.releasing.IsZero()) waits_on_someone = true;
       for (int16_t d : t.gpus) {
-        if (state_->GpuFree(t.node, d, /*future=*/false) < job.gpu(t.index).milli) fits = false;
+        int64_t& taken = gpu_taken[{t.node.value(), d}];
+        taken += job.gpu(t.index).milli;
+        if (state_->GpuFree(t.node, d, /*future=*/false) < taken) fits = false;
       }
-      if (!state_->FitsIdle(t.node, job.request(t.index))) fits = false;
+      Resources& taken = node_taken[t.node.value()];
+      taken += job.request(t.index);
+      if (!state_->FitsIdle(t.node, taken)) fits = false;
     }
     if (fits) {
       // A promise is not queue usage: while the victims left, another job

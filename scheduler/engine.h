@@ -264,7 +264,10 @@ class Engine {
   // Cancelling job, it ended (Failed) and the job is Aborted when none is
   // left Releasing.
   void ReleaseStopped(Job& job, uint32_t task);
-  // Binds the gangs held for releasing victims once their GPUs are free.
+  // Binds the gangs held for releasing victims once what all their held
+  // members need together is free (GPUs, cpu, memory) and their queue
+  // allows them; gives the promise up when it cannot be (a node lost, the
+  // queue full) and nobody is leaving.
   void PromoteHeld(Session& session);
   // Drops a held gang's promises (its victims' node was lost).
   void Unhold(Job& job);

@@ -13,9 +13,10 @@
 //    that has lasted `growIdle`.
 // 2. The highest priority among waiting gangs that could use a free GPU
 //    blocks growth of every job at or below that priority.
-// 3. Candidates: running elastic jobs below their maximum, past `cooldown`
-//    since they last started or resized, in job order. Each gets pending
-//    tasks up to its maximum and the GangPlacer places what fits (reserved
+// 3. Candidates: running elastic jobs below their maximum (a shrunk member
+//    still leaving counts until it is gone), past `cooldown` since they
+//    last started or resized, in job order. Each gets pending tasks up to
+//    its maximum and the GangPlacer places what fits (reserved
 //    nodes stay off limits, queue capabilities hold). At most
 //    `maxGrowPerCycle` tasks per cycle. With the speedup plugin, candidates
 //    that have a speed model are sized first by their speed-up per GPU
@@ -55,6 +56,15 @@ bool InItsDomain(const State& st, const Job& j) {
     domain = d;
   }
   return true;
+}
+
+// Members the job may still grow by: its maximum less every task that is
+// not Pending. A member still leaving (a shrink's Releasing task) counts
+// until it is gone: it then waits again as a Pending task (TaskReleased),
+// which growth reuses, so a task added in its place would leave the job
+// with more tasks than its maximum, and a restart would run them all.
+int GrowRoom(const Job& j) {
+  return j.max_member() - (static_cast<int>(j.tasks().size()) - j.Count(TaskState::kPending));
 }
 
 // A running elastic job holds members above its desired size: without one
@@ -117,7 +127,7 @@ class ElasticAction : public Action {
     for (JobId id : st.elastic_below_max()) {
       Job& j = st.job(id);
       if (!j.elastic() || j.phase() != JobPhase::kRunning) continue;
-      if (j.ReadyCount() >= j.max_member()) continue;
+      if (GrowRoom(j) <= 0) continue;  // at its maximum, or its leavers hold the rest
       if (blocked && s.JobPriority(j) <= block_priority) continue;
       if (j.last_resize() >= 0 && s.now() - j.last_resize() < args_.cooldown_ms) {
         next_change_ = std::min(next_change_, j.last_resize() + args_.cooldown_ms);
@@ -130,8 +140,7 @@ class ElasticAction : public Action {
     if (s.has_job_speedup()) grow = GrowBySpeed(s, grow, budget);
     for (Job* j : grow) {
       if (budget <= 0 || st.free_index().TotalFree() == 0) break;
-      const int room = j->max_member() - j->ReadyCount();
-      const int want = std::min(room, budget);
+      const int want = std::min(GrowRoom(*j), budget);
       const int before = j->ReadyCount();
       Statement stmt(s);
       // Pending tasks up to what it may grow by now (undone unless placed).
@@ -154,6 +163,7 @@ class ElasticAction : public Action {
       Job* job;
       int ready;
       int target;
+      int most;        // the largest target: ready + GrowRoom
       int gpus;        // per member
       double next = 0;  // speed-up gained by one more member, per GPU (< 0: none)
     };
@@ -165,11 +175,11 @@ class ElasticAction : public Action {
         rest.push_back(j);
         continue;
       }
-      plans.push_back({j, j->ReadyCount(), j->ReadyCount(), g});
+      plans.push_back({j, j->ReadyCount(), j->ReadyCount(), j->ReadyCount() + GrowRoom(*j), g});
     }
     auto gain = [&](Plan& p) {
       p.next = -1;
-      if (p.target >= p.job->max_member()) return;
+      if (p.target >= p.most) return;
       const std::optional<double> a = s.JobSpeedup(*p.job, p.target);
       const std::optional<double> b = s.JobSpeedup(*p.job, p.target + 1);
       if (a && b) p.next = (*b - *a) / p.gpus;

@@ -179,9 +179,7 @@ int64_t RunScenario(const std::string& policy_name, uint64_t seed, int steps) {
   // `fast` with enqueue's groups where the policy allows them, `ungrouped`
   // with the per-job admission memo only: both must decide as `slow`.
   Twin fast(cluster, policy, true), slow(cluster, policy, false), ungrouped(cluster, policy, true, false);
-  auto oracle_options = DecisionOracle::OptionsFor(policy, fast.options);
-  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-  DecisionOracle oracle(cluster, policy.queues, oracle_options);
+  DecisionOracle oracle(cluster, policy.queues, DecisionOracle::OptionsFor(policy, fast.options));
   std::mt19937_64 rng(seed);
   int next_job = 0;
   int64_t skipped = 0;

@@ -44,9 +44,7 @@ queues:
   capability: {cpu: 40, gpu: 20}
 )");
     const topology::Cluster cluster = cb.Build();
-    auto oracle_options = DecisionOracle::OptionsFor(policy);
-    oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-    DecisionOracle oracle(cluster, policy.queues, oracle_options);
+    DecisionOracle oracle(cluster, policy.queues, DecisionOracle::OptionsFor(policy));
     EngineHarness h(cluster, policy, /*check_invariants=*/false);
     const char* queues[] = {"a", "b", "c"};
     const int jobs = pick(1, 14);

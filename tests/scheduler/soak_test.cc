@@ -189,9 +189,7 @@ void RunScenario(uint32_t seed, Totals& totals) {
   auto created = scheduler::Engine::Create(cluster, policy, registry, clock, options);
   ASSERT_TRUE(created.ok()) << created.status();
   scheduler::Engine& engine = **created;
-  auto oracle_options = DecisionOracle::OptionsFor(policy, options);
-  oracle_options.elastic_max_strict = false;  // known engine defects (docs/TESTING.md)
-  DecisionOracle oracle(cluster, policy.queues, oracle_options);
+  DecisionOracle oracle(cluster, policy.queues, DecisionOracle::OptionsFor(policy, options));
   int next_job = 0, next_node = 0;
   for (int cycle = 0; cycle < kCyclesPerScenario; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));

@@ -79,10 +79,11 @@ struct DecisionOracleOptions {
   // queue took in the meantime can push it over (docs/TESTING.md;
   // OracleFindings.DISABLED_HeldGangPromotedWithinItsQueueCapability).
   bool queue_capability_strict = true;
-  // false: check 5 lets an elastic gang hold more than its elastic max members.
-  // The elastic action grows a job (adds tasks) while its shrunk members
-  // are still leaving; once they are gone the job has more tasks than its
-  // maximum, and a restart runs them all (docs/TESTING.md).
+  // false: check 5 lets an elastic gang hold more than its elastic max
+  // members. The elastic action used to grow a job (add tasks) while its
+  // shrunk members were still leaving; once they were gone the job had more
+  // tasks than its maximum, and a restart ran them all (docs/TESTING.md,
+  // finding 3, fixed; OracleFindings.ElasticGrowthCountsMembersStillLeaving).
   bool elastic_max_strict = true;
 };
 
