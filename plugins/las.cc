@@ -664,6 +664,8 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
         it->second.last = now;
         it->second.held_last = true;
       }
+      // Held after it preempted (its victims still releasing): no stop saved.
+      if (w.job->nominated() || w.job->PipelinedCount() > 0) it->second.failed = true;
     }
   }
 }

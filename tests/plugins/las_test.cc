@@ -1282,5 +1282,65 @@ TEST(LasPlugin, FreeGangChanceLearnsWhetherEachHeldGangStartedWithoutAStop) {
   s.Close();
 }
 
+TEST(LasPlugin, FreeGangChanceCountsAHoldOfAGangThatAlreadyPreemptedAsNotStarted) {
+  // As FreeHorizonScenario on two nodes, with a 60 s grace period: `long`
+  // and `other` (8 GPUs each) run from 100 s; at 160 s `new` (no freeHorizon
+  // in the engine's policy) stops one of them and waits for its GPUs
+  // (nominated). A plugin with freeHorizon holds it at 170 s (the other,
+  // 20 s run at 120 s, is expected to end within the hour), but no stop is
+  // saved: when `new` starts, the hold counts as not started.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 60, cooldown: 0}
+tiers:
+- plugins:
+  - name: las
+    arguments: {thresholds: "50", byTime: true, preemptAfter: 10}
+  - name: gang
+- plugins:
+  - name: predicates
+)"));
+  h.Submit(JobBuilder("t1").GpusPerTask(4).Build());
+  h.Submit(JobBuilder("t2").GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  h.clock().Set(100'000);
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t1").id(), true).ok());
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t2").id(), true).ok());
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("other").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("long") && h.Running("other"));
+  h.clock().Set(150'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  h.clock().Set(160'000);
+  ASSERT_EQ(h.Cycle().evictions.size(), 1u);
+  ASSERT_FALSE(h.Running("new"));
+  ASSERT_TRUE(h.job("new").nominated() || h.job("new").PipelinedCount() > 0);
+  auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                    {"freeMinSamples", "1"}, {"freeGangCharge", "1000"}, {"freeGangChance", "share"}});
+  ASSERT_NE(p, nullptr);
+  auto& state = const_cast<scheduler::State&>(h.state());
+  const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+  h.clock().Set(170'000);
+  {
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    ASSERT_TRUE(p->HeldForFreeGpus(h.job("new")));
+    s.Close();
+  }
+  for (scheduler::Timestamp at = 180'000; at < 400'000 && !h.Running("new"); at += 10'000) {
+    h.clock().Set(at);
+    h.Cycle();
+  }
+  ASSERT_TRUE(h.Running("new"));
+  h.clock().Set(400'000);
+  scheduler::Session s(state, h.clock(), 1000, tiers);
+  EXPECT_EQ(p->GangHoldsSeen(8), 1);
+  EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 0), 0.0) << "held, but after its stop";
+  s.Close();
+}
+
 }  // namespace
 }  // namespace ringmaster::testing
