@@ -81,6 +81,11 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   }
   RM_ASSIGN_OR_RETURN(auto charge_by, args.String("freeGangChargeBy", "waits"));
   if (charge_by != "waits" && charge_by != "idle") return args.Error("freeGangChargeBy", "must be waits or idle");
+  RM_ASSIGN_OR_RETURN(auto chance, args.String("freeGangChance", "off"));
+  if (chance != "off" && chance != "share" && chance != "survival") {
+    return args.Error("freeGangChance", "must be off, share or survival");
+  }
+  if (chance != "off" && gang_charge <= 0) return args.Error("freeGangChance", "scales freeGangCharge: give it too");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -117,6 +122,9 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.victim_fill = victim_fill;
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
   o.free_gang_charge_idle = charge_by == "idle";
+  o.free_gang_chance = chance == "share"      ? Options::kChanceShare
+                       : chance == "survival" ? Options::kChanceSurvival
+                                              : Options::kChanceOff;
   o.free_gang_horizon_ms = gang_horizon < 0 ? -1 : std::llround(gang_horizon * 1e3);
   o.free_by_node = by_node == "expected" ? Options::kFreeExpected
                    : by_node == "floor"  ? Options::kFreeFloor
@@ -528,6 +536,8 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
   held_.clear();
   if (o_.free_horizon_ms <= 0) return;
   Learn(state);
+  const bool track = o_.free_gang_chance != Options::kChanceOff;
+  if (track) ResolveGangHolds(state);
   if (run_lengths_.samples() < o_.free_min_samples) return;
   // The waiting jobs, each with its rank in this plugin's job order, its
   // tasks' shape (the most GPUs one needs) and whether it is inside its hold
@@ -622,7 +632,15 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
       // (freeGangChargeBy: idle) the free GPUs it keeps from them times its
       // time in the window.
       const scheduler::Timestamp minute = now - now % kFreeStepMs, open = w.since + o_.preempt_after_ms;
-      const double budget = static_cast<double>(o_.free_gang_charge_ms) * static_cast<double>(w.gpu_milli) / 1000;
+      double budget = static_cast<double>(o_.free_gang_charge_ms) * static_cast<double>(w.gpu_milli) / 1000;
+      auto hold = track ? gang_holds_.find(w.id) : gang_holds_.end();
+      if (o_.free_gang_chance != Options::kChanceOff) {
+        // freeGangChance: x the chance that a hold of its class, as old as
+        // this one at the last whole minute, ends with it started.
+        const scheduler::Timestamp age =
+            hold == gang_holds_.end() ? 0 : std::max<scheduler::Timestamp>(0, minute - hold->second.first);
+        budget *= GangHoldChance(w.gpu_milli / 1000, age);
+      }
       double charge = 0;
       if (o_.free_gang_charge_idle) {
         int64_t behind = 0;  // GPU-milli
@@ -634,9 +652,87 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
       for (auto it = waiting.begin(); !o_.free_gang_charge_idle && it != end - 1 && charge <= budget; ++it) {
         charge += static_cast<double>(std::max<scheduler::Timestamp>(0, minute - std::max(it->since, open)));
       }
-      if (charge > budget) continue;
+      if (charge > budget) {
+        if (hold != gang_holds_.end()) hold->second.charged = true;
+        continue;
+      }
     }
     held_.insert(w.id);
+    if (track && w.shape > 1) {
+      auto [it, fresh] = gang_holds_.try_emplace(w.id, GangHold{w.since, now, now, w.gpu_milli / 1000, true, false, false});
+      if (!fresh) {
+        it->second.last = now;
+        it->second.held_last = true;
+      }
+      // Held after it preempted (its victims still releasing): no stop saved.
+      if (w.job->nominated() || w.job->PipelinedCount() > 0) it->second.failed = true;
+    }
+  }
+}
+
+int LasPlugin::GangClass(int64_t gpus) {
+  int c = 0;
+  for (int64_t top = 1; top < gpus; top *= 2) ++c;
+  return c;
+}
+
+void LasPlugin::RecordGangHold(int64_t gpus, scheduler::Timestamp held_ms, bool started) {
+  const size_t c = static_cast<size_t>(GangClass(gpus));
+  if (hold_outcomes_.size() <= c) hold_outcomes_.resize(c + 1);
+  HoldOutcomes& o = hold_outcomes_[c];
+  if (o.started.empty()) {
+    const size_t bins = static_cast<size_t>(RunLengths::BinOf(std::numeric_limits<int64_t>::max())) + 1;
+    o.started.assign(bins, 0);
+    o.not_started.assign(bins, 0);
+  }
+  ++(started ? o.started : o.not_started)[RunLengths::BinOf(std::max<scheduler::Timestamp>(held_ms, 0))];
+  ++o.seen;
+}
+
+int64_t LasPlugin::GangHoldsSeen(int64_t gpus) const {
+  const size_t c = static_cast<size_t>(GangClass(gpus));
+  return c < hold_outcomes_.size() ? hold_outcomes_[c].seen : 0;
+}
+
+double LasPlugin::GangHoldChance(int64_t gpus, scheduler::Timestamp held_ms) const {
+  const size_t c = static_cast<size_t>(GangClass(gpus));
+  if (c >= hold_outcomes_.size() || hold_outcomes_[c].seen < o_.free_min_samples) return 1;
+  const HoldOutcomes& o = hold_outcomes_[c];
+  // "survival": the holds that lasted at least held_ms (in whole bins).
+  const size_t from = o_.free_gang_chance == Options::kChanceSurvival
+                          ? static_cast<size_t>(RunLengths::BinOf(std::max<scheduler::Timestamp>(held_ms, 0)))
+                          : 0;
+  int64_t yes = 0, all = 0;
+  for (size_t b = from; b < o.started.size(); ++b) {
+    yes += o.started[b];
+    all += o.started[b] + o.not_started[b];
+  }
+  return all == 0 ? 0 : static_cast<double>(yes) / static_cast<double>(all);
+}
+
+void LasPlugin::ResolveGangHolds(const scheduler::State& state) {
+  for (auto it = gang_holds_.begin(); it != gang_holds_.end();) {
+    GangHold& g = it->second;
+    const scheduler::JobId id(it->first);
+    const scheduler::Job* job = state.has_job(id) ? &state.job(id) : nullptr;
+    const bool waiting = job != nullptr && (job->phase() == scheduler::JobPhase::kPending ||
+                                            job->phase() == scheduler::JobPhase::kInqueue);
+    if (waiting && WaitingSince(*job) == g.since && !(job->started() >= g.first)) {
+      // Still in the wait its hold began in: a preemption it made (it is
+      // nominated, or placed on GPUs its victims release) fails the hold.
+      if (job->nominated() || job->PipelinedCount() > 0) g.failed = true;
+      g.held_last = false;  // set again if this session holds it
+      ++it;
+      continue;
+    }
+    // It started (or ended, or was removed): the hold is over. Held in the
+    // session before it started, and never preempting: it started without
+    // a stop.
+    if (job != nullptr && job->started() >= g.first && !g.charged) {
+      const bool ok = g.held_last && !g.failed;
+      RecordGangHold(g.gpus, (ok ? job->started() : g.last) - g.first, ok);
+    }
+    it = gang_holds_.erase(it);
   }
 }
 

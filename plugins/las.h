@@ -100,6 +100,25 @@
 //     the hold keeps idle from the jobs behind it: min(the free whole GPUs,
 //     the GPUs those jobs need together) times its time in its window, both
 //     read at the last whole minute.
+//   - `freeGangChance` (default "off"; "share" or "survival"): with
+//     freeGangCharge, the budget is freeGangCharge x its GPUs x the chance
+//     that its hold ends with it started (a stop saved), learned from the
+//     gang holds seen to end: a hold begins in the first session that holds
+//     a job of g > 1 GPUs a task (in this wait), and ends when the job
+//     starts: with it started if it was held in the session before it
+//     started and never preempted (nominated, or placed on releasing GPUs)
+//     meanwhile, else not. A hold that freeGangCharge ended at some session
+//     is not counted (nobody knows whether it would have succeeded). Gangs
+//     are counted by size class (2, 3-4, 5-8, 9-16, ... GPUs); with fewer
+//     than freeMinSamples holds of its class seen to end the chance is 1
+//     (freeGangCharge as is). "share": the share of those holds that ended
+//     started. "survival": of those that lasted at least as long as this
+//     one has so far (held from its first session to its start, or to its
+//     last held session when it did not start held; counted in RunLengths'
+//     bins, the age read at the last whole minute), the share that ended
+//     started; 0 when none lasted that long. Expected value: holding saves
+//     a stop (freeGangCharge x GPUs) with that chance, and costs the waits
+//     behind it in any case.
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -163,6 +182,10 @@ struct LasOptions {
   scheduler::Timestamp free_gang_charge_ms = 0;
   // freeGangChargeBy: idle (else waits).
   bool free_gang_charge_idle = false;
+  // freeGangChance: the budget x the learned chance that a gang hold ends
+  // with the gang started (kChanceOff: x 1).
+  enum FreeGangChance { kChanceOff = 0, kChanceShare = 1, kChanceSurvival = 2 };
+  int free_gang_chance = kChanceOff;
 };
 
 // The time run (ms, across stops: GPU-time over the gang minimum's GPUs) of
@@ -240,6 +263,16 @@ class LasPlugin : public scheduler::Plugin {
   // freeHorizon at `now` (the free GPUs counted), summed over the nodes.
   // (With freeGangHorizon, within that horizon.)
   double ExpectedFreeTasks(const scheduler::State& state, scheduler::Timestamp now, int g);
+  // freeGangChance: the chance that the hold of a gang of `gpus` GPUs that
+  // has lasted `held_ms` ends with it started (see above; 1 with too few
+  // holds of its class seen to end).
+  double GangHoldChance(int64_t gpus, scheduler::Timestamp held_ms) const;
+  // One gang hold seen to end (the plugin records them as held gangs start;
+  // a test may give them directly), and how many of `gpus`'s class are.
+  void RecordGangHold(int64_t gpus, scheduler::Timestamp held_ms, bool started);
+  int64_t GangHoldsSeen(int64_t gpus) const;
+  // The size class of a gang of `gpus` GPUs: 1 for 2, 2 for 3-4, 3 for 5-8..
+  static int GangClass(int64_t gpus);
   // victimFill: the GPUs (whole) that the waiting jobs which may
   // level-preempt need together in the session open now.
   int64_t PreemptDemand() const { return preempt_demand_; }
@@ -293,6 +326,26 @@ class LasPlugin : public scheduler::Plugin {
   std::vector<uint32_t> dist_at_;                  // by node: offset in dist_ (or ~0u: none)
   std::vector<double> dist_;                       // P(F = free .. free + sum) ("expected"), or E[F] ("floor")
   std::vector<double> fit_by_g_;                   // TasksFit cache by g (-1: not yet)
+  // freeGangChance: the gang holds open now, by job id (ordered, so that
+  // what is recorded does not depend on a hash), and the outcomes of those
+  // seen to end, by class, binned by how long they lasted (RunLengths'
+  // bins).
+  struct GangHold {
+    scheduler::Timestamp since;  // WaitingSince of the wait it is in
+    scheduler::Timestamp first;  // the first session that held it
+    scheduler::Timestamp last;   // the last session that held it
+    int64_t gpus;
+    bool held_last;  // held in the latest session
+    bool failed;     // seen preempting (nominated or pipelined) meanwhile
+    bool charged;    // freeGangCharge ended it at some session
+  };
+  std::map<uint32_t, GangHold> gang_holds_;
+  struct HoldOutcomes {
+    std::vector<int64_t> started, not_started;  // by bin of how long it lasted
+    int64_t seen = 0;
+  };
+  std::vector<HoldOutcomes> hold_outcomes_;  // by GangClass
+  void ResolveGangHolds(const scheduler::State& state);
   // victimFill: PreemptDemand, counted at session open.
   void CountPreemptDemand(const scheduler::State& state, scheduler::Timestamp now);
   int64_t preempt_demand_ = 0;

@@ -1125,5 +1125,222 @@ TEST(LasPlugin, FreeGangChargeByIdleChargesTheFreeGpusItKeepsFromTheJobsBehind) 
   ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangChargeBy: ");
 }
 
+TEST(LasPlugin, FreeGangChanceIsTheShareOfTheHoldsOfItsClassThatEndedStarted) {
+  // Classes: 2 | 3-4 | 5-8 | 9-16 | 17-32 GPUs.
+  EXPECT_EQ(plugins::LasPlugin::GangClass(2), 1);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(3), 2);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(4), 2);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(5), 3);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(8), 3);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(9), 4);
+  EXPECT_EQ(plugins::LasPlugin::GangClass(32), 5);
+  // Five holds of 8-GPU gangs seen to end: started after 10, 100 and 1000 s;
+  // not started after 50 and 5000 s (freeMinSamples 5).
+  for (const std::string mode : {"share", "survival"}) {
+    auto p = LasWith({{"thresholds", "50"}, {"freeHorizon", "3600"}, {"freeMinSamples", "5"},
+                      {"freeGangCharge", "600"}, {"freeGangChance", mode}});
+    ASSERT_NE(p, nullptr);
+    for (int64_t s : {10, 100, 1000}) p->RecordGangHold(8, s * 1000, true);
+    p->RecordGangHold(8, 50'000, false);
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 0), 1.0) << "4 seen, fewer than freeMinSamples: the budget as is";
+    p->RecordGangHold(8, 5'000'000, false);
+    EXPECT_EQ(p->GangHoldsSeen(8), 5);
+    EXPECT_EQ(p->GangHoldsSeen(5), 5) << "5-8 GPUs: one class";
+    EXPECT_EQ(p->GangHoldsSeen(16), 0);
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(16, 0), 1.0) << "none of 9-16 GPUs seen";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 0), 0.6) << "3 of 5 started";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(5, 0), 0.6);
+    if (mode == "share") {
+      EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 2'000'000), 0.6) << "share: the age does not count";
+      continue;
+    }
+    // survival: of the holds that lasted at least the age (whole bins of 5 %).
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 10'000), 0.6) << "all five lasted 10 s or more";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 11'000), 0.5) << "50, 100, 1000 s and 5000 s: 2 of 4";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 60'000), 2.0 / 3) << "100, 1000 (started) and 5000 s";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 2'000'000), 0.0) << "only 5000 s, not started";
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 6'000'000), 0.0) << "none lasted so long";
+  }
+  for (const std::string bad : {"yes", "1"}) {
+    auto q = plugins::LasPlugin::Create(scheduler::PluginArgs(
+        "las", "p.yaml", {{"freeGangCharge", {"600", 5, 3}}, {"freeGangChance", {bad, 6, 3}}}));
+    ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangChance: ") << bad;
+  }
+  auto q = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", {{"freeGangChance", {"share", 6, 3}}}));
+  ASSERT_ERROR(q, absl::StatusCode::kInvalidArgument, "p.yaml:6:3: plugins[las].arguments.freeGangChance: ");
+}
+
+TEST(LasPlugin, FreeGangChanceScalesTheChargeBudgetByTheChanceTheHoldSucceeds) {
+  // The scenario of FreeGangChargeEndsAGangsHoldOnceTheJobsBehindItHaveWaitedItsBudget:
+  // at 230 s `new` (8 GPUs) has charged 30 job-seconds to `a` and `b`.
+  // freeGangCharge 4 allows 4 x 8 = 32 x the chance: 1 (none or too few
+  // seen: held), 15 / 16 (30: held), 9 / 10 (28.8: ended). Holds of another
+  // class do not count.
+  EngineHarness h = FreeHorizonScenario("");
+  h.clock().Set(155'000);
+  h.Submit(JobBuilder("a").GpusPerTask(1).Build());
+  h.clock().Set(170'000);
+  h.Submit(JobBuilder("b").GpusPerTask(1).Build());
+  auto& state = const_cast<scheduler::State&>(h.state());
+  struct Case {
+    int64_t gpus, started, not_started;
+    bool held;
+  };
+  for (const Case& c : std::vector<Case>{
+           {8, 0, 0, true}, {8, 0, 1, true}, {8, 15, 1, true}, {8, 9, 1, false}, {16, 0, 20, true}}) {
+    auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                      {"freeMinSamples", "2"}, {"freeGangCharge", "4"}, {"freeGangChance", "share"}});
+    ASSERT_NE(p, nullptr);
+    for (int64_t i = 0; i < c.started; ++i) p->RecordGangHold(c.gpus, 60'000, true);
+    for (int64_t i = 0; i < c.not_started; ++i) p->RecordGangHold(c.gpus, 60'000, false);
+    h.clock().Set(230'000);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_EQ(p->HeldForFreeGpus(h.job("new")), c.held)
+        << c.gpus << " GPUs: " << c.started << " started, " << c.not_started << " not";
+    s.Close();
+  }
+  // survival reads the hold's age at the last whole minute. Held first at
+  // 170 s (nothing charged: read at 120 s); at 230 s (read at 180 s) it is
+  // 10 s old. Seen: started after 5 s and 60 s, not started after 60 s:
+  // share 2 / 3, survival at 10 s 1 / 2. freeGangCharge 6: 48 x 2 / 3 = 32
+  // keeps the hold (30), 48 x 1 / 2 = 24 ends it.
+  for (const std::string mode : {"share", "survival"}) {
+    auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                      {"freeMinSamples", "2"}, {"freeGangCharge", "6"}, {"freeGangChance", mode}});
+    ASSERT_NE(p, nullptr);
+    p->RecordGangHold(8, 5'000, true);
+    p->RecordGangHold(8, 60'000, true);
+    p->RecordGangHold(8, 60'000, false);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    for (const scheduler::Timestamp at : {170'000, 230'000}) {
+      h.clock().Set(at);
+      scheduler::Session s(state, h.clock(), 1000, tiers);
+      EXPECT_EQ(p->HeldForFreeGpus(h.job("new")), at == 170'000 || mode == "share") << mode << " at " << at;
+      s.Close();
+    }
+  }
+}
+
+TEST(LasPlugin, FreeGangChanceLearnsWhetherEachHeldGangStartedWithoutAStop) {
+  auto las = [] {
+    return LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                    {"freeMinSamples", "1"}, {"freeGangCharge", "1000"}, {"freeGangChance", "survival"}});
+  };
+  // Held at 170 s for `long`'s expected end; `long` ends at 200 s and `new`
+  // starts in the free GPUs: a hold that ended started, after 30 s.
+  {
+    EngineHarness h = FreeHorizonScenario("");
+    auto& state = const_cast<scheduler::State&>(h.state());
+    auto p = las();
+    ASSERT_NE(p, nullptr);
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+    h.clock().Set(170'000);
+    {
+      scheduler::Session s(state, h.clock(), 1000, tiers);
+      EXPECT_TRUE(p->HeldForFreeGpus(h.job("new")));
+      s.Close();
+    }
+    h.clock().Set(200'000);
+    ASSERT_TRUE(h.engine().FinishJob(h.job("long").id(), true).ok());
+    h.clock().Set(200'000);
+    EXPECT_TRUE(h.Cycle().evictions.empty());
+    ASSERT_TRUE(h.Running("new"));
+    EXPECT_EQ(p->GangHoldsSeen(8), 0) << "seen at the next session";
+    h.clock().Set(210'000);
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_EQ(p->GangHoldsSeen(8), 1);
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 30'000), 1.0);
+    EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 40'000), 0.0) << "it lasted 30 s";
+    s.Close();
+  }
+  // Held at 170 and 230 s; at 240 s `long` is no longer expected to end, the
+  // hold ends and `new` preempts it: a hold that did not end started, after
+  // 230 - 170 = 60 s.
+  EngineHarness h = FreeHorizonScenario(", freeHorizon: 3600, freeMinSamples: 2");
+  auto& state = const_cast<scheduler::State&>(h.state());
+  auto p = las();
+  ASSERT_NE(p, nullptr);
+  const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+  for (const scheduler::Timestamp at : {170'000, 230'000, 240'000}) {
+    h.clock().Set(at);
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    EXPECT_EQ(p->HeldForFreeGpus(h.job("new")), at < 240'000) << at;
+    s.Close();
+    EXPECT_EQ(h.Cycle().evictions.size(), at < 240'000 ? 0u : 1u) << at;
+  }
+  for (scheduler::Timestamp at = 250'000; at < 400'000 && !h.Running("new"); at += 10'000) {
+    h.clock().Set(at);
+    h.Cycle();
+  }
+  ASSERT_TRUE(h.Running("new"));
+  h.clock().Set(400'000);
+  scheduler::Session s(state, h.clock(), 1000, tiers);
+  EXPECT_EQ(p->GangHoldsSeen(8), 1);
+  EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 60'000), 0.0) << "not started";
+  EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 70'000), 0.0) << "none lasted so long";
+  s.Close();
+}
+
+TEST(LasPlugin, FreeGangChanceCountsAHoldOfAGangThatAlreadyPreemptedAsNotStarted) {
+  // As FreeHorizonScenario on two nodes, with a 60 s grace period: `long`
+  // and `other` (8 GPUs each) run from 100 s; at 160 s `new` (no freeHorizon
+  // in the engine's policy) stops one of them and waits for its GPUs
+  // (nominated). A plugin with freeHorizon holds it at 170 s (the other,
+  // 20 s run at 120 s, is expected to end within the hour), but no stop is
+  // saved: when `new` starts, the hold counts as not started.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(R"(actions: "enqueue, allocate, preempt"
+configurations:
+- name: preempt
+  arguments: {gracePeriod: 60, cooldown: 0}
+tiers:
+- plugins:
+  - name: las
+    arguments: {thresholds: "50", byTime: true, preemptAfter: 10}
+  - name: gang
+- plugins:
+  - name: predicates
+)"));
+  h.Submit(JobBuilder("t1").GpusPerTask(4).Build());
+  h.Submit(JobBuilder("t2").GpusPerTask(4).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  h.clock().Set(100'000);
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t1").id(), true).ok());
+  ASSERT_TRUE(h.engine().FinishJob(h.job("t2").id(), true).ok());
+  h.Submit(JobBuilder("long").GpusPerTask(8).Build());
+  h.Submit(JobBuilder("other").GpusPerTask(8).Build());
+  h.clock().Set(100'000);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("long") && h.Running("other"));
+  h.clock().Set(150'000);
+  h.Submit(JobBuilder("new").GpusPerTask(8).Build());
+  h.clock().Set(160'000);
+  ASSERT_EQ(h.Cycle().evictions.size(), 1u);
+  ASSERT_FALSE(h.Running("new"));
+  ASSERT_TRUE(h.job("new").nominated() || h.job("new").PipelinedCount() > 0);
+  auto p = LasWith({{"thresholds", "50"}, {"byTime", "true"}, {"preemptAfter", "10"}, {"freeHorizon", "3600"},
+                    {"freeMinSamples", "1"}, {"freeGangCharge", "1000"}, {"freeGangChance", "share"}});
+  ASSERT_NE(p, nullptr);
+  auto& state = const_cast<scheduler::State&>(h.state());
+  const std::vector<std::vector<scheduler::Plugin*>> tiers = {{p.get()}};
+  h.clock().Set(170'000);
+  {
+    scheduler::Session s(state, h.clock(), 1000, tiers);
+    ASSERT_TRUE(p->HeldForFreeGpus(h.job("new")));
+    s.Close();
+  }
+  for (scheduler::Timestamp at = 180'000; at < 400'000 && !h.Running("new"); at += 10'000) {
+    h.clock().Set(at);
+    h.Cycle();
+  }
+  ASSERT_TRUE(h.Running("new"));
+  h.clock().Set(400'000);
+  scheduler::Session s(state, h.clock(), 1000, tiers);
+  EXPECT_EQ(p->GangHoldsSeen(8), 1);
+  EXPECT_DOUBLE_EQ(p->GangHoldChance(8, 0), 0.0) << "held, but after its stop";
+  s.Close();
+}
+
 }  // namespace
 }  // namespace ringmaster::testing
