@@ -51,15 +51,23 @@ double ProportionPlugin::LevelFactor(int level) { return std::exp2(-static_cast<
 
 namespace {
 
-// True when adding `extra` keeps q and every ancestor within capability.
+// True when adding `extra` keeps q and every ancestor within capability:
+// q at `used`, each ancestor at what it holds, plus (`admitted`: the
+// admission check) what it has admitted. Placement (allocatable) counts
+// what is held only, at every level: an admitted job's own minimum is in
+// its ancestors' admitted figure, so counting that too refused its own
+// tasks (a job of 8 GPUs in a queue of capability 8 under one of 12 never
+// started).
 bool WithinCapability(const scheduler::Session& s, scheduler::QueueId q, const Resources& used,
-                      const Resources& extra, std::string* which) {
+                      const Resources& extra, bool admitted, std::string* which) {
   const auto& tree = s.state().queues();
   int cur = static_cast<int>(q.value());
   while (cur >= 0) {
     const QueueInfo& info = s.queues()[cur];
     if (info.spec->capability) {
-      Resources base = cur == static_cast<int>(q.value()) ? used : info.allocated() + info.inqueue;
+      Resources base = cur == static_cast<int>(q.value()) ? used
+                       : admitted                          ? info.allocated() + info.inqueue
+                                                           : info.allocated();
       if (!queue::WithinCapability(base + extra, *info.spec->capability)) {
         if (which) *which = info.name();
         return false;
@@ -136,7 +144,7 @@ struct RefusalText {
 scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job,
                                std::vector<RefusalText>& texts) {
   const QueueInfo& q = s.queue(job.queue());
-  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), nullptr)) {
+  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), /*admitted=*/true, nullptr)) {
     return scheduler::Verdict::Fit();
   }
   for (const RefusalText& t : texts) {
@@ -196,7 +204,7 @@ void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddOverusedFn(kName, &Overused);
   const scheduler::Session* sp = &s;
   s.AddAllocatableFn(kName, [sp](const QueueInfo& q, const scheduler::TaskRef& t) {
-    return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), nullptr);
+    return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), /*admitted=*/false, nullptr);
   });
   s.AddJobEnqueueableFn(kName, [sp, texts = std::vector<RefusalText>()](const scheduler::Job& job) mutable {
     return Enqueueable(*sp, job, texts);

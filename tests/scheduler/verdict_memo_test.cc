@@ -532,14 +532,16 @@ TEST_F(AdmissionGroups, AJobThatJoinsARefusedGroupGetsItsReason) {
   EXPECT_EQ(h_->engine().last_cycle_work().recalled, 2) << "the queue's use did not move: no job asked";
 }
 
-TEST_F(AdmissionGroups, ACapabilityOnTheQueuesPathIsNamed) {
+TEST_F(AdmissionGroups, ACapabilityOnTheQueuesPathIsNamedAndAJobAsLargeAsItsQueuesStarts) {
   h_ = std::make_unique<EngineHarness>(
       ClusterBuilder().NodesPerRack(4).Gpus(8).Build(),
       PolicyFromYaml(std::string("actions: \"enqueue, allocate, backfill\"\n") + testing::kClockFreeTiers +
                      "queues:\n- {name: org, capability: {gpu: 12}}\n"
                      "- {name: team, parent: org, capability: {gpu: 8}}\n"));
-  h_->Submit(JobBuilder("fits").Queue("team").GpusPerTask(4).Build());
-  h_->Submit(JobBuilder("over").Queue("team").GpusPerTask(8).Build());
+  // "fits" takes all of team's 8 (placement counts what org holds, not
+  // what it admitted: fits' own minimum is in org's admitted figure).
+  h_->Submit(JobBuilder("fits").Queue("team").GpusPerTask(8).Build());
+  h_->Submit(JobBuilder("over").Queue("team").GpusPerTask(4).Build());
   h_->Cycle();
   ASSERT_TRUE(h_->Running("fits")) << h_->job("fits").pending_reason();
   EXPECT_NE(h_->job("over").pending_reason().find("a capability on its path: 'team' gpu=8, 'org' gpu=12"),
