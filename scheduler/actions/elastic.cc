@@ -67,6 +67,16 @@ int GrowRoom(const Job& j) {
   return j.max_member() - (static_cast<int>(j.tasks().size()) - j.Count(TaskState::kPending));
 }
 
+// A running elastic job below its maximum with room to grow (step 3's
+// first tests).
+bool AnyMayGrow(const State& st) {
+  for (JobId id : st.elastic_below_max()) {
+    const Job& j = st.job(id);
+    if (j.elastic() && j.phase() == JobPhase::kRunning && GrowRoom(j) > 0) return true;
+  }
+  return false;
+}
+
 // A running elastic job holds members above its desired size: without one
 // there is nothing to give back (and no waiting gang need be tried).
 bool AnyLoan(const State& st) {
@@ -110,6 +120,10 @@ class ElasticAction : public Action {
       next_change_ = idle_since_ + args_.grow_idle_ms;
       return;
     }
+    // No running elastic job that may grow: no candidate below, so who
+    // blocks growth (a walk of every admitted waiting job, each asked its
+    // priority) need not be asked, and no cooldown names a wake-up.
+    if (!AnyMayGrow(st)) return;
     // 2. Who blocks growth.
     int64_t largest_free = st.free_index().LargestFree(0);
     bool blocked = false;
