@@ -335,6 +335,11 @@ absl::Status Daemon::StartExecutor() {
   launcher_ = MakeSystemProcessLauncher();
   LocalExecutorOptions eo = options_.executor;
   eo.coordinator = coordinator_address_;
+  // The executor's shims join under the engine's job name.
+  eo.job_finished = [c = coordinator_.get()](const std::string& job) {
+    const absl::StatusOr<api::JobStatus> status = c->GetJob(job);
+    return status.ok() && status->finished();
+  };
   if (!options_.state_dir.empty() && eo.state_dir.empty()) {
     eo.state_dir = options_.state_dir + "/executor";
     if (::mkdir(eo.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {

@@ -410,7 +410,7 @@ void LocalExecutor::Exited(const ProcessExit& x) {
     }
   } else if (auto e = ending_.find(p.job); e != ending_.end()) {
     // The program is ending: a late exit does not change its result.
-  } else if (!x.signaled && x.exit_code == 0) {
+  } else if ((!x.signaled && x.exit_code == 0) || (options_.job_finished && options_.job_finished(job.name()))) {
     ending_[p.job] = true;
   } else if (engine_.TaskFailed(p.job, p.task, ExitText(x)).ok()) {
     Changed(p.job, "task_failed", absl::StrCat(p.task_name, " ", ExitText(x)));

@@ -132,6 +132,13 @@ struct LocalExecutorOptions {
   // are recorded there, so a restarted daemon re-adopts them (Readopt).
   // Empty: neither.
   std::string state_dir;
+  // Whether the job's workers told the coordinator the job finished (its
+  // training ran to the end): a task of such a job that then exits in any
+  // way, even killed before its own exit, ends the program as finished, not
+  // as a failed task (which would restart a job whose workers the
+  // coordinator then refuses, over and over). Called under the engine lock
+  // with the job's name. Empty: never.
+  std::function<bool(const std::string& job)> job_finished;
 };
 
 class LocalExecutor {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -173,6 +174,42 @@ TEST_F(ExecutorTest, EveryTaskExitingZeroFinishesTheJob) {
   executor_->Poll();
   EXPECT_EQ(Job(id).phase(), JobPhase::kCompleted);
   EXPECT_EQ(events_, (std::vector<std::string>{"finished"}));
+}
+
+TEST_F(ExecutorTest, ATaskKilledAfterItsJobFinishedEndsItAsFinished) {
+  // The workers told the coordinator the job finished; one is killed before
+  // it exits (chaos seed 60776282: the job was restarted, and its new
+  // workers, refused by the coordinator, failed and restarted it forever).
+  std::set<std::string> finished;
+  LocalExecutorOptions o;
+  o.ringmaster = "/opt/ringmaster";
+  o.coordinator = "127.0.0.1:7070";
+  o.job_finished = [&finished](const std::string& job) { return finished.contains(job); };
+  executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o,
+                                              [this](scheduler::JobId, const std::string& ev, const std::string&) {
+                                                events_.push_back(ev);
+                                              });
+  const auto id = Submit(JobBuilder("train").Gang(2).GpusPerTask(1).Build());
+  Cycle();
+  ASSERT_EQ(Count(id, TaskState::kRunning), 2);
+  finished.insert("train");
+  launcher_.Kill(launcher_.Of(Job(id).task(0).name), SIGKILL);
+  executor_->Poll();
+  EXPECT_EQ(Job(id).phase(), JobPhase::kRunning) << "the other task is still running";
+  EXPECT_EQ(Count(id, TaskState::kRunning), 2) << "no task failed";
+  launcher_.Exit(launcher_.Of(Job(id).task(1).name), 0);
+  executor_->Poll();
+  EXPECT_EQ(Job(id).phase(), JobPhase::kCompleted);
+  EXPECT_EQ(events_, (std::vector<std::string>{"finished"}));
+}
+
+TEST_F(ExecutorTest, ATaskKilledBeforeItsJobFinishedFailsIt) {
+  // The same kill while the job is not finished is a failed task.
+  const auto id = Submit(JobBuilder("train").Gang(2).GpusPerTask(1).Build());
+  Cycle();
+  launcher_.Kill(launcher_.Of(Job(id).task(0).name), SIGKILL);
+  executor_->Poll();
+  EXPECT_EQ(events_, (std::vector<std::string>{"task_failed"}));
 }
 
 TEST_F(ExecutorTest, ACrashOfAnElasticJobAboveItsMinimumRunsOnSmaller) {
