@@ -634,7 +634,7 @@ void LasPlugin::HoldForFreeGpus(const scheduler::State& state, scheduler::Timest
       const scheduler::Timestamp minute = now - now % kFreeStepMs, open = w.since + o_.preempt_after_ms;
       double budget = static_cast<double>(o_.free_gang_charge_ms) * static_cast<double>(w.gpu_milli) / 1000;
       auto hold = track ? gang_holds_.find(w.id) : gang_holds_.end();
-      if (o_.free_gang_chance != Options::kChanceOff) {
+      if (track) {
         // freeGangChance: x the chance that a hold of its class, as old as
         // this one at the last whole minute, ends with it started.
         const scheduler::Timestamp age =

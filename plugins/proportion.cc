@@ -59,7 +59,7 @@ namespace {
 // tasks (a job of 8 GPUs in a queue of capability 8 under one of 12 never
 // started).
 bool WithinCapability(const scheduler::Session& s, scheduler::QueueId q, const Resources& used,
-                      const Resources& extra, bool admitted, std::string* which) {
+                      const Resources& extra, bool admitted) {
   const auto& tree = s.state().queues();
   int cur = static_cast<int>(q.value());
   while (cur >= 0) {
@@ -68,10 +68,7 @@ bool WithinCapability(const scheduler::Session& s, scheduler::QueueId q, const R
       Resources base = cur == static_cast<int>(q.value()) ? used
                        : admitted                          ? info.allocated() + info.inqueue
                                                            : info.allocated();
-      if (!queue::WithinCapability(base + extra, *info.spec->capability)) {
-        if (which) *which = info.name();
-        return false;
-      }
+      if (!queue::WithinCapability(base + extra, *info.spec->capability)) return false;
     }
     cur = tree.parent(static_cast<uint32_t>(cur));
   }
@@ -144,7 +141,7 @@ struct RefusalText {
 scheduler::Verdict Enqueueable(const scheduler::Session& s, const scheduler::Job& job,
                                std::vector<RefusalText>& texts) {
   const QueueInfo& q = s.queue(job.queue());
-  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), /*admitted=*/true, nullptr)) {
+  if (WithinCapability(s, q.id, q.allocated() + q.inqueue, job.min_request(), /*admitted=*/true)) {
     return scheduler::Verdict::Fit();
   }
   for (const RefusalText& t : texts) {
@@ -204,7 +201,7 @@ void ProportionPlugin::OnSessionOpen(scheduler::Session& s) {
   s.AddOverusedFn(kName, &Overused);
   const scheduler::Session* sp = &s;
   s.AddAllocatableFn(kName, [sp](const QueueInfo& q, const scheduler::TaskRef& t) {
-    return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), /*admitted=*/false, nullptr);
+    return WithinCapability(*sp, q.id, q.allocated(), t.job->request(t.index), /*admitted=*/false);
   });
   s.AddJobEnqueueableFn(kName, [sp, texts = std::vector<RefusalText>()](const scheduler::Job& job) mutable {
     return Enqueueable(*sp, job, texts);

@@ -68,6 +68,14 @@ bool Holds(const Session& s, const Job& j, uint64_t use) {
          m.queue == j.queue().value() && use == m.chain_use;
 }
 
+// `h` with r's figures mixed in (a hash; callers compare the values).
+uint64_t MixResources(uint64_t h, const Resources& r) {
+  h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.gpu_milli());
+  h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.cpu_milli());
+  h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.memory());
+  return h * 0x9E3779B97F4A7C15ULL + r.scalars().size();
+}
+
 void Remember(const Session& s, Job& j, uint64_t use, std::string reason) {
   Job::AdmitMemo& m = j.admit_memo();
   m.policy = s.VerdictPolicyId();
@@ -277,12 +285,7 @@ class EnqueueAction : public Action {
   uint64_t Intern(uint32_t q, const std::vector<Resources>& use) {
     static constexpr size_t kInterned = 4096;
     uint64_t h = use.size();
-    for (const Resources& r : use) {
-      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.gpu_milli());
-      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.cpu_milli());
-      h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r.memory());
-      h = h * 0x9E3779B97F4A7C15ULL + r.scalars().size();
-    }
+    for (const Resources& r : use) h = MixResources(h, r);
     auto& table = interned_[q];
     auto it = table.try_emplace(h).first;
     for (const auto& [seen, id] : it->second) {
@@ -323,7 +326,6 @@ class EnqueueAction : public Action {
     std::string reason;  // the last refusal's text (outlives sessions: KeepPendingReason)
     uint64_t reason_gen = 0;
     std::vector<uint32_t> unsettled;  // jobs that may not have `reason` yet
-    bool all_unsettled = false;       // every job (the text changed)
   };
 
   // Whether the groups decided the cycle (false: a pending job holds
@@ -413,9 +415,12 @@ class EnqueueAction : public Action {
     gr.use = use;
     gr.fits = false;
     if (gr.reason_gen != 0 && gr.reason == why) return;
+    // A first refusal (its jobs joined as unsettled), or another text than
+    // the last (which AdmissionReadsOnlyMinimum rules out for one policy):
+    // every job of the group is given it.
+    if (gr.reason_gen != 0) gr.unsettled.assign(gr.jobs.begin(), gr.jobs.end());
     gr.reason = std::move(why);
     gr.reason_gen = Job::NextReasonGen();
-    gr.all_unsettled = true;
   }
 
   // The group's refusal to the jobs that may not carry it yet (those
@@ -426,18 +431,11 @@ class EnqueueAction : public Action {
       gr.unsettled.clear();
       return;
     }
-    auto give = [&](uint32_t id) {
+    for (uint32_t id : gr.unsettled) {
+      if (!gr.jobs.contains(id)) continue;  // it left the group since
       const Job& j = s.state().job(JobId(id));
       if (j.phase() == JobPhase::kPending) s.KeepPendingReason(j, gr.reason, gr.reason_gen);
-    };
-    if (gr.all_unsettled) {
-      for (uint32_t id : gr.jobs) give(id);
-    } else {
-      for (uint32_t id : gr.unsettled) {
-        if (gr.jobs.contains(id)) give(id);
-      }
     }
-    gr.all_unsettled = false;
     gr.unsettled.clear();
   }
 
@@ -472,10 +470,7 @@ class EnqueueAction : public Action {
     const int members = j.min_member();
     const size_t tasks = j.tasks().size();
     const Resources& min = j.min_request();
-    uint64_t h = (uint64_t{q} << 32) ^ static_cast<uint64_t>(members) ^ (uint64_t{tasks} << 20);
-    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.gpu_milli());
-    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.cpu_milli());
-    h = h * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(min.memory());
+    const uint64_t h = MixResources((uint64_t{q} << 32) ^ static_cast<uint64_t>(members) ^ (uint64_t{tasks} << 20), min);
     std::vector<uint32_t>& alike = by_key_[h];
     uint32_t g = 0;
     for (; g < alike.size(); ++g) {

@@ -92,12 +92,20 @@ configurations:
 )"), registry_, clock_, eo);
     EXPECT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
+    LocalExecutorOptions o = Options();
+    o.shrink_term_before_ms = 2000;
+    MakeExecutor(o);
+  }
+  static LocalExecutorOptions Options() {
     LocalExecutorOptions o;
     o.ringmaster = "/opt/ringmaster";
     o.coordinator = "127.0.0.1:7070";
     o.kill_after_ms = 3000;
-    o.shrink_term_before_ms = 2000;
-    executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o,
+    return o;
+  }
+  // An executor with `o` in place of the fixture's, its events to events_.
+  void MakeExecutor(LocalExecutorOptions o) {
+    executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, std::move(o),
                                                 [this](scheduler::JobId, const std::string& ev, const std::string&) {
                                                   events_.push_back(ev);
                                                 });
@@ -181,14 +189,9 @@ TEST_F(ExecutorTest, ATaskKilledAfterItsJobFinishedEndsItAsFinished) {
   // it exits (chaos seed 60776282: the job was restarted, and its new
   // workers, refused by the coordinator, failed and restarted it forever).
   std::set<std::string> finished;
-  LocalExecutorOptions o;
-  o.ringmaster = "/opt/ringmaster";
-  o.coordinator = "127.0.0.1:7070";
+  LocalExecutorOptions o = Options();
   o.job_finished = [&finished](const std::string& job) { return finished.contains(job); };
-  executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o,
-                                              [this](scheduler::JobId, const std::string& ev, const std::string&) {
-                                                events_.push_back(ev);
-                                              });
+  MakeExecutor(o);
   const auto id = Submit(JobBuilder("train").Gang(2).GpusPerTask(1).Build());
   Cycle();
   ASSERT_EQ(Count(id, TaskState::kRunning), 2);
@@ -364,14 +367,7 @@ TEST_F(ExecutorTest, CancelStopsTheProcessesAndKeepsTheirGpusUntilTheyAreGone) {
                                      registry_, clock_, eo);
   ASSERT_TRUE(e.ok()) << e.status();
   engine_ = *std::move(e);
-  LocalExecutorOptions o;
-  o.ringmaster = "/opt/ringmaster";
-  o.coordinator = "127.0.0.1:7070";
-  o.kill_after_ms = 3000;
-  executor_ = std::make_unique<LocalExecutor>(*engine_, clock_, launcher_, o,
-                                              [this](scheduler::JobId, const std::string& ev, const std::string&) {
-                                                events_.push_back(ev);
-                                              });
+  MakeExecutor(Options());
   const auto a = Submit(JobBuilder("a").Gang(4).GpusPerTask(1).Build());
   Cycle();
   ASSERT_EQ(Count(a, TaskState::kRunning), 4);
