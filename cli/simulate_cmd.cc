@@ -245,14 +245,15 @@ bool RunGnuplot(const std::string& dir) {
   return false;
 }
 
-// The trace's jobs and its format (detected when `format` is kAuto).
+// The trace's jobs that `slice` keeps, and its format (detected when
+// `format` is kAuto).
 absl::StatusOr<std::pair<std::vector<simulator::TraceJob>, simulator::TraceFormat>> LoadTrace(
-    const std::string& path, simulator::TraceFormat format) {
+    const std::string& path, simulator::TraceFormat format, const simulator::TraceSlice& slice) {
   RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
   if (format == simulator::TraceFormat::kAuto) {
     RM_ASSIGN_OR_RETURN(format, simulator::DetectTraceFormat(text, path));
   }
-  RM_ASSIGN_OR_RETURN(auto jobs, simulator::ParseTrace(text, path, format));
+  RM_ASSIGN_OR_RETURN(auto jobs, simulator::ParseTraceSlice(text, path, format, slice));
   return std::pair{std::move(jobs), format};
 }
 
@@ -275,13 +276,12 @@ int RunReplay(const SimulateFlags& f) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
-  auto trace = LoadTrace(f.trace, *format);
+  auto trace = LoadTrace(f.trace, *format, f.slice);
   if (!trace.ok()) {
     std::cerr << trace.status().message() << "\n";
     return 2;
   }
   format = trace->second;
-  trace->first = simulator::SliceTrace(std::move(trace->first), f.slice);
   simulator::AppModels models;
   if (!f.apps.empty()) {
     auto loaded = simulator::LoadAppModels(f.apps);

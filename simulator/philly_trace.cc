@@ -50,40 +50,98 @@ bool PhillyTraceReader::Recognizes(std::string_view first_line) {
          t.Column("cluster") >= 0;
 }
 
-absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view text,
-                                                               std::string_view filename) {
-  const TraceTable t = TraceTable::Split(text, filename, ',', true);
+namespace {
+
+// A data row as read and checked: every job of the trace is one of these
+// before any is built.
+struct PhillyRow {
+  int line;
+  int64_t stamp;  // seconds since 1970
+  double duration_s;
+  int gpus;
+  std::string_view vc;
+};
+
+// Reads and checks every row (the errors name the line and the field).
+absl::StatusOr<std::vector<PhillyRow>> ReadRows(const TraceTable& t) {
   int cols[4];
   const char* names[4] = {"timestamp", "duration", "num_gpus", "cluster"};
   for (int i = 0; i < 4; ++i) {
     RM_ASSIGN_OR_RETURN(cols[i], t.RequireColumn(names[i]));
   }
-  std::vector<TraceJob> jobs;
-  jobs.reserve(t.rows().size());
-  std::vector<int64_t> stamps;
-  stamps.reserve(t.rows().size());
+  std::vector<PhillyRow> rows;
+  rows.reserve(t.rows().size());
   for (const TableRow& r : t.rows()) {
-    TraceJob j;
-    j.line = r.line;
-    j.spec.name = absl::StrCat("philly-", jobs.size() + 1);
+    PhillyRow& row = rows.emplace_back();
+    row.line = r.line;
     RM_ASSIGN_OR_RETURN(auto stamp, t.Text(r, cols[0], "timestamp", true));
     const std::optional<int64_t> secs = ParseDateTime(stamp);
     if (!secs) return t.Error(r.line, "timestamp", absl::StrCat("'", std::string(stamp), "': expected YYYY-MM-DD HH:MM:SS"));
-    stamps.push_back(*secs);
-    RM_ASSIGN_OR_RETURN(auto duration, t.Double(r, cols[1], "duration", 0, true));
-    if (duration < 0) return t.Error(r.line, "duration", "must be >= 0");
-    j.duration_s = duration;
+    row.stamp = *secs;
+    RM_ASSIGN_OR_RETURN(row.duration_s, t.Double(r, cols[1], "duration", 0, true));
+    if (row.duration_s < 0) return t.Error(r.line, "duration", "must be >= 0");
     RM_ASSIGN_OR_RETURN(auto gpus, t.Int(r, cols[2], "num_gpus", 0, true));
     if (gpus < 0 || gpus > 100000) return t.Error(r.line, "num_gpus", "must be in [0, 100000]");
-    SplitGang(static_cast<int>(gpus), kMaxGpusPerTask, j);
-    RM_ASSIGN_OR_RETURN(auto vc, t.Text(r, cols[3], "cluster", true));
-    j.spec.queue = std::string(vc);
-    jobs.push_back(std::move(j));
+    row.gpus = static_cast<int>(gpus);
+    RM_ASSIGN_OR_RETURN(row.vc, t.Text(r, cols[3], "cluster", true));
   }
-  if (!stamps.empty()) {
-    const int64_t start = *std::min_element(stamps.begin(), stamps.end());
-    for (size_t i = 0; i < jobs.size(); ++i) jobs[i].submit_s = static_cast<double>(stamps[i] - start);
+  return rows;
+}
+
+// The job of rows[i] (its id counts rows from 1 in file order), its submit
+// time counted from `start`.
+void BuildJob(const PhillyRow& row, size_t i, int64_t start, TraceJob& j) {
+  j.line = row.line;
+  j.spec.name = absl::StrCat("philly-", i + 1);
+  j.submit_s = static_cast<double>(row.stamp - start);
+  j.duration_s = row.duration_s;
+  SplitGang(row.gpus, PhillyTraceReader::kMaxGpusPerTask, j);
+  j.spec.queue = std::string(row.vc);
+}
+
+int64_t Start(const std::vector<PhillyRow>& rows) {
+  int64_t start = 0;
+  for (size_t i = 0; i < rows.size(); ++i) start = i == 0 ? rows[i].stamp : std::min(start, rows[i].stamp);
+  return start;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::Parse(std::string_view text,
+                                                               std::string_view filename) {
+  const TraceTable t = TraceTable::Split(text, filename, ',', true);
+  RM_ASSIGN_OR_RETURN(const std::vector<PhillyRow> rows, ReadRows(t));
+  const int64_t start = Start(rows);
+  std::vector<TraceJob> jobs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) BuildJob(rows[i], i, start, jobs[i]);
+  return FinishTrace(std::move(jobs), filename);
+}
+
+absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::ParseSlice(std::string_view text, std::string_view filename,
+                                                                    const TraceSlice& slice) {
+  const TraceTable t = TraceTable::Split(text, filename, ',', true);
+  RM_ASSIGN_OR_RETURN(const std::vector<PhillyRow> rows, ReadRows(t));
+  const int64_t start = Start(rows);
+  // FinishTrace's order (submit time, then line) on the rows, then
+  // SliceTrace's choice: those in [from, until), the first max_jobs of them.
+  // A row that passed ReadRows makes a job FinishTrace accepts (a generated
+  // unique id, times >= 0, 0-100,000 GPUs as tasks of at most 8), so the
+  // rows left out need no job built to be checked.
+  std::vector<uint32_t> order(rows.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&rows](uint32_t a, uint32_t b) {
+    return rows[a].stamp != rows[b].stamp ? rows[a].stamp < rows[b].stamp : rows[a].line < rows[b].line;
+  });
+  std::vector<uint32_t> kept;
+  for (uint32_t i : order) {
+    const double submit = static_cast<double>(rows[i].stamp - start);
+    if (submit < slice.from_s) continue;
+    if (slice.until_s >= 0 && submit >= slice.until_s) break;
+    if (slice.max_jobs > 0 && static_cast<int64_t>(kept.size()) >= slice.max_jobs) break;
+    kept.push_back(i);
   }
+  std::vector<TraceJob> jobs(kept.size());
+  for (size_t k = 0; k < kept.size(); ++k) BuildJob(rows[kept[k]], kept[k], start, jobs[k]);
   return FinishTrace(std::move(jobs), filename);
 }
 

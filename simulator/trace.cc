@@ -2,8 +2,8 @@
 #include "simulator/trace.h"
 
 #include <algorithm>
-#include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "simulator/alibaba2023_trace.h"
@@ -48,9 +48,10 @@ bool Recognizes(TraceFormat f, std::string_view first) {
 }
 
 absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
-  const std::string where = absl::StrCat(std::string(filename), ":", j.line, ": ");
+  // "file:line: " (composed only for an error: most jobs pass).
+  auto where = [&] { return absl::StrCat(std::string(filename), ":", j.line, ": "); };
   auto bad = [&](std::string_view field, std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": ", std::string(what)));
+    return absl::InvalidArgumentError(absl::StrCat(where(), std::string(field), ": ", std::string(what)));
   };
   if (j.id().empty()) return bad("job_id", "empty");
   if (j.submit_s < 0) return bad("submit_time_s", "must be >= 0");
@@ -62,9 +63,9 @@ absl::Status CheckJob(const TraceJob& j, std::string_view filename) {
   // max_tasks), then the whole spec, as the engine will check it.
   const scheduler::GangSize::Fields columns{.min = "min_tasks", .range_min = "min_tasks", .range_max = "max_tasks"};
   if (absl::Status s = j.spec.size.Validate(j.tasks(), columns); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(where(), s.message()));
   }
-  if (absl::Status s = j.spec.Validate(); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
+  if (absl::Status s = j.spec.Validate(); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), s.message()));
   return absl::OkStatus();
 }
 
@@ -140,6 +141,19 @@ absl::StatusOr<std::vector<TraceJob>> ParseTrace(std::string_view text, std::str
   return absl::InternalError("unreachable trace format");
 }
 
+absl::StatusOr<std::vector<TraceJob>> ParseTraceSlice(std::string_view text, std::string_view filename,
+                                                      TraceFormat format, const TraceSlice& slice) {
+  if (format == TraceFormat::kAuto) {
+    RM_ASSIGN_OR_RETURN(format, DetectTraceFormat(text, filename));
+  }
+  if (format == TraceFormat::kPhilly) {
+    RM_ASSIGN_OR_RETURN(auto jobs, PhillyTraceReader::ParseSlice(text, filename, slice));
+    return SliceTrace(std::move(jobs), slice);
+  }
+  RM_ASSIGN_OR_RETURN(auto jobs, ParseTrace(text, filename, format));
+  return SliceTrace(std::move(jobs), slice);
+}
+
 absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFormat format) {
   RM_ASSIGN_OR_RETURN(auto text, topology::ReadTextFile(path));
   return ParseTrace(text, path, format);
@@ -147,7 +161,8 @@ absl::StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, TraceFo
 
 absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
                                                   std::string_view filename) {
-  std::map<std::string_view, int> first_line;
+  absl::flat_hash_map<std::string_view, int> first_line;
+  first_line.reserve(jobs.size());
   for (const TraceJob& j : jobs) {
     RM_RETURN_IF_ERROR(CheckJob(j, filename));
     auto [it, fresh] = first_line.emplace(j.id(), j.line);
@@ -157,37 +172,58 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
                                                      it->second));
     }
   }
-  // Sorted through an index (a TraceJob is large to move), into the same
-  // order as a stable sort of the jobs.
-  std::vector<uint32_t> order(jobs.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&jobs](uint32_t a, uint32_t b) {
+  // By submit time, then line: the order of a stable sort of the jobs.
+  // Sorted through an index (a TraceJob is large to move), then permuted in
+  // place (each job moved once or twice, no second vector); a trace in order
+  // already is left as it is.
+  auto before = [&jobs](uint32_t a, uint32_t b) {
     const TraceJob& x = jobs[a];
     const TraceJob& y = jobs[b];
     return x.submit_s != y.submit_s ? x.submit_s < y.submit_s : x.line < y.line;
-  });
-  std::vector<TraceJob> sorted;
-  sorted.reserve(jobs.size());
-  for (uint32_t i : order) sorted.push_back(std::move(jobs[i]));
-  return sorted;
+  };
+  bool sorted = true;
+  for (uint32_t i = 1; i < jobs.size() && sorted; ++i) sorted = !before(i, i - 1);
+  if (sorted) return jobs;
+  std::vector<uint32_t> order(jobs.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), before);
+  // Position i takes the job at order[i]: follow each cycle of the
+  // permutation once, marking placed positions with kDone.
+  constexpr uint32_t kDone = UINT32_MAX;
+  for (uint32_t start = 0; start < order.size(); ++start) {
+    if (order[start] == kDone || order[start] == start) continue;
+    TraceJob held = std::move(jobs[start]);
+    uint32_t at = start;
+    while (order[at] != start) {
+      const uint32_t from = order[at];
+      jobs[at] = std::move(jobs[from]);
+      order[at] = kDone;
+      at = from;
+    }
+    jobs[at] = std::move(held);
+    order[at] = kDone;
+  }
+  return jobs;
 }
 
 std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice) {
-  std::vector<TraceJob> out;
-  out.reserve(jobs.size());
+  // In place: the kept jobs move to the front, the rest are dropped.
+  size_t kept = 0;
   for (TraceJob& j : jobs) {
     if (j.submit_s < slice.from_s) continue;
     if (slice.until_s >= 0 && j.submit_s >= slice.until_s) break;
-    if (slice.max_jobs > 0 && static_cast<int64_t>(out.size()) >= slice.max_jobs) break;
+    if (slice.max_jobs > 0 && static_cast<int64_t>(kept) >= slice.max_jobs) break;
     j.submit_s -= slice.from_s;
     if (!slice.one_queue.empty()) j.spec.queue = slice.one_queue;
     if (slice.walltime_oracle && j.spec.walltime_ms <= 0) j.spec.walltime_ms = SecondsToMs(j.duration_s);
     if (slice.checkpoint_interval_s > 0 && j.checkpoint_interval_s <= 0) {
       j.checkpoint_interval_s = slice.checkpoint_interval_s;
     }
-    out.push_back(std::move(j));
+    if (&jobs[kept] != &j) jobs[kept] = std::move(j);
+    ++kept;
   }
-  return out;
+  jobs.erase(jobs.begin() + static_cast<std::ptrdiff_t>(kept), jobs.end());
+  return jobs;
 }
 
 void SplitGang(int gpus, int max_per_task, TraceJob& job) {

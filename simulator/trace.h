@@ -107,6 +107,12 @@ struct TraceSlice {
 // The jobs of `jobs` (sorted, as the readers return them) in the slice, with
 // submit times moved back by `from_s` (the slice starts at 0).
 std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice);
+// SliceTrace(ParseTrace(text, filename, format), slice), the same jobs and
+// errors, with the jobs the slice leaves out never built where the reader can
+// tell them from its checked rows (Philly: the first 10,000 of its 82,247
+// jobs build 10,000).
+absl::StatusOr<std::vector<TraceJob>> ParseTraceSlice(std::string_view text, std::string_view filename,
+                                                      TraceFormat format, const TraceSlice& slice);
 
 // --- For the readers -----------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // Splitting trace text into numbered rows, and typed field readers.
 #include "simulator/trace_table.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -11,19 +12,21 @@
 namespace ringmaster::simulator {
 namespace {
 
-std::vector<std::string_view> SplitFields(std::string_view line, char delimiter) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
+// Appends the fields of `line` (split at `delimiter`, blanks and tabs
+// trimmed) to `out`; returns how many.
+size_t SplitFields(std::string_view line, char delimiter, std::vector<std::string_view>& out) {
+  size_t start = 0, n = 0;
   while (true) {
     const size_t end = line.find(delimiter, start);
     std::string_view f = line.substr(start, end == std::string_view::npos ? end : end - start);
     while (!f.empty() && (f.front() == ' ' || f.front() == '\t')) f.remove_prefix(1);
     while (!f.empty() && (f.back() == ' ' || f.back() == '\t')) f.remove_suffix(1);
     out.push_back(f);
+    ++n;
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
-  return out;
+  return n;
 }
 
 }  // namespace
@@ -34,6 +37,16 @@ TraceTable TraceTable::Split(std::string_view text, std::string_view filename, c
   t.filename_ = std::string(filename);
   int line_no = 0;
   size_t pos = 0;
+  // Every row's fields in one vector (a row is a span of it, made once the
+  // vector stops growing): no allocation per row. One row a line at most.
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  struct Pending {
+    int line;
+    size_t from, n;
+  };
+  std::vector<Pending> spans;
+  spans.reserve(lines);
+  std::vector<std::string_view> header;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
@@ -41,14 +54,20 @@ TraceTable TraceTable::Split(std::string_view text, std::string_view filename, c
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (absl::StripAsciiWhitespace(std::string(line)).empty()) continue;
+    if (line.find_first_not_of(" \t\n\v\f\r") == std::string_view::npos) continue;  // blank
     if (has_header && t.header_line_ == 0) {
       t.header_line_ = line_no;
-      for (std::string_view f : SplitFields(line, delimiter)) t.header_.emplace_back(f);
+      SplitFields(line, delimiter, header);
+      for (std::string_view f : header) t.header_.emplace_back(f);
+      t.fields_.reserve(lines * std::max<size_t>(header.size(), 1));
       continue;
     }
-    t.rows_.push_back({line_no, SplitFields(line, delimiter)});
+    const size_t from = t.fields_.size();
+    spans.push_back({line_no, from, SplitFields(line, delimiter, t.fields_)});
   }
+  t.rows_.reserve(spans.size());
+  const std::string_view* base = t.fields_.data();
+  for (const Pending& p : spans) t.rows_.push_back({p.line, std::span<const std::string_view>(base + p.from, p.n)});
   return t;
 }
 

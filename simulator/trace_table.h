@@ -9,6 +9,7 @@
 #define RINGMASTER_SIMULATOR_TRACE_TABLE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,7 @@ namespace ringmaster::simulator {
 
 struct TableRow {
   int line = 0;  // 1-based line in the file
-  std::vector<std::string_view> fields;
+  std::span<const std::string_view> fields;  // into its table (TraceTable::fields_)
 };
 
 class TraceTable {
@@ -30,6 +31,11 @@ class TraceTable {
   // borrows `text`: it must outlive the table.
   static TraceTable Split(std::string_view text, std::string_view filename, char delimiter,
                           bool has_header);
+  // Rows point into the table's own field storage: it moves, never copies.
+  TraceTable(TraceTable&&) = default;
+  TraceTable& operator=(TraceTable&&) = default;
+  TraceTable(const TraceTable&) = delete;
+  TraceTable& operator=(const TraceTable&) = delete;
 
   const std::string& filename() const { return filename_; }
   const std::vector<std::string>& header() const { return header_; }
@@ -54,10 +60,12 @@ class TraceTable {
                               bool required) const;
 
  private:
+  TraceTable() = default;
   std::string filename_;
   std::vector<std::string> header_;
   int header_line_ = 0;
   std::vector<TableRow> rows_;
+  std::vector<std::string_view> fields_;  // every row's, in order
 };
 
 }  // namespace ringmaster::simulator

@@ -1,8 +1,8 @@
 #include "topology/node_lists.h"
 
+#include <array>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -111,9 +111,24 @@ constexpr int64_t kMiB = 1024 * 1024;
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // Read straight into the string: sized from the file's length where it
+  // has one (a regular file), then whatever more there is (a pipe, or a
+  // file that grew), in blocks.
+  std::string out;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+  in.clear();
+  if (size > 0) {
+    in.seekg(0, std::ios::beg);
+    out.resize(static_cast<size_t>(size));
+    in.read(out.data(), size);
+    out.resize(static_cast<size_t>(in.gcount()));
+    in.clear();
+  }
+  std::array<char, 1 << 16> block;
+  while (in.read(block.data(), block.size()), in.gcount() > 0) out.append(block.data(), static_cast<size_t>(in.gcount()));
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return out;
 }
 
 absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodeList(std::string_view text_in,

@@ -1,7 +1,10 @@
 // Format-specific rules of each trace reader (the shared contract is in
 // trace_contract_test.cc): defaults of the native CSV, Philly's dates, VCs
 // and gang split, Gavel's queue from the file name, the Alibaba lifetimes.
+#include <algorithm>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -10,7 +13,9 @@
 #include "simulator/native_trace.h"
 #include "simulator/philly_trace.h"
 #include "simulator/trace.h"
+#include "tests/support/source_dir.h"
 #include "tests/support/status_matchers.h"
+#include "topology/node_lists.h"
 
 namespace ringmaster::simulator {
 namespace {
@@ -133,6 +138,111 @@ TEST(PhillyTrace, DatesCountFromTheEarliestRowAndBigGangsSplit) {
 TEST(PhillyTrace, BadDateNamesTheField) {
   auto jobs = PhillyTraceReader::Parse("timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,1,1,1,a\n", "p.csv");
   EXPECT_THAT(std::string(jobs.status().message()), HasSubstr("p.csv:2: timestamp: '2017-13-01 00:00:00'"));
+}
+
+// FinishTrace orders jobs by submit time, ties by line, in place: on a
+// shuffled list with many ties every job comes out whole, where a stable
+// sort of the input puts it.
+TEST(FinishTrace, SortsInPlaceAsAStableSortBySubmitTimeThenLine) {
+  std::mt19937 rng(7);
+  for (int n : {0, 1, 2, 5, 64, 1000}) {
+    std::vector<TraceJob> jobs(n);
+    std::vector<int> lines(n);
+    for (int i = 0; i < n; ++i) lines[i] = i + 2;
+    std::shuffle(lines.begin(), lines.end(), rng);
+    for (int i = 0; i < n; ++i) {
+      jobs[i].spec.name = "j" + std::to_string(i);
+      jobs[i].line = lines[i];
+      jobs[i].submit_s = static_cast<double>(rng() % 7);  // many ties
+      jobs[i].duration_s = i;
+    }
+    std::vector<TraceJob> want = jobs;
+    std::stable_sort(want.begin(), want.end(), [](const TraceJob& a, const TraceJob& b) {
+      return a.submit_s != b.submit_s ? a.submit_s < b.submit_s : a.line < b.line;
+    });
+    auto got = FinishTrace(std::move(jobs), "t");
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*got)[i].id(), want[i].id()) << "n " << n << " at " << i;
+      EXPECT_EQ((*got)[i].line, want[i].line);
+      EXPECT_EQ((*got)[i].duration_s, want[i].duration_s);
+      EXPECT_EQ((*got)[i].tasks(), 1);
+    }
+  }
+}
+
+// SliceTrace keeps [from, until) and the first max_jobs, shifts submit times
+// to the window's start and fills what the slice asks, in the same order.
+TEST(SliceTrace, KeepsTheWindowInOrderAndShiftsIt) {
+  std::vector<TraceJob> jobs(6);
+  for (int i = 0; i < 6; ++i) {
+    jobs[i].spec.name = "j" + std::to_string(i);
+    jobs[i].submit_s = 10.0 * i;  // 0, 10, ..., 50
+    jobs[i].duration_s = 5;
+  }
+  auto window = SliceTrace(jobs, {.from_s = 10, .until_s = 45, .one_queue = "q", .walltime_oracle = true,
+                                  .checkpoint_interval_s = 60});
+  ASSERT_EQ(window.size(), 4u);
+  for (size_t i = 0; i < window.size(); ++i) {
+    EXPECT_EQ(window[i].id(), "j" + std::to_string(i + 1));
+    EXPECT_EQ(window[i].submit_s, 10.0 * static_cast<double>(i));
+    EXPECT_EQ(window[i].spec.queue, "q");
+    EXPECT_EQ(window[i].spec.walltime_ms, 5000);
+    EXPECT_EQ(window[i].checkpoint_interval_s, 60);
+  }
+  auto first = SliceTrace(jobs, {.from_s = 20, .max_jobs = 2});
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].id(), "j2");
+  EXPECT_EQ(first[1].id(), "j3");
+  EXPECT_EQ(first[0].spec.queue, "default");
+  EXPECT_EQ(first[0].spec.walltime_ms, 0);
+  EXPECT_EQ(SliceTrace(jobs, {.from_s = 60}).size(), 0u);
+  EXPECT_EQ(SliceTrace(jobs, {}).size(), 6u);
+}
+
+// ParseTraceSlice builds only the jobs a slice keeps (Philly) and gives what
+// SliceTrace gives on the whole parse: on the bundled trace, for windows,
+// counts and the slice's fills, the same jobs field by field.
+TEST(ParseTraceSlice, PhillyGivesWhatSlicingTheWholeTraceGives) {
+  const std::string path = ringmaster::testing::SourceDir() + "/data/traces/philly/philly.csv";
+  auto text = topology::ReadTextFile(path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto whole = ParseTrace(*text, path, TraceFormat::kPhilly);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::vector<TraceSlice> slices = {
+      {},
+      {.max_jobs = 10000},
+      {.from_s = 2073600, .until_s = 2678400, .one_queue = "default", .checkpoint_interval_s = 600},
+      {.from_s = 86400 * 40, .max_jobs = 777, .walltime_oracle = true},
+      {.from_s = 1e12},
+  };
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const std::vector<TraceJob> want = SliceTrace(*whole, slices[k]);
+    auto got = ParseTraceSlice(*text, path, TraceFormat::kAuto, slices[k]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size()) << "slice " << k;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const TraceJob& a = (*got)[i];
+      const TraceJob& b = want[i];
+      ASSERT_EQ(a.id(), b.id()) << "slice " << k << " at " << i;
+      EXPECT_EQ(a.line, b.line);
+      EXPECT_EQ(a.submit_s, b.submit_s);
+      EXPECT_EQ(a.duration_s, b.duration_s);
+      EXPECT_EQ(a.checkpoint_interval_s, b.checkpoint_interval_s);
+      EXPECT_EQ(a.spec.queue, b.spec.queue);
+      EXPECT_EQ(a.spec.walltime_ms, b.spec.walltime_ms);
+      EXPECT_EQ(a.tasks(), b.tasks());
+      EXPECT_EQ(a.gpus(), b.gpus());
+    }
+  }
+  EXPECT_EQ(SliceTrace(*whole, slices[1]).size(), 10000u);
+  // A bad row outside the slice is still an error, named by its line.
+  std::string bad = *text;
+  bad += "2017-13-01 00:00:00,10,1,10,vc\n";
+  auto refused = ParseTraceSlice(bad, "p.csv", TraceFormat::kPhilly, {.max_jobs = 5});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("p.csv:82250: timestamp"));
 }
 
 TEST(SplitGang, FewestEvenTasksOfAtMostEightGpus) {

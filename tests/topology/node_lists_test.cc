@@ -6,7 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <numeric>
+#include <thread>
 
 namespace ringmaster::topology {
 namespace {
@@ -168,4 +174,45 @@ TEST(PhillyMachineList, ReadsGpuMemoryAndRejectsBadSizes) {
 }
 
 }  // namespace
+// ReadTextFile reads a regular file whole (sized from its length) and a pipe
+// whole (in blocks), byte for byte, and says which path it could not read.
+TEST(ReadTextFile, ReadsFilesAndPipesWhole) {
+  std::string text;
+  for (int i = 0; text.size() < 200'000; ++i) text += "row " + std::to_string(i) + ",\r\n\0x";
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/read_text_file.txt";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  }
+  auto got = ReadTextFile(file);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, text);
+  std::remove(file.c_str());
+
+  const std::string fifo = dir + "/read_text_file.fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream out(fifo, std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  });
+  auto piped = ReadTextFile(fifo);
+  writer.join();
+  std::remove(fifo.c_str());
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(*piped, text);
+
+  auto empty_file = dir + "/read_text_file.empty";
+  { std::ofstream out(empty_file); }
+  auto empty = ReadTextFile(empty_file);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "");
+  std::remove(empty_file.c_str());
+
+  auto missing = ReadTextFile(dir + "/no/such/file");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/no/such/file: cannot read"));
+}
+
 }  // namespace ringmaster::topology
