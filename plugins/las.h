@@ -226,6 +226,10 @@ class LasPlugin : public scheduler::Plugin {
   std::string_view name() const override { return kName; }
   void OnSessionOpen(scheduler::Session& s) override;
   bool UsesTime() const override { return true; }
+  // A job that holds nothing attains nothing: its level, and so its key,
+  // stay as they are while it waits so, unless starveLimit promotes it as
+  // time passes.
+  bool PendingOrderReadsOnlySpec() const override { return o_.starve_limit <= 0; }
   // The first time a job's level changes on the same state: a job holding
   // GPUs reaches its next threshold, or (with starveLimit) a stopped job's
   // promotion falls due; now after a session that promoted a job.

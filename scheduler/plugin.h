@@ -225,10 +225,12 @@ class Plugin {
   // the group's jobs in job order across cycles (scheduler/actions/
   // enqueue.cc). Implies AdmissionReadsOnlyJobAndQueues. Default: false.
   virtual bool AdmissionReadsOnlyMinimum() const { return false; }
-  // Whether its job order keys (AddJobOrderKeyFn), for a Pending job that
-  // holds nothing, read only the job's spec and creation: no clock, no
-  // state, no other job (fixed for as long as the job waits so). Default:
-  // false.
+  // Whether its job order keys (AddJobOrderKeyFn), for a job that holds
+  // nothing (pending, or admitted and waiting), are fixed for as long as it
+  // waits so and its tasks do not change: they read the job's spec, its
+  // creation and what it attained before (not the clock, the state or
+  // another job). Enqueue's groups and the sorts' kept rows
+  // (Session::job_order_static) rely on it. Default: false.
   virtual bool PendingOrderReadsOnlySpec() const { return false; }
   // For a plugin that keeps queues' past use: each queue's, valued at `now`
   // (>= the last session's time), queues named as in `state` (the plugin's

@@ -83,8 +83,14 @@ struct JobOrderCache {
   // A job's keys while nothing can have changed them: the same session
   // (the same clock), no commit since, the same state epoch. Rows by
   // JobId value (key_rows[id * width ..]), valid when key_ctx[id] is ctx.
+  // Or, when every key is fixed for a job that holds nothing
+  // (Session::job_order_static), a row computed while the job held
+  // nothing holds in later sessions too, while the policy (key_policy[id],
+  // Session::VerdictPolicyId, never 0 here) and its tasks
+  // (key_tasks[id], Job::task_changes) are the same.
   std::vector<int64_t> key_rows;
   std::vector<uint32_t> key_ctx;
+  std::vector<uint64_t> key_policy, key_tasks;
   size_t key_width = 0;
   uint32_t ctx = 0;
   uint64_t ctx_session = 0, ctx_epoch = 0;
@@ -262,6 +268,11 @@ class Session {
   // Plugin::AdmissionReadsOnlyMinimum and every job order key's plugin says
   // Plugin::PendingOrderReadsOnlySpec (and every job order is a key):
   // enqueue may group the pending jobs (scheduler/actions/enqueue.cc).
+  // Whether every job order is a key and each key's plugin says
+  // Plugin::PendingOrderReadsOnlySpec: a job that holds nothing has the
+  // same keys in every session while its tasks and the policy are the same
+  // (SortJobsByKeys keeps its row).
+  bool job_order_static() const { return job_order_keyed_ && order_static_; }
   bool admission_grouped() const {
     return admission_groups_ && admission_pure_ && admission_keyed_ && job_order_keyed_ && order_static_;
   }

@@ -28,6 +28,8 @@ void SortJobsByKeys(const Session& s, Job** jobs, size_t n) {
       c.key_width = w;
       c.key_ctx.clear();
       c.key_rows.clear();
+      c.key_policy.clear();
+      c.key_tasks.clear();
     }
     if (c.ctx_session != s.stamp() || c.ctx_commits != s.commits() || c.ctx_epoch != epoch) {
       if (++c.ctx == 0) {  // wrapped: no stale row may match
@@ -39,23 +41,36 @@ void SortJobsByKeys(const Session& s, Job** jobs, size_t n) {
       c.ctx_epoch = epoch;
     }
   }
+  // A waiting job's keys, with every key fixed while it holds nothing
+  // (Session::job_order_static), are those of an earlier session while its
+  // tasks and the policy are as they were: read back, not asked again.
+  const uint64_t policy = cache && s.job_order_static() ? s.VerdictPolicyId() : 0;
   for (size_t i = 0; i < n; ++i) {
     int64_t* row = &in[i * w];
-    const uint32_t id = jobs[i]->id().value();
-    if (cache && id < c.key_ctx.size() && c.key_ctx[id] == c.ctx) {
+    const Job& job = *jobs[i];
+    const uint32_t id = job.id().value();
+    if (cache && id < c.key_ctx.size() &&
+        (c.key_ctx[id] == c.ctx ||
+         (policy != 0 && c.key_policy[id] == policy && c.key_tasks[id] == job.task_changes()))) {
       std::copy_n(c.key_rows.data() + size_t{id} * w, w, row);
+      c.key_ctx[id] = c.ctx;
       continue;
     }
-    s.JobOrderKeys(*jobs[i], row);
-    row[m] = jobs[i]->created();
+    s.JobOrderKeys(job, row);
+    row[m] = job.created();
     row[m + 1] = static_cast<int64_t>(id);
     if (cache) {
       if (id >= c.key_ctx.size()) {
         const size_t grown = size_t{id} + 1 + id / 2;
         c.key_ctx.resize(grown, 0);
         c.key_rows.resize(grown * w);
+        c.key_policy.resize(grown, 0);
+        c.key_tasks.resize(grown, 0);
       }
       c.key_ctx[id] = c.ctx;
+      // Fixed while the job holds nothing; 0: asked again next session.
+      c.key_policy[id] = job.allocated().IsZero() ? policy : 0;
+      c.key_tasks[id] = job.task_changes();
       std::copy_n(row, w, c.key_rows.data() + size_t{id} * w);
     }
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "plugins/drf.h"
@@ -124,6 +125,81 @@ TEST(JobOrderKeys, TheEnginesCacheKeepsTheOrderAsJobsStartSubsetsAndRowsChange) 
     s.Close();
   }
   EXPECT_GT(cache.rows.size(), 0u) << "the cache was used";
+}
+
+// With every key fixed for a job that holds nothing
+// (Plugin::PendingOrderReadsOnlySpec), the engine's cache keeps a waiting
+// job's row from one session to the next: its keys are asked again only
+// when its tasks change, the policy changes, or it holds something; a
+// plugin that does not say so is asked every session.
+TEST(JobOrderKeys, RowsOfJobsThatHoldNothingAreKeptAcrossSessions) {
+  EngineHarness h(ClusterBuilder().NodesPerRack(1).Gpus(8).Build());
+  h.Submit(JobBuilder("run").GpusPerTask(8).Build());  // takes the node
+  h.Cycle();
+  for (int i = 0; i < 5; ++i) h.Submit(JobBuilder("w" + std::to_string(i)).GpusPerTask(8).Build());
+  h.clock().Advance(1000);
+  h.Cycle();
+  auto& state = const_cast<scheduler::State&>(h.state());
+  class Counting : public scheduler::Plugin {
+   public:
+    explicit Counting(bool fixed) : fixed_(fixed) {}
+    std::string_view name() const override { return "counting"; }
+    bool PendingOrderReadsOnlySpec() const override { return fixed_; }
+    void OnSessionOpen(Session& s) override {
+      s.AddJobOrderKeyFn(name(), [this](const Job& j) {
+        ++asked[j.name()];
+        return -static_cast<int64_t>(j.created());
+      });
+    }
+    std::map<std::string, int> asked;
+
+   private:
+    bool fixed_;
+  };
+  Counting fixed(true), unfixed(false);
+  std::vector<Job*> jobs;
+  for (scheduler::JobId id : state.active_jobs()) jobs.push_back(&state.job(id));
+  ASSERT_EQ(jobs.size(), 6u);
+  ASSERT_TRUE(jobs[0]->name() == "run" && !jobs[0]->allocated().IsZero());
+  auto sort_in = [&](Counting& p, uint64_t policy, scheduler::JobOrderCache& cache, int session) {
+    const std::vector<std::vector<scheduler::Plugin*>> tiers = {{&p}};
+    scheduler::VerdictContext context;
+    context.policy = policy;
+    Session s(state, h.clock(), session, tiers);
+    s.set_job_order_cache(&cache);
+    s.set_verdict_context(&context);
+    std::vector<Job*> some = jobs;
+    scheduler::SortInJobOrder(s, some.begin(), some.end());
+    EXPECT_EQ(some.front()->name(), "w4") << "the latest first";
+    s.Close();
+  };
+  scheduler::JobOrderCache cache;
+  sort_in(fixed, 1, cache, 1);
+  for (const Job* j : jobs) EXPECT_EQ(fixed.asked[j->name()], 1) << j->name();
+  sort_in(fixed, 1, cache, 2);
+  sort_in(fixed, 1, cache, 3);
+  EXPECT_EQ(fixed.asked["run"], 3) << "it holds GPUs: asked every session";
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(fixed.asked["w" + std::to_string(i)], 1) << "kept";
+  // A task more for w2 (its tasks changed): w2 asked again, the others not.
+  state.job(jobs[3]->id()).AddTask(0);
+  sort_in(fixed, 1, cache, 4);
+  EXPECT_EQ(fixed.asked["w2"], 2);
+  EXPECT_EQ(fixed.asked["w1"], 1);
+  // Another policy: every row asked again.
+  sort_in(fixed, 2, cache, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(fixed.asked["w" + std::to_string(i)], i == 2 ? 3 : 2);
+  // Without the promise, every session asks every job.
+  scheduler::JobOrderCache other;
+  sort_in(unfixed, 1, other, 6);
+  sort_in(unfixed, 1, other, 7);
+  for (const Job* j : jobs) EXPECT_EQ(unfixed.asked[j->name()], 2) << j->name();
+}
+
+TEST(JobOrderKeys, LasKeysAreFixedForAWaitingJobUnlessStarvationPromotes) {
+  plugins::LasOptions o;
+  EXPECT_TRUE(plugins::LasPlugin({3600LL * 1'000'000}, o).PendingOrderReadsOnlySpec());
+  o.starve_limit = 2;
+  EXPECT_FALSE(plugins::LasPlugin({3600LL * 1'000'000}, o).PendingOrderReadsOnlySpec());
 }
 
 TEST(JobOrderKeys, AComparatorAmongTheOrdersTurnsTheKeyedSortOff) {
