@@ -1,6 +1,7 @@
 #include "topology/node_lists.h"
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -109,24 +110,35 @@ constexpr int64_t kMiB = 1024 * 1024;
 }  // namespace
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status kind = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  // Read straight into the string: sized from the file's length where it
-  // has one (a regular file), then whatever more there is (a pipe, or a
-  // file that grew), in blocks.
+  auto too_big = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": larger than ", kMaxTextFileBytes >> 20, " MiB, more than any input file here needs"));
+  };
+  // Read straight into the string: sized from a regular file's length, then
+  // whatever more there is (a pipe, or a file that grew), in blocks.
   std::string out;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
-  in.clear();
-  if (size > 0) {
-    in.seekg(0, std::ios::beg);
-    out.resize(static_cast<size_t>(size));
-    in.read(out.data(), size);
-    out.resize(static_cast<size_t>(in.gcount()));
-    in.clear();
+  if (!ec && std::filesystem::is_regular_file(kind)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxTextFileBytes) return too_big();
+    if (!ec && size > 0) {
+      out.resize(static_cast<size_t>(size));
+      in.read(out.data(), static_cast<std::streamsize>(size));
+      out.resize(static_cast<size_t>(in.gcount()));
+      in.clear();
+    }
   }
   std::array<char, 1 << 16> block;
-  while (in.read(block.data(), block.size()), in.gcount() > 0) out.append(block.data(), static_cast<size_t>(in.gcount()));
+  while (in.read(block.data(), block.size()), in.gcount() > 0) {
+    if (out.size() + static_cast<size_t>(in.gcount()) > kMaxTextFileBytes) return too_big();
+    out.append(block.data(), static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
   return out;
 }

@@ -36,7 +36,10 @@ absl::StatusOr<std::vector<NodeSpec>> ParsePhillyMachineList(std::string_view te
                                                              std::string_view filename);
 absl::StatusOr<std::vector<NodeSpec>> ReadPhillyMachineList(const std::string& path);
 
-// Reads a whole file into a string (NotFound naming the path on failure).
+// Reads a whole file (or pipe) into a string. Errors name the path:
+// NotFound when it cannot be opened, InvalidArgument for a directory or
+// for more than kMaxTextFileBytes.
+inline constexpr size_t kMaxTextFileBytes = size_t{1} << 30;
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 }  // namespace ringmaster::topology

@@ -175,8 +175,9 @@ TEST(PhillyMachineList, ReadsGpuMemoryAndRejectsBadSizes) {
 
 }  // namespace
 // ReadTextFile reads a regular file whole (sized from its length) and a pipe
-// whole (in blocks), byte for byte, and says which path it could not read.
-TEST(ReadTextFile, ReadsFilesAndPipesWhole) {
+// whole (in blocks), byte for byte, and says which path it could not read
+// (a directory is refused, not read as an empty file or a huge one).
+TEST(ReadTextFile, ReadsFilesAndPipesWholeAndRefusesADirectory) {
   std::string text;
   for (int i = 0; text.size() < 200'000; ++i) text += "row " + std::to_string(i) + ",\r\n\0x";
   const std::string dir = ::testing::TempDir();
@@ -209,6 +210,10 @@ TEST(ReadTextFile, ReadsFilesAndPipesWhole) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(*empty, "");
   std::remove(empty_file.c_str());
+
+  auto directory = ReadTextFile(dir);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_THAT(std::string(directory.status().message()), HasSubstr(": is a directory, not a file"));
 
   auto missing = ReadTextFile(dir + "/no/such/file");
   ASSERT_FALSE(missing.ok());
