@@ -59,7 +59,10 @@ TraceTable TraceTable::Split(std::string_view text, std::string_view filename, c
       t.header_line_ = line_no;
       SplitFields(line, delimiter, header);
       for (std::string_view f : header) t.header_.emplace_back(f);
-      t.fields_.reserve(lines * std::max<size_t>(header.size(), 1));
+      // Every row as wide as the header, but never more than the text
+      // holds (a field per delimiter, plus one a line).
+      const size_t delimiters = static_cast<size_t>(std::count(text.begin(), text.end(), delimiter));
+      t.fields_.reserve(std::min(lines * std::max<size_t>(header.size(), 1), delimiters + lines));
       continue;
     }
     const size_t from = t.fields_.size();
