@@ -134,14 +134,20 @@ class AllocateAction : public Action {
     // Per queue, its waiting jobs in job order; next[q] is the first not yet
     // tried (a vector and an index: a deque allocates even when empty).
     // Sized before any reason is kept: the session holds pointers into it.
+    // The lists are the action's, kept across cycles (cleared, capacity
+    // kept: a backlog's lists are not allocated and grown again each cycle).
     if (overused_.size() < s.queues().size()) overused_.resize(s.queues().size());
-    std::vector<std::vector<Job*>> by_queue(s.queues().size());
-    std::vector<size_t> next(by_queue.size(), 0);
+    std::vector<std::vector<Job*>>& by_queue = by_queue_;
+    by_queue.resize(s.queues().size());
+    for (auto& jobs : by_queue) jobs.clear();
+    std::vector<size_t>& next = next_;
+    next.assign(by_queue.size(), 0);
     for (JobId id : s.admitted_jobs()) {
       Job& j = st.job(id);
       if (WaitsForPlacement(j)) by_queue[j.queue().value()].push_back(&j);
     }
-    std::vector<uint32_t> live;
+    std::vector<uint32_t>& live = live_;
+    live.clear();
     for (uint32_t q = 0; q < by_queue.size(); ++q) {
       if (!by_queue[q].empty()) live.push_back(q);
     }
@@ -260,6 +266,10 @@ class AllocateAction : public Action {
     return true;
   }
 
+  // Execute's per-queue lists (by_queue, next, live), reused.
+  std::vector<std::vector<Job*>> by_queue_;
+  std::vector<size_t> next_;
+  std::vector<uint32_t> live_;
   GangPlacer::Kept kept_;       // AllPassed's (reused)
   std::vector<uint32_t> over_;  // AllPassed's (reused)
   // Per queue: the last "using its deserved share" text and its generation
