@@ -22,7 +22,10 @@
 # average demand over its arrival span: ceil(sum(GPUs x duration) / span / 8
 # / 3) nodes of 8 GPUs; at the full demand nothing waits), and alibaba
 # (Alibaba's 2023 GPU-sharing pod list, openb_pod_list_default, on 4 nodes x
-# 8 GPUs; on 8 or more nothing waits). The whole trace under FIFO takes about
+# 8 GPUs; on 8 or more nothing waits), and philly-windows (more 7-day windows
+# of the Philly trace on 64 x 8, for the criteria's margins: WINDOWS, the
+# first days, default "17 31 47 62 69 76 83 90"; bench/criteria_margins.py
+# prints what each criterion has to spare). The whole trace under FIFO takes about
 # 25 min on 2 cores (issue 22's backlog cost); the rest a few minutes. One queue each (--one-queue default), checkpoints every
 # 10 min, seed 1. "default" is `ringmaster policy default`
 # (examples/policies/ringmaster.yaml). Prints a table per case with the
@@ -61,6 +64,10 @@ for c in $CASES; do
     philly-weeks)
       add philly-d40 "--trace $PHILLY --from 3456000 --until 4060800 --nodes 64 --gpus-per-node 8 --nodes-per-rack 8"
       add philly-d55 "--trace $PHILLY --from 4752000 --until 5356800 --nodes 64 --gpus-per-node 8 --nodes-per-rack 8" ;;
+    philly-windows)
+      for d in ${WINDOWS:-17 31 47 62 69 76 83 90}; do
+        add "philly-d$d" "--trace $PHILLY --from $((d * 86400)) --until $(((d + 7) * 86400)) --nodes 64 --gpus-per-node 8 --nodes-per-rack 8"
+      done ;;
     philly-all) add philly-all "--trace $PHILLY --nodes 64 --gpus-per-node 8 --nodes-per-rack 8" ;;
     gavel)
       for f in data/traces/gavel-philly-msr/seed0/*.trace; do
@@ -75,7 +82,7 @@ EOF
         add "gavel-$(basename "$f" .trace)" "--trace $f --nodes $n --gpus-per-node 8 --nodes-per-rack 8"
       done ;;
     alibaba) add alibaba-default "--trace data/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --nodes 4 --gpus-per-node 8 --nodes-per-rack 4" ;;
-    *) echo "unknown case '$c' (philly-week, philly-weeks, philly-all, gavel, alibaba)" >&2; exit 2 ;;
+    *) echo "unknown case '$c' (philly-week, philly-weeks, philly-windows, philly-all, gavel, alibaba)" >&2; exit 2 ;;
   esac
 done
 
