@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """What each of issue 23's criteria has to spare, per case and policy.
 
 Reads the outputs of bench/default_policy_sweep.sh (OUT/CASE-POLICY/summary.json
