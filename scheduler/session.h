@@ -264,17 +264,17 @@ class Session {
   // the queues (Plugin::AdmissionReadsOnlyJobAndQueues): enqueue may
   // remember a refusal.
   bool admission_reads_only_job_and_queues() const { return admission_pure_; }
-  // Whether every registered admission hook's plugin says
-  // Plugin::AdmissionReadsOnlyMinimum and every job order key's plugin says
-  // Plugin::PendingOrderReadsOnlySpec (and every job order is a key):
-  // enqueue may group the pending jobs (scheduler/actions/enqueue.cc).
   // Whether every job order is a key and each key's plugin says
   // Plugin::PendingOrderReadsOnlySpec: a job that holds nothing has the
   // same keys in every session while its tasks and the policy are the same
   // (SortJobsByKeys keeps its row).
   bool job_order_static() const { return job_order_keyed_ && order_static_; }
+  // Whether every registered admission hook's plugin says
+  // Plugin::AdmissionReadsOnlyMinimum and every job order key's plugin says
+  // Plugin::PendingOrderReadsOnlySpec (and every job order is a key):
+  // enqueue may group the pending jobs (scheduler/actions/enqueue.cc).
   bool admission_grouped() const {
-    return admission_groups_ && admission_pure_ && admission_keyed_ && job_order_keyed_ && order_static_;
+    return admission_groups_ && admission_pure_ && admission_keyed_ && job_order_static();
   }
   // EngineOptions::admission_groups.
   void set_admission_groups(bool on) { admission_groups_ = on; }

@@ -99,10 +99,11 @@ void BuildJob(const PhillyRow& row, size_t i, int64_t start, TraceJob& j) {
   j.spec.queue = std::string(row.vc);
 }
 
+// The earliest row's time (0 for none): submit times count from it.
 int64_t Start(const std::vector<PhillyRow>& rows) {
-  int64_t start = 0;
-  for (size_t i = 0; i < rows.size(); ++i) start = i == 0 ? rows[i].stamp : std::min(start, rows[i].stamp);
-  return start;
+  auto first = std::min_element(rows.begin(), rows.end(),
+                                [](const PhillyRow& a, const PhillyRow& b) { return a.stamp < b.stamp; });
+  return first == rows.end() ? 0 : first->stamp;
 }
 
 }  // namespace
@@ -123,7 +124,7 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::ParseSlice(std::string_
   RM_ASSIGN_OR_RETURN(const std::vector<PhillyRow> rows, ReadRows(t));
   const int64_t start = Start(rows);
   // FinishTrace's order (submit time, then line) on the rows, then
-  // SliceTrace's choice: those in [from, until), the first max_jobs of them.
+  // SliceTrace's choice (SliceChoice).
   // A row that passed ReadRows makes a job FinishTrace accepts (a generated
   // unique id, times >= 0, 0-100,000 GPUs as tasks of at most 8), so the
   // rows left out need no job built to be checked.
@@ -134,10 +135,9 @@ absl::StatusOr<std::vector<TraceJob>> PhillyTraceReader::ParseSlice(std::string_
   });
   std::vector<uint32_t> kept;
   for (uint32_t i : order) {
-    const double submit = static_cast<double>(rows[i].stamp - start);
-    if (submit < slice.from_s) continue;
-    if (slice.until_s >= 0 && submit >= slice.until_s) break;
-    if (slice.max_jobs > 0 && static_cast<int64_t>(kept.size()) >= slice.max_jobs) break;
+    const SliceStep step = SliceChoice(slice, static_cast<double>(rows[i].stamp - start), kept.size());
+    if (step == SliceStep::kSkip) continue;
+    if (step == SliceStep::kEnd) break;
     kept.push_back(i);
   }
   std::vector<TraceJob> jobs(kept.size());

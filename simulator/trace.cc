@@ -206,13 +206,20 @@ absl::StatusOr<std::vector<TraceJob>> FinishTrace(std::vector<TraceJob> jobs,
   return jobs;
 }
 
+SliceStep SliceChoice(const TraceSlice& slice, double submit_s, size_t kept) {
+  if (submit_s < slice.from_s) return SliceStep::kSkip;
+  if (slice.until_s >= 0 && submit_s >= slice.until_s) return SliceStep::kEnd;
+  if (slice.max_jobs > 0 && static_cast<int64_t>(kept) >= slice.max_jobs) return SliceStep::kEnd;
+  return SliceStep::kKeep;
+}
+
 std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice) {
   // In place: the kept jobs move to the front, the rest are dropped.
   size_t kept = 0;
   for (TraceJob& j : jobs) {
-    if (j.submit_s < slice.from_s) continue;
-    if (slice.until_s >= 0 && j.submit_s >= slice.until_s) break;
-    if (slice.max_jobs > 0 && static_cast<int64_t>(kept) >= slice.max_jobs) break;
+    const SliceStep step = SliceChoice(slice, j.submit_s, kept);
+    if (step == SliceStep::kSkip) continue;
+    if (step == SliceStep::kEnd) break;
     j.submit_s -= slice.from_s;
     if (!slice.one_queue.empty()) j.spec.queue = slice.one_queue;
     if (slice.walltime_oracle && j.spec.walltime_ms <= 0) j.spec.walltime_ms = SecondsToMs(j.duration_s);

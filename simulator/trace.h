@@ -107,6 +107,11 @@ struct TraceSlice {
 // The jobs of `jobs` (sorted, as the readers return them) in the slice, with
 // submit times moved back by `from_s` (the slice starts at 0).
 std::vector<TraceJob> SliceTrace(std::vector<TraceJob> jobs, const TraceSlice& slice);
+// The slice's choice, walking jobs in submit order: the job submitted at
+// `submit_s`, with `kept` jobs kept before it, is skipped (before the
+// window), kept, or ends the slice (past the window, or max_jobs reached).
+enum class SliceStep { kSkip, kKeep, kEnd };
+SliceStep SliceChoice(const TraceSlice& slice, double submit_s, size_t kept);
 // SliceTrace(ParseTrace(text, filename, format), slice), the same jobs and
 // errors, with the jobs the slice leaves out never built where the reader can
 // tell them from its checked rows (Philly: the first 10,000 of its 82,247
