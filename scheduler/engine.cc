@@ -681,37 +681,33 @@ MembershipChange Engine::Membership(const Job& job, MembershipChange::Kind kind,
   m.reason = std::move(reason);
   m.deadline = deadline;
   const topology::Cluster& c = state_->cluster();
-  std::vector<const Task*> members;
+  // Scratch kept by the thread (a preempting cycle emits a change per job it
+  // shrinks or starts): the members in task index order, their slots, and
+  // the ring order over them.
+  thread_local std::vector<const Task*> members;
+  thread_local std::vector<topology::RankSlot> slots;
+  thread_local std::vector<uint32_t> order;
+  thread_local std::vector<int64_t> keys;
+  members.clear();
+  slots.clear();
   for (const Task& t : job.tasks()) {
-    if (CountsReady(t.state) && t.state != TaskState::kSucceeded) members.push_back(&t);
+    if (CountsReady(t.state) && t.state != TaskState::kSucceeded) {
+      members.push_back(&t);
+      slots.push_back({t.node, t.gpus.empty() ? -1 : t.gpus.front()});
+    }
   }
   // Ring order from the topology: members of a domain together at every tier,
-  // then socket, PCIe switch, NVLink island (topology/rank_order.h).
-  std::stable_sort(members.begin(), members.end(),
-                   [](const Task* a, const Task* b) { return a->index < b->index; });
-  std::vector<topology::RankSlot> slots;
-  for (const Task* t : members) slots.push_back({t->node, t->gpus.empty() ? -1 : t->gpus.front()});
-  const std::vector<topology::RankSlot> ring = topology::OrderRanks(c, slots);
-  // Each ring slot takes the first member not yet taken with that slot
-  // (members of one slot in index order): one map lookup per slot, not a
-  // scan of the members (a gang of 40,000 tasks took minutes).
-  std::map<std::pair<uint32_t, int>, std::vector<size_t>> by_slot;
-  for (size_t k = members.size(); k-- > 0;) by_slot[{slots[k].node.value(), slots[k].gpu}].push_back(k);
-  std::vector<const Task*> ordered;
-  ordered.reserve(members.size());
-  for (const topology::RankSlot& slot : ring) {
-    auto it = by_slot.find({slot.node.value(), slot.gpu});
-    if (it == by_slot.end() || it->second.empty()) continue;
-    ordered.push_back(members[it->second.back()]);
-    it->second.pop_back();
-  }
-  if (ordered.size() == members.size()) members = std::move(ordered);
-  for (size_t r = 0; r < members.size(); ++r) {
+  // then socket, PCIe switch, NVLink island (topology/rank_order.h); members
+  // of one slot in task index order.
+  topology::OrderRankIndices(c, slots, &order, &keys);
+  m.members.reserve(order.size());
+  for (size_t r = 0; r < order.size(); ++r) {
+    const Task& t = *members[order[r]];
     Member mem;
-    mem.task = members[r]->index;
-    mem.task_name = members[r]->name;
-    mem.node_name = c.node(members[r]->node).name;
-    mem.gpus = members[r]->gpus;
+    mem.task = t.index;
+    mem.task_name = t.name;
+    mem.node_name = c.node(t.node).name;
+    mem.gpus = t.gpus;
     mem.rank = static_cast<int>(r);
     m.members.push_back(std::move(mem));
   }
@@ -722,7 +718,9 @@ void Engine::AfterClose(Decisions& d) {
   const Timestamp now = clock_.Now();
   // Shrinks and evictions with a grace period: remember their deadlines; a
   // shrunk job gets its next generation (the leavers are out of it).
-  std::map<JobId, const Eviction*> shrunk;
+  // The shrunk jobs, each with its first shrink record (thread scratch).
+  thread_local std::vector<std::pair<JobId, const Eviction*>> shrunk;
+  shrunk.clear();
   // A preemptor's victims come one after another: look its name up once.
   const std::string* last_preemptor = nullptr;
   for (const Eviction& e : d.evictions) {
@@ -732,20 +730,26 @@ void Engine::AfterClose(Decisions& d) {
       // place (a wrong hint costs a normal insert).
       releasing_.insert(releasing_.end(), {job.task(e.task).release_deadline, e.job, e.task});
     }
-    if (e.kind == Eviction::Kind::kShrink) shrunk.emplace(e.job, &e);
+    if (e.kind == Eviction::Kind::kShrink) shrunk.emplace_back(e.job, &e);
     if (!e.preemptor.empty() && !(last_preemptor && *last_preemptor == e.preemptor)) {
       last_preemptor = &e.preemptor;
       const JobId p = FindJob(e.preemptor);
       if (p.valid() && state_->job(p).nominated()) held_.insert(p);
     }
   }
-  for (const auto& [id, e] : shrunk) {
+  // By job, the first record of each (records are in `d.evictions`, so
+  // their addresses give their order).
+  std::sort(shrunk.begin(), shrunk.end());
+  for (size_t k = 0; k < shrunk.size(); ++k) {
+    const auto [id, e] = shrunk[k];
+    if (k > 0 && shrunk[k - 1].first == id) continue;
     Job& job = state_->job(id);
     job.set_generation(job.generation() + 1);
     job.set_last_resize(now);
     d.membership.push_back(Membership(job, MembershipChange::Kind::kShrink, e->reason, e->deadline));
   }
-  std::vector<JobId> touched;
+  thread_local std::vector<JobId> touched;
+  touched.clear();
   for (const Bind& b : d.binds) touched.push_back(b.job);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());

@@ -362,6 +362,15 @@ std::vector<TaskRef> Session::VictimTasks() const {
 
 namespace {
 
+// A stable insertion sort: the ranges it sorts are a node's GPUs or islands
+// (a few), and std::stable_sort would allocate a buffer for them.
+template <typename It, typename Less>
+void SmallStableSort(It first, It last, Less less) {
+  for (It i = first; i != last; ++i) {
+    for (It j = i; j != first && less(*j, *(j - 1)); --j) std::iter_swap(j, j - 1);
+  }
+}
+
 // Built-in GPU choice. Whole GPUs: the NVLink island with the fewest free
 // devices that still holds the task (so larger islands stay whole), lowest
 // indices first; else the lowest free indices. Shares: the device with the
@@ -383,7 +392,8 @@ bool DefaultSelectGpus(const State& state, const TaskRef& task, NodeId node, boo
       }
     }
     if (static_cast<int>(free.size()) < req.count) return false;
-    std::stable_sort(free.begin(), free.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    gpus->reserve(static_cast<size_t>(req.count));
+    SmallStableSort(free.begin(), free.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     // Islands as [first, last) ranges of `free`, ascending.
     absl::InlinedVector<std::pair<uint32_t, uint32_t>, 8> islands;
     for (uint32_t i = 0; i < free.size(); ++i) {
@@ -402,7 +412,7 @@ bool DefaultSelectGpus(const State& state, const TaskRef& task, NodeId node, boo
       return true;
     }
     // Spans islands: take the fullest islands first to leave whole ones.
-    std::stable_sort(islands.begin(), islands.end(), [&](const auto& a, const auto& b) { return size(a) > size(b); });
+    SmallStableSort(islands.begin(), islands.end(), [&](const auto& a, const auto& b) { return size(a) > size(b); });
     for (const auto& r : islands) {
       for (uint32_t i = r.first; i < r.second; ++i) {
         if (static_cast<int>(gpus->size()) == req.count) break;

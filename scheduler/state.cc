@@ -310,12 +310,29 @@ void State::AddMoving(const Job& job, int64_t QueueUsage::*count, int64_t delta)
 }
 
 void State::Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to) {
+  job.mutable_task(i).gpus.assign(gpus.begin(), gpus.end());
+  PlaceOnGpusSet(job, i, node, to);
+}
+
+void State::Place(Job& job, uint32_t i, NodeId node, std::vector<int16_t>&& gpus, TaskState to) {
+  // The task keeps its own vector where it has the room (a task placed
+  // before), else takes the caller's: no copy either way.
+  std::vector<int16_t>& held = job.mutable_task(i).gpus;
+  if (held.capacity() >= gpus.size()) {
+    held.assign(gpus.begin(), gpus.end());
+  } else {
+    held = std::move(gpus);
+  }
+  PlaceOnGpusSet(job, i, node, to);
+}
+
+void State::PlaceOnGpusSet(Job& job, uint32_t i, NodeId node, TaskState to) {
   Touch();
   Task& t = job.mutable_task(i);
   NodeState& s = nodes_[node.value()];
   const GpuRequest& g = job.gpu(i);
+  const std::vector<int16_t>& gpus = t.gpus;
   t.node = node;
-  t.gpus.assign(gpus.begin(), gpus.end());
   node_tasks_[node.value()].emplace_back(job.id(), i);
   if (to == TaskState::kPipelined) {
     s.pipelined += job.request(i);

@@ -242,6 +242,7 @@ class State {
   // Moves task (job, i) from Pending to `to` (Allocated or Pipelined) on
   // `node` using `gpus`. Preconditions: the task is Pending and it fits.
   void Place(Job& job, uint32_t i, NodeId node, std::span<const int16_t> gpus, TaskState to);
+  void Place(Job& job, uint32_t i, NodeId node, std::vector<int16_t>&& gpus, TaskState to);
   // Undoes Place: the task goes back to Pending.
   void Unplace(Job& job, uint32_t i);
   // Changes state without moving the task (e.g. Allocated -> Binding,
@@ -296,6 +297,8 @@ class State {
   uint64_t speed_changes() const { return speed_changes_; }
 
  private:
+  // Place's work once the task's `gpus` hold its choice.
+  void PlaceOnGpusSet(Job& job, uint32_t i, NodeId node, TaskState to);
   void AddUsage(Job& job, uint32_t i, int sign);
   // Adds `delta` GPU milli to the queue chain's releasing or pipelined count.
   void AddMoving(const Job& job, int64_t QueueUsage::*count, int64_t delta);

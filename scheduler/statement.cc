@@ -2,18 +2,19 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::scheduler {
 
 void Statement::Allocate(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
   ops_.push_back({.kind = Op::Kind::kAllocate, .job = job.id(), .task = task, .prev = job.task(task).state});
-  session_.mutable_state().Place(job, task, node, gpus, TaskState::kAllocated);
+  session_.mutable_state().Place(job, task, node, std::move(gpus), TaskState::kAllocated);
 }
 
 void Statement::Pipeline(Job& job, uint32_t task, NodeId node, std::vector<int16_t> gpus) {
   ops_.push_back({.kind = Op::Kind::kPipeline, .job = job.id(), .task = task, .prev = job.task(task).state});
-  session_.mutable_state().Place(job, task, node, gpus, TaskState::kPipelined);
+  session_.mutable_state().Place(job, task, node, std::move(gpus), TaskState::kPipelined);
 }
 
 void Statement::Evict(Job& job, uint32_t task, std::string reason, Timestamp deadline) {
@@ -35,11 +36,11 @@ void Statement::Vacate(Job& job, uint32_t task, JobId beneficiary, std::string r
 void Statement::Promote(Job& job, uint32_t task) {
   const Task& t = job.task(task);
   const NodeId node = t.node;
-  const std::vector<int16_t> gpus = t.gpus;
+  const absl::InlinedVector<int16_t, 16> gpus(t.gpus.begin(), t.gpus.end());
   ops_.push_back({.kind = Op::Kind::kPromote, .job = job.id(), .task = task, .prev = t.state});
   State& state = session_.mutable_state();
   state.Unplace(job, task);
-  state.Place(job, task, node, gpus, TaskState::kAllocated);
+  state.Place(job, task, node, std::span<const int16_t>(gpus.data(), gpus.size()), TaskState::kAllocated);
 }
 
 void Statement::SetPhase(Job& job, JobPhase phase) {
@@ -102,9 +103,9 @@ void Statement::Undo(const Op& op) {
       break;
     case Op::Kind::kPromote: {
       const NodeId node = job.task(op.task).node;
-      const std::vector<int16_t> gpus = job.task(op.task).gpus;
+      const absl::InlinedVector<int16_t, 16> gpus(job.task(op.task).gpus.begin(), job.task(op.task).gpus.end());
       state.Unplace(job, op.task);
-      state.Place(job, op.task, node, gpus, TaskState::kPipelined);
+      state.Place(job, op.task, node, std::span<const int16_t>(gpus.data(), gpus.size()), TaskState::kPipelined);
       break;
     }
     case Op::Kind::kPhase:
@@ -124,7 +125,7 @@ void Statement::Discard() {
 
 absl::Status Statement::CheckGangs() const {
   const State& state = session_.mutable_state();
-  std::vector<JobId> touched;
+  absl::InlinedVector<JobId, 8> touched;
   for (const Op& op : ops_) {
     if (op.kind == Op::Kind::kAllocate || op.kind == Op::Kind::kPromote) touched.push_back(op.job);
   }
@@ -149,9 +150,9 @@ void Statement::HoldForGrace() {
     if (op.kind != Op::Kind::kAllocate) continue;
     Job& job = state.job(op.job);
     const NodeId node = job.task(op.task).node;
-    const std::vector<int16_t> gpus = job.task(op.task).gpus;
+    const absl::InlinedVector<int16_t, 16> gpus(job.task(op.task).gpus.begin(), job.task(op.task).gpus.end());
     state.Unplace(job, op.task);
-    state.Place(job, op.task, node, gpus, TaskState::kPipelined);
+    state.Place(job, op.task, node, std::span<const int16_t>(gpus.data(), gpus.size()), TaskState::kPipelined);
     job.set_nominated(true);
   }
   // 2. The victims hold their GPUs until they are gone (or the deadline).

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "scheduler/session.h"
 
@@ -100,7 +101,9 @@ class Statement {
   // gives it its epoch back (State::epoch).
   uint64_t epoch_;
   int commits_;
-  std::vector<Op> ops_;
+  // A statement holds a few operations (a gang's tasks, a victim's): inline
+  // room for them spares a heap allocation per statement opened.
+  absl::InlinedVector<Op, 4> ops_;
   bool done_ = false;
 };
 

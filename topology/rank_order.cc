@@ -26,29 +26,44 @@ int LinkLevelOf(const Cluster& cluster, const RankSlot& a, const RankSlot& b) {
   return kLevelCrossSocket;
 }
 
-std::vector<RankSlot> OrderRanks(const Cluster& cluster, std::span<const RankSlot> members) {
-  // Key: domains from the top tier down, node, socket, switch, island, gpu.
-  struct Keyed {
-    std::vector<int64_t> key;
-    RankSlot slot;
-  };
-  std::vector<Keyed> keyed;
-  keyed.reserve(members.size());
+void OrderRankIndices(const Cluster& cluster, std::span<const RankSlot> members, std::vector<uint32_t>* order,
+                      std::vector<int64_t>* keys) {
+  // Key: domains from the top tier down, node, socket, switch, island, gpu;
+  // every member's key has the same width, kept in one flat array.
+  const size_t width = static_cast<size_t>(cluster.num_tiers()) + 5;
+  keys->clear();
+  keys->reserve(members.size() * width);
   for (const RankSlot& s : members) {
-    Keyed k{{}, s};
-    for (int t = cluster.num_tiers(); t >= 1; --t) k.key.push_back(cluster.DomainOf(s.node, t).value());
-    k.key.push_back(s.node.value());
+    for (int t = cluster.num_tiers(); t >= 1; --t) keys->push_back(cluster.DomainOf(s.node, t).value());
+    keys->push_back(s.node.value());
     const Gpu* g = GpuOf(cluster, s);
-    k.key.push_back(g ? g->numa : -1);
-    k.key.push_back(g ? g->pcie_switch : -1);
-    k.key.push_back(g ? g->nvlink_island : -1);
-    k.key.push_back(s.gpu);
-    keyed.push_back(std::move(k));
+    keys->push_back(g ? g->numa : -1);
+    keys->push_back(g ? g->pcie_switch : -1);
+    keys->push_back(g ? g->nvlink_island : -1);
+    keys->push_back(s.gpu);
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
+  order->resize(members.size());
+  for (uint32_t i = 0; i < order->size(); ++i) (*order)[i] = i;
+  // The input position breaks ties: the order of a stable sort, with no
+  // buffer to allocate.
+  const int64_t* k = keys->data();
+  std::sort(order->begin(), order->end(), [&](uint32_t a, uint32_t b) {
+    const int64_t* ka = k + a * width;
+    const int64_t* kb = k + b * width;
+    for (size_t j = 0; j < width; ++j) {
+      if (ka[j] != kb[j]) return ka[j] < kb[j];
+    }
+    return a < b;
+  });
+}
+
+std::vector<RankSlot> OrderRanks(const Cluster& cluster, std::span<const RankSlot> members) {
+  std::vector<uint32_t> order;
+  std::vector<int64_t> keys;
+  OrderRankIndices(cluster, members, &order, &keys);
   std::vector<RankSlot> out;
-  out.reserve(keyed.size());
-  for (const Keyed& k : keyed) out.push_back(k.slot);
+  out.reserve(order.size());
+  for (uint32_t i : order) out.push_back(members[i]);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #ifndef RINGMASTER_TOPOLOGY_RANK_ORDER_H_
 #define RINGMASTER_TOPOLOGY_RANK_ORDER_H_
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,12 @@ int LinkLevelOf(const Cluster& cluster, const RankSlot& a, const RankSlot& b);
 // group boundaries the fewest times possible (once per group when there are
 // two or more groups). Deterministic: depends only on the input.
 std::vector<RankSlot> OrderRanks(const Cluster& cluster, std::span<const RankSlot> members);
+// The same order as positions into `members`: ring position r holds
+// members[(*order)[r]]. Equal slots keep their input order. `order` and
+// `keys` are the caller's (cleared here; reused across calls, they keep their
+// capacity: the engine orders every membership change it emits).
+void OrderRankIndices(const Cluster& cluster, std::span<const RankSlot> members, std::vector<uint32_t>* order,
+                      std::vector<int64_t>* keys);
 
 // How many hops of the ring (i -> i+1, and n-1 -> 0) are at each level;
 // size NumLinkLevels(cluster). A ring of one member has no hops.

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -60,7 +61,7 @@ bool GangPlacer::Usable(const Job& job, uint32_t i, NodeId n) {
   return false;
 }
 
-bool GangPlacer::FitsByCount(const Job& job, const std::vector<uint32_t>& tasks, int need, int tier,
+bool GangPlacer::FitsByCount(const Job& job, std::span<const uint32_t> tasks, int need, int tier,
                              topology::DomainId d) const {
   // Exact for the common gang of equal whole-GPU tasks: the domain holds k
   // tasks of g GPUs iff the sum over its nodes of floor(free / g) >= k.
@@ -103,7 +104,10 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   int feasible = 0;
   // StateHash of the nodes scored so far: a window of nodesToScore keeps a
   // few (a linear search), scoring every node a set (O(1) per node).
-  std::vector<uint64_t> scored;
+  // (The window is the thread's scratch: PickNode runs for every task a
+  // placement tries, and calls nothing that picks a node.)
+  thread_local std::vector<uint64_t> scored;
+  scored.clear();
   absl::flat_hash_set<uint64_t> scored_all;
   if (limit == std::numeric_limits<int>::max()) scored_all.reserve(256);
 
@@ -210,7 +214,7 @@ NodeId GangPlacer::PickNode(const Job& job, uint32_t i, const Scope& scope,
   return best;
 }
 
-bool GangPlacer::TryScope(Job& job, const std::vector<uint32_t>& tasks, int need,
+bool GangPlacer::TryScope(Job& job, std::span<const uint32_t> tasks, int need,
                           const Scope& scope, int* placed) {
   Statement stmt(s_, parent_);
   QueueInfo& q = s_.queue(job.queue());
@@ -240,7 +244,7 @@ bool GangPlacer::TryScope(Job& job, const std::vector<uint32_t>& tasks, int need
   return false;
 }
 
-std::string GangPlacer::Describe(const Job& job, const std::vector<uint32_t>& tasks,
+std::string GangPlacer::Describe(const Job& job, std::span<const uint32_t> tasks,
                                  int need) const {
   // "8 × 8 GPUs" per role among the first `need` tasks.
   auto one = [](int count, const RoleSpec& r) {
@@ -390,7 +394,7 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   rejections_.clear();
   queue_limited_ = false;
   count_decided_ = false;
-  std::vector<uint32_t> tasks;
+  absl::InlinedVector<uint32_t, 16> tasks;
   for (const Task& t : job.tasks()) {
     if (t.state == TaskState::kPending) tasks.push_back(t.index);
   }
@@ -468,7 +472,7 @@ PlaceOutcome GangPlacer::Plan(Job& job, int limit) {
   for (int t = 0; t <= top && !ok && !skip && !home.valid(); ++t) {
     // Collect the domains first: an attempt changes the free index (and
     // undoes it), which would invalidate a walk in progress.
-    std::vector<topology::DomainId> domains;
+    absl::InlinedVector<topology::DomainId, kMaxDomainTries> domains;
     auto visit = [&](topology::DomainId d) {
       if (FitsByCount(job, tasks, need, t, d)) domains.push_back(d);
       return domains.size() < static_cast<size_t>(kMaxDomainTries);

@@ -112,7 +112,7 @@ class GangPlacer {
   };
   // False when the domain's nodes cannot hold the first `need` tasks by
   // whole-GPU count (exact for equal task sizes, true when sizes differ).
-  bool FitsByCount(const Job& job, const std::vector<uint32_t>& tasks, int need, int tier,
+  bool FitsByCount(const Job& job, std::span<const uint32_t> tasks, int need, int tier,
                    topology::DomainId d) const;
   // Picks the best node for task i of job inside scope; invalid if none.
   NodeId PickNode(const Job& job, uint32_t i, const Scope& scope, std::vector<int16_t>* gpus);
@@ -125,9 +125,9 @@ class GangPlacer {
   // When the reservation's nodes may all be free again: the latest end
   // (start + Walltime) among the tasks holding them; +inf when one has none.
   Timestamp ReservationStart() const;
-  bool TryScope(Job& job, const std::vector<uint32_t>& tasks, int need, const Scope& scope,
+  bool TryScope(Job& job, std::span<const uint32_t> tasks, int need, const Scope& scope,
                 int* placed);
-  std::string Describe(const Job& job, const std::vector<uint32_t>& tasks, int need) const;
+  std::string Describe(const Job& job, std::span<const uint32_t> tasks, int need) const;
   // Count's last answer (Count).
   struct CountCache {
     bool valid = false;

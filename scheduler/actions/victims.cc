@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -316,9 +317,13 @@ bool VictimPicker::FitsWithoutVictims(const Need& need, int count) const {
 void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   offer.queue = p.queue().value();
   const State& st = s_.state();
+  // The build's working lists are the thread's, kept across offers and
+  // cycles (cleared here; nothing BuildOffer calls builds an offer).
+  thread_local BuildScratch scratch;
+  scratch.Clear();
   // Eligible jobs first, then their tasks into a vector of the right size
   // (growing it by doubling copied it over and over).
-  std::vector<const Job*> eligible;
+  std::vector<const Job*>& eligible = scratch.eligible;
   size_t task_count = 0;
   if (!running_indexed_) IndexRunning();
   // Preempt takes only from the preemptor's queue (Eligible): its running
@@ -335,10 +340,10 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   }
   // Candidates come job by job, by task index; each one's member record
   // (node, what it frees) is read here, in the same pass.
-  std::vector<TaskRef> candidates;
-  std::vector<Member> members;
-  std::vector<std::pair<int, int>> range;  // per eligible job: its candidates [first, last)
-  std::vector<int> slot;                   // per candidate: its job's index in `range`
+  std::vector<TaskRef>& candidates = scratch.candidates;
+  std::vector<Member>& members = scratch.members;
+  std::vector<std::pair<int, int>>& range = scratch.range;  // per eligible job: its candidates [first, last)
+  std::vector<int>& slot = scratch.slot;                    // per candidate: its job's index in `range`
   candidates.reserve(task_count);
   members.reserve(task_count);
   slot.reserve(task_count);
@@ -365,7 +370,7 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
                                                                       : candidates;
   // The plugins' answer as candidate indices. They keep the candidates'
   // order, so one forward walk finds them; otherwise a lookup table does.
-  std::vector<int> picked;
+  std::vector<int>& picked = scratch.picked;
   picked.reserve(allowed.size());
   {
     size_t c = 0;
@@ -392,11 +397,12 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
   offer.costs.reserve(picked.size() + picked.size() / 2);
   offer.members.reserve(picked.size() * 2);
   const size_t n_nodes = st.num_nodes();
-  std::vector<int> last(n_nodes, -1);
+  std::vector<int>& last = scratch.last;
+  last.assign(n_nodes, -1);
   offer.node_start.assign(n_nodes + 1, 0);
-  std::vector<std::pair<uint32_t, int>> at;  // (node, unit)
+  std::vector<std::pair<uint32_t, int>>& at = scratch.at;  // (node, unit)
   at.reserve(picked.size() + picked.size() / 2);
-  std::vector<int> in_job;
+  std::vector<int>& in_job = scratch.in_job;
   in_job.reserve(64);
   offer.by_job.reserve(eligible.size());
   for (size_t k = 0; k < picked.size();) {
@@ -426,7 +432,8 @@ void VictimPicker::BuildOffer(Offer& offer, const Job& p, int64_t p_priority) {
     offer.node_start[n + 1] += offer.node_start[n];
   }
   offer.node_units.resize(offer.node_start[n_nodes]);
-  std::vector<int> fill(offer.node_start.begin(), offer.node_start.end() - 1);
+  std::vector<int>& fill = scratch.fill;
+  fill.assign(offer.node_start.begin(), offer.node_start.end() - 1);
   for (const auto& [node, u] : at) offer.node_units[fill[node]++] = u;
   const auto cheaper = [&](int a, int b) { return offer.costs[a] < offer.costs[b]; };
   for (uint32_t n : offer.nodes) {
@@ -622,7 +629,7 @@ VictimPicker::Offer::Steps& VictimPicker::StepsFor(Offer& offer, const Need& nee
   return it->second;
 }
 
-void VictimPicker::RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes) {
+void VictimPicker::RefreshSteps(Offer& offer, std::span<const uint32_t> nodes) {
   for (auto& [need, steps] : offer.steps) {
     for (uint32_t n : nodes) {
       steps.live[n] = Offer::Steps::kNone;  // its entry, if any, is stale from now on
@@ -683,7 +690,10 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
   // The global order's cheapest entry for a node this choice has not
   // touched; live entries taken off the heap on the way are put back when
   // the choice is made (it changes nothing shared), stale ones are dropped.
-  std::vector<Offer::Steps::Entry> set_aside;
+  // (This list, `step` and `touched` are the thread's scratch: a choice
+  // calls nothing that makes another.)
+  thread_local std::vector<Offer::Steps::Entry> set_aside;
+  set_aside.clear();
   auto global_top = [&]() -> const Offer::Steps::Entry* {
     while (!steps->heap.empty()) {
       const Offer::Steps::Entry& e = steps->heap.front();
@@ -719,8 +729,10 @@ VictimPicker::Choice VictimPicker::ChooseIn(Offer& offer, const Job& p, const Ne
       ++version[n];
     }
   };
-  std::vector<int> step;
-  std::vector<uint32_t> touched;
+  thread_local std::vector<int> step;
+  thread_local std::vector<uint32_t> touched;
+  step.clear();
+  touched.clear();
   while (cap < count) {
     while (!heap.empty() && heap.top().version != version[heap.top().node]) heap.pop();
     const Offer::Steps::Entry* top = global ? global_top() : nullptr;
@@ -770,8 +782,7 @@ std::string VictimPicker::Reason(const Job& p, const Unit& u, const Cost& cost) 
                       "' above its deserved share, '", s_.queue(p.queue()).name(), "' below)");
 }
 
-std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen,
-                                      const std::vector<std::vector<NodeId>>& were_on) const {
+std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen) const {
   const State& st = s_.state();
   // What the landing nodes have to spare with P placed: GPUs wholly free,
   // and the rest of their allocatable.
@@ -787,18 +798,18 @@ std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const st
   }
   // Dearest first: each unit the slack covers on every landing node it is
   // on goes back to running, and uses up that slack.
-  std::vector<size_t> order(chosen.size());
+  absl::InlinedVector<size_t, 16> order(chosen.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return offer.costs[chosen[b]] < offer.costs[chosen[a]]; });
-  std::vector<bool> keep(chosen.size(), false);
+  absl::InlinedVector<bool, 16> keep(chosen.size(), false);
   std::map<uint32_t, Slack> freed;
   for (size_t k : order) {
     const Unit& unit = offer.units[chosen[k]];
     freed.clear();
     const std::span<const Member> members = offer.MembersOf(unit);
     for (size_t i = 0; i < members.size(); ++i) {
-      const uint32_t n = were_on[k][i].value();
+      const uint32_t n = members[i].node;
       if (!slack.count(n)) continue;
       Slack& f = freed[n];
       // Every device a task touches (a shared GPU taken back is no longer
@@ -830,11 +841,13 @@ std::vector<int> VictimPicker::Needed(const Job& p, const Offer& offer, const st
 bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize) {
   const std::vector<Unit>& units = offer.units;
   // A whole-job unit covers that job's shrink units.
-  std::set<JobId> whole;
+  absl::InlinedVector<JobId, 8> whole;
   for (int u : chosen) {
-    if (!units[u].shrink) whole.insert(units[u].job->id());
+    if (!units[u].shrink) whole.push_back(units[u].job->id());
   }
-  std::erase_if(chosen, [&](int u) { return units[u].shrink && whole.count(units[u].job->id()); });
+  std::erase_if(chosen, [&](int u) {
+    return units[u].shrink && std::find(whole.begin(), whole.end(), units[u].job->id()) != whole.end();
+  });
   int tasks = 0;
   for (int u : chosen) tasks += static_cast<int>(units[u].count);
   auto over_cap = [&] {
@@ -846,12 +859,11 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   // Without minimizing, this very set is what would be committed.
   if (!minimize && over_cap()) return false;
   const Timestamp deadline = s_.now() + args_.grace_ms;
-  std::vector<std::vector<NodeId>> were_on(chosen.size());
-  std::vector<std::pair<JobId, uint32_t>> vacated;
+  absl::InlinedVector<std::pair<JobId, uint32_t>, 16> vacated;
   Statement stmt(s_);
   // The reason depends on the unit's kind and on its job's priority
   // (preempt) or queue (reclaim): made once per distinct pair.
-  std::vector<std::tuple<bool, int64_t, std::string>> reasons;
+  absl::InlinedVector<std::tuple<bool, int64_t, std::string>, 4> reasons;
   auto reason_for = [&](int unit) -> const std::string& {
     const Unit& u = units[unit];
     const Cost& cost = offer.costs[unit];
@@ -869,7 +881,6 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
     if (!u.shrink && u.job->phase() == JobPhase::kRunning) stmt.SetPhase(*u.job, JobPhase::kInqueue);
     const std::string& why = reason_for(chosen[k]);
     for (const Member& m : offer.MembersOf(u)) {
-      were_on[k].push_back(NodeId(m.node));
       vacated.push_back({u.job->id(), m.task});
       stmt.Vacate(*u.job, m.task, p.id(), why, deadline);
     }
@@ -880,7 +891,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   // without the others (the placer may land elsewhere: minimize again); if
   // that fails, this set, which placed P, is the answer.
   if (minimize) {
-    std::vector<int> needed = Needed(p, offer, chosen, were_on);
+    std::vector<int> needed = Needed(p, offer, chosen);
     // None needed: P landed where it fits without victims (outside the
     // scope they were chosen in, or on nodes `allocate` kept for a
     // reservation): evicting would free nothing it uses, so nothing is.
@@ -895,9 +906,9 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   if (!stmt.Commit().ok()) return false;
   ++commits_;
   evicted_ += tasks;
-  std::vector<uint32_t> nodes;
-  for (const auto& list : were_on) {
-    for (NodeId n : list) nodes.push_back(n.value());
+  absl::InlinedVector<uint32_t, 32> nodes;
+  for (int u : chosen) {
+    for (const Member& m : offer.MembersOf(units[u])) nodes.push_back(m.node);
   }
   for (const Task& t : p.tasks()) {
     if (HoldsNode(t.state) || t.state == TaskState::kPipelined) nodes.push_back(t.node.value());
@@ -909,7 +920,7 @@ bool VictimPicker::Apply(Job& p, Offer& offer, std::vector<int> chosen, bool min
   return true;
 }
 
-void VictimPicker::Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes) {
+void VictimPicker::Taken(std::span<const std::pair<JobId, uint32_t>> tasks, std::span<const uint32_t> nodes) {
   for (auto& [key, offer] : offers_) {
     for (const auto& [job, task] : tasks) {
       auto it = offer.by_job.find(job.value());

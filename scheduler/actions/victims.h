@@ -283,6 +283,32 @@ class VictimPicker {
   using OfferKey = std::pair<uint32_t, int64_t>;
   Offer& OfferFor(const Job& p);
   void BuildOffer(Offer& offer, const Job& p, int64_t p_priority);
+  // BuildOffer's working lists (the thread keeps one, so that their
+  // capacity outlives the picker: a picker is made per action run).
+  struct BuildScratch {
+    std::vector<const Job*> eligible;
+    std::vector<TaskRef> candidates;
+    std::vector<Member> members;
+    std::vector<std::pair<int, int>> range;
+    std::vector<int> slot;
+    std::vector<int> picked;
+    std::vector<int> last;
+    std::vector<std::pair<uint32_t, int>> at;
+    std::vector<int> in_job;
+    std::vector<int> fill;
+    void Clear() {
+      eligible.clear();
+      candidates.clear();
+      members.clear();
+      range.clear();
+      slot.clear();
+      picked.clear();
+      last.clear();
+      at.clear();
+      in_job.clear();
+      fill.clear();
+    }
+  };
   // An offer's content depends on when it is built (the victims' state
   // and rankings then, before later commits). When TryForCount can tell
   // without it that the preemptor gets nothing (FitsWithoutVictims,
@@ -336,20 +362,20 @@ class VictimPicker {
   bool StepAt(const Offer& offer, const Job* p, const Need& need, uint32_t node, const Draft* draft, Cost* cost,
               std::vector<int>* units) const;
   Offer::Steps& StepsFor(Offer& offer, const Need& need);
-  void RefreshSteps(Offer& offer, const std::vector<uint32_t>& nodes);
+  void RefreshSteps(Offer& offer, std::span<const uint32_t> nodes);
   Choice ChooseIn(Offer& offer, const Job& p, const Need& need, int count, int tier, topology::DomainId domain);
   // After P was placed (in the open statement) on the vacated units
   // `chosen`: the units it needs, dropping dearest first every unit the
   // landing nodes can spare.
-  // `were_on`: per unit of `chosen`, the node of each of its tasks.
-  std::vector<int> Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen,
-                          const std::vector<std::vector<NodeId>>& were_on) const;
+  // (Where each vacated task was is its member's node in the offer, which
+  // no commit has changed yet.)
+  std::vector<int> Needed(const Job& p, const Offer& offer, const std::vector<int>& chosen) const;
   // Vacates `chosen` and places P in one statement; true when committed.
   // With `minimize`, retries without the units that turned out unneeded
   // (until none does), falling back to the last set that placed P.
   bool Apply(Job& p, Offer& offer, std::vector<int> chosen, bool minimize);
   // After a commit: units of the victims are updated in every offer.
-  void Taken(const std::vector<std::pair<JobId, uint32_t>>& tasks, const std::vector<uint32_t>& nodes);
+  void Taken(std::span<const std::pair<JobId, uint32_t>> tasks, std::span<const uint32_t> nodes);
   std::string Reason(const Job& p, const Unit& u, const Cost& cost);
 
   Session& s_;

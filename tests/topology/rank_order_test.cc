@@ -121,6 +121,49 @@ TEST(RankOrder, DeterministicWhateverTheInputOrder) {
   }
 }
 
+// The order as positions, against a stable sort by the documented key
+// written out here: domains from the top tier down, node, socket, switch,
+// island, GPU; members of one slot (CPU-only tasks of a node, several
+// tasks on one GPU) keep their input order. The scratch is reused across
+// calls, as the engine does.
+TEST(RankOrder, IndicesAreAStableSortByTheKey) {
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> order;
+  std::vector<int64_t> keys;
+  for (int trial = 0; trial < 200; ++trial) {
+    const Cluster c = RandomCluster(rng);
+    std::vector<RankSlot> gang = RandomGang(rng, c, 24);
+    // Repeat some slots: shared GPUs and CPU-only tasks on one node.
+    const size_t distinct = gang.size();
+    for (size_t k = 0, extra = static_cast<size_t>(Uniform(rng, 0, 8)); k < extra; ++k) {
+      RankSlot dup = gang[Uniform(rng, 0, static_cast<int>(distinct) - 1)];
+      if (Uniform(rng, 0, 1) == 0) dup.gpu = -1;
+      gang.insert(gang.begin() + Uniform(rng, 0, static_cast<int>(gang.size())), dup);
+    }
+    auto key = [&](const RankSlot& s) {
+      std::vector<int64_t> k;
+      for (int t = c.num_tiers(); t >= 1; --t) k.push_back(c.DomainOf(s.node, t).value());
+      k.push_back(s.node.value());
+      const auto& gpus = c.node(s.node).gpus;
+      const Gpu* g = s.gpu >= 0 && s.gpu < static_cast<int>(gpus.size()) ? &gpus[s.gpu] : nullptr;
+      k.push_back(g ? g->numa : -1);
+      k.push_back(g ? g->pcie_switch : -1);
+      k.push_back(g ? g->nvlink_island : -1);
+      k.push_back(s.gpu);
+      return k;
+    };
+    std::vector<uint32_t> expected(gang.size());
+    for (uint32_t i = 0; i < expected.size(); ++i) expected[i] = i;
+    std::stable_sort(expected.begin(), expected.end(),
+                     [&](uint32_t a, uint32_t b) { return key(gang[a]) < key(gang[b]); });
+    OrderRankIndices(c, gang, &order, &keys);
+    ASSERT_EQ(order, expected) << "trial " << trial;
+    const std::vector<RankSlot> ring = OrderRanks(c, gang);
+    ASSERT_EQ(ring.size(), gang.size());
+    for (size_t r = 0; r < ring.size(); ++r) EXPECT_EQ(ring[r], gang[order[r]]) << "trial " << trial;
+  }
+}
+
 TEST(RankOrder, OneMemberHasNoHops) {
   std::mt19937_64 rng(1);
   const Cluster c = RandomCluster(rng);
