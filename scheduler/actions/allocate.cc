@@ -142,8 +142,10 @@ class AllocateAction : public Action {
     for (auto& jobs : by_queue) jobs.clear();
     std::vector<size_t>& next = next_;
     next.assign(by_queue.size(), 0);
-    for (JobId id : s.admitted_jobs()) {
-      Job& j = st.job(id);
+    const std::vector<JobId>& admitted = s.admitted_jobs();
+    for (size_t k = 0; k < admitted.size(); ++k) {
+      if (k + kPrefetchAhead < admitted.size()) PrefetchJob(st.job(admitted[k + kPrefetchAhead]));
+      Job& j = st.job(admitted[k]);
       if (WaitsForPlacement(j)) by_queue[j.queue().value()].push_back(&j);
     }
     std::vector<uint32_t>& live = live_;
@@ -260,7 +262,9 @@ class AllocateAction : public Action {
       }
     }
     for (uint32_t q : over_) KeepOverused(s, q, by_queue[q], 0);
-    for (const auto& [j, kept] : kept_) {
+    for (size_t k = 0; k < kept_.size(); ++k) {
+      if (k + kPrefetchAhead < kept_.size()) PrefetchForKeep(*kept_[k + kPrefetchAhead].first);
+      const auto& [j, kept] = kept_[k];
       if (!j->GangReady()) s.KeepPendingReason(*j, *kept);  // a ready one's extras wait quietly
     }
     return true;

@@ -34,9 +34,13 @@ class BackfillAction : public Action {
     State& st = s.mutable_state();
     if (walltimes_) walltimes_->Learn(st);
     if (!st.reservation()) return;
-    std::vector<Job*> waiting;
-    for (JobId id : s.admitted_jobs()) {
-      Job& j = st.job(id);
+    // (The list is the action's, kept across cycles with its capacity.)
+    std::vector<Job*>& waiting = waiting_;
+    waiting.clear();
+    const std::vector<JobId>& admitted = s.admitted_jobs();
+    for (size_t k = 0; k < admitted.size(); ++k) {
+      if (k + kPrefetchAhead < admitted.size()) PrefetchJob(st.job(admitted[k + kPrefetchAhead]));
+      Job& j = st.job(admitted[k]);
       if (j.id() == st.reservation()->job) continue;
       if ((j.phase() == JobPhase::kInqueue || j.phase() == JobPhase::kRunning) &&
           j.Count(TaskState::kPending) > 0 && !j.GangReady() && !j.nominated() &&
@@ -76,11 +80,15 @@ class BackfillAction : public Action {
     }
     kept_.clear();
     if (!placer.RecallAll(asked_, kept_)) return false;
-    for (const auto& [j, kept] : kept_) s.KeepPendingReason(*j, *kept);
+    for (size_t k = 0; k < kept_.size(); ++k) {
+      if (k + kPrefetchAhead < kept_.size()) PrefetchForKeep(*kept_[k + kPrefetchAhead].first);
+      s.KeepPendingReason(*kept_[k].first, *kept_[k].second);
+    }
     return true;
   }
 
-  std::vector<Job*> asked_;  // AllPassed's: the jobs of queues within their share (reused)
+  std::vector<Job*> waiting_;  // Execute's: the jobs that may be backfilled (reused)
+  std::vector<Job*> asked_;    // AllPassed's: the jobs of queues within their share (reused)
   GangPlacer::Kept kept_;    // AllPassed's (reused)
   std::optional<WalltimeEstimator> walltimes_;  // with learnedWalltimePercentile
 };

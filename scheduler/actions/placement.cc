@@ -356,7 +356,11 @@ const Job::PlaceMemo* GangPlacer::Recall(Job& job) {
 }
 
 bool GangPlacer::RecallAll(std::span<Job* const> jobs, Kept& kept) {
-  for (Job* j : jobs) {
+  const int use = use_ == ReservationUse::kNone ? 0 : 1;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (k + 2 * kPrefetchAhead < jobs.size()) PrefetchJob(*jobs[k + 2 * kPrefetchAhead]);
+    if (k + kPrefetchAhead < jobs.size()) PrefetchForRecall(*jobs[k + kPrefetchAhead], use);
+    Job* j = jobs[k];
     const Job::PlaceMemo* m = Recall(*j);
     if (!m) {
       s_.NoteRecalled(-static_cast<int>(kept.size()));

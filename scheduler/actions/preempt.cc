@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "scheduler/actions/action.h"
+#include "scheduler/actions/placement.h"
 #include "scheduler/actions/victims.h"
 
 namespace ringmaster::scheduler {
@@ -23,8 +24,11 @@ std::vector<Job*> WaitingGangs(Session& s, const std::function<bool(const Job&)>
 
 std::vector<Job*> UnsortedWaitingGangs(Session& s, const std::function<bool(const Job&)>& keep) {
   std::vector<Job*> out;
-  for (JobId id : s.admitted_jobs()) {
-    Job& j = s.mutable_state().job(id);
+  State& st = s.mutable_state();
+  const std::vector<JobId>& admitted = s.admitted_jobs();
+  for (size_t k = 0; k < admitted.size(); ++k) {
+    if (k + kPrefetchAhead < admitted.size()) PrefetchJob(st.job(admitted[k + kPrefetchAhead]));
+    Job& j = st.job(admitted[k]);
     if (j.phase() != JobPhase::kInqueue || j.nominated()) continue;
     if (j.GangReady()) continue;
     if (j.Count(TaskState::kReleasing) > 0 || j.PipelinedCount() > 0) continue;
