@@ -549,6 +549,72 @@ TEST_F(AdmissionGroups, ACapabilityOnTheQueuesPathIsNamedAndAJobAsLargeAsItsQueu
       << h_->job("over").pending_reason();
 }
 
+// A plugin that breaks AdmissionReadsOnlyMinimum's promise on purpose: while
+// `closed`, it refuses every job of queue "small" with a text naming
+// `notice`, which the test changes. Enqueue's groups keep one text per
+// group and write it only to the jobs that joined since; when a group's
+// text changes all the same, every job of it must get the new one.
+class NoticePlugin : public Plugin {
+ public:
+  NoticePlugin(const bool* closed, const int* notice) : closed_(closed), notice_(notice) {}
+  std::string_view name() const override { return "notice"; }
+  bool AdmissionReadsOnlyJobAndQueues() const override { return true; }
+  bool AdmissionReadsOnlyMinimum() const override { return true; }
+  void OnSessionOpen(Session& s) override {
+    s.AddJobEnqueueableFn("notice", [this, &s](const Job& job) {
+      if (!*closed_ || s.state().queues().spec(job.queue().value()).name != "small") return Verdict::Abstain();
+      return Verdict::Because(Verdict::Code::kWait, "small is closed (notice " + std::to_string(*notice_) + ")");
+    });
+  }
+
+ private:
+  const bool* closed_;
+  const int* notice_;
+};
+
+TEST(AdmissionGroupsText, AGroupWhoseRefusalTextChangesGivesItToEveryJob) {
+  bool closed = false;
+  int notice = 1;
+  PluginRegistry registry = plugins::BuiltinRegistry();
+  registry.Add("notice", [&](const PluginArgs&) -> absl::StatusOr<std::unique_ptr<Plugin>> {
+    return std::make_unique<NoticePlugin>(&closed, &notice);
+  });
+  std::vector<queue::ConfigError> errors;
+  const absl::StatusOr<Policy> policy = ParsePolicy(
+      "actions: \"enqueue, allocate, backfill\"\n"
+      "tiers:\n- plugins: [{name: priority}, {name: gang}, {name: notice}]\n"
+      "- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: binpack}]\n"
+      "queues:\n- {name: small}\n- {name: other}\n",
+      "notice.yaml", registry, &errors);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  ManualClock clock(1'000'000);
+  auto e = Engine::Create(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), *policy, registry, clock, EngineOptions());
+  ASSERT_TRUE(e.ok()) << e.status();
+  Engine& engine = **e;
+  const JobId fits = *engine.SubmitJob(JobBuilder("fits").Queue("small").GpusPerTask(8).Build());
+  engine.RunCycle();
+  ASSERT_EQ(engine.state().job(fits).phase(), JobPhase::kRunning);
+  closed = true;
+  const JobId a = *engine.SubmitJob(JobBuilder("a").Queue("small").GpusPerTask(4).Build());
+  const JobId b = *engine.SubmitJob(JobBuilder("b").Queue("small").GpusPerTask(4).Build());
+  clock.Advance(1000);
+  engine.RunCycle();
+  ASSERT_EQ(engine.state().job(a).pending_reason(), engine.state().job(b).pending_reason());
+  ASSERT_NE(engine.state().job(a).pending_reason().find("notice 1"), std::string::npos)
+      << engine.state().job(a).pending_reason();
+  // The queue's use moves (fits ends): the group is asked again, and its
+  // text is another.
+  notice = 2;
+  ASSERT_TRUE(engine.FinishJob(fits, true).ok());
+  clock.Advance(1000);
+  engine.RunCycle();
+  for (JobId id : {a, b}) {
+    const Job& j = engine.state().job(id);
+    EXPECT_EQ(j.phase(), JobPhase::kPending);
+    EXPECT_NE(j.pending_reason().find("notice 2"), std::string::npos) << j.name() << ": " << j.pending_reason();
+  }
+}
+
 TEST(VerdictMemoOff, WithoutFastPathsEveryCycleRunsAndTriesEveryGang) {
   ManualClock clock;
   EngineOptions o;
