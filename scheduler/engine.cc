@@ -221,6 +221,7 @@ absl::Status Engine::RestoreJobHistory(JobId id, const JobHistory& h, Timestamp 
                                  {"last_resize", h.last_resize}}) {
     if (t < -1) return bad(field, t, "is below -1");
   }
+  if (h.running && h.started < 0) return bad("started", h.started, "for a job recorded running");
   JobHistory now = h;
   const bool runs = job.phase() == JobPhase::kRunning;
   if (runs && !h.running) {  // 2.

@@ -197,7 +197,8 @@ class Engine {
   //  4. Waiting, not running at the record: all as recorded.
   // Call before the first cycle. InvalidArgument naming the field when a
   // value is out of range (a service or GPU milli below 0, a stamp below
-  // -1, a service that overflows); FailedPrecondition for a job not active.
+  // -1, a job recorded running that never started, a service that
+  // overflows); FailedPrecondition for a job not active.
   // Either way nothing changes and the job keeps what RestoreJob gave it.
   absl::Status RestoreJobHistory(JobId id, const JobHistory& h, Timestamp seen);
   // Hot reload: the policy's actions, plugin tiers, nodesToScore and queues
