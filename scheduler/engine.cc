@@ -120,6 +120,13 @@ std::vector<DecayedUsage> Engine::DecayedUsages() const {
   return {};
 }
 
+std::optional<int> Engine::UsageWeightLevel(QueueId q) const {
+  for (const auto& p : plugins_) {
+    if (std::optional<int> level = p->UsageWeightLevel(q)) return level;
+  }
+  return std::nullopt;
+}
+
 void Engine::RestoreDecayedUsages(std::span<const DecayedUsage> usages) {
   touched_ = true;
   for (auto& p : plugins_) p->RestoreDecayedUsages(usages);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -217,6 +218,10 @@ class Engine {
   // plugin (Plugin::RestoreDecayedUsages): the starting point of the queues
   // of those names from the next cycle on.
   void RestoreDecayedUsages(std::span<const DecayedUsage> usages);
+  // The level of queue q's weight as the first plugin whose deserved shares
+  // read past use gives it (Plugin::UsageWeightLevel: proportion's
+  // usageWeight); nullopt when none does.
+  std::optional<int> UsageWeightLevel(QueueId q) const;
   // Jobs that ended before this process started (the daemon's journal, at
   // start, in their end order) onto State::ended_jobs, where the learners
   // read them from the next cycle on as if they had ended here

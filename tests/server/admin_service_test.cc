@@ -518,7 +518,37 @@ TEST_F(AdminApiTest, QueuesShowTheirDecayedUsageWhichSurvivesAPolicyUpdateAndARe
   EXPECT_EQ(q["b"].usage_gpu_seconds(), 0);
 }
 
-// Without usageHalfLife the queues show no decayed usage.
+// With usageWeight each queue shows the level of the weight its deserved
+// share reads: a, which held the whole cluster while b asked for none,
+// has used all of the past use against its weight's half: rho_a = 1 / (1/2)
+// = 2, p_a = 1 + 1 x (2 - 1) = 2, level floor(8 log2 2) = 8 (its weight
+// counts half); b used nothing: level 0. docs/POLICY.md, "Deserved shares
+// that read decayed usage".
+TEST_F(AdminApiTest, QueuesShowTheLevelOfTheWeightTheirDeservedShareReads) {
+  const std::string file = dir_ + "/policy.yaml";
+  std::ofstream(file) << "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n"
+                         "  - name: predicates\n  - name: proportion\n    arguments: {usageHalfLife: 3600, "
+                         "usageWeight: 1}\nqueues:\n- {name: a}\n- {name: b}\n";
+  Start("", file);
+  ASSERT_TRUE(Submit(JobBuilder("a0").Queue("a").Gang(2).GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  ASSERT_EQ(Get("a0").phase(), "Running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(Submit(JobBuilder("b0").Queue("b").GpusPerTask(8).Build()).ok());
+  daemon_->Tick();  // both ask for GPUs now: the levels at this session's open
+  ASSERT_NE(Get("b0").phase(), "Running");
+  admin::ListQueuesResponse resp;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->ListQueues(&c, admin::ListQueuesRequest(), &resp).ok());
+  std::map<std::string, admin::Queue> q;
+  for (const admin::Queue& one : resp.queues()) q[one.name()] = one;
+  EXPECT_TRUE(q["a"].usage_weighted());
+  EXPECT_EQ(q["a"].usage_weight_level(), 8);
+  EXPECT_TRUE(q["b"].usage_weighted());
+  EXPECT_EQ(q["b"].usage_weight_level(), 0);
+}
+
+// Without usageHalfLife the queues show no decayed usage (nor a weight level).
 TEST_F(AdminApiTest, WithoutAHalfLifeQueuesShowNoDecayedUsage) {
   Start();
   admin::ListQueuesResponse resp;
@@ -528,6 +558,7 @@ TEST_F(AdminApiTest, WithoutAHalfLifeQueuesShowNoDecayedUsage) {
   for (const admin::Queue& q : resp.queues()) {
     EXPECT_EQ(q.usage_half_life_ms(), 0);
     EXPECT_EQ(q.usage_gpu_seconds(), 0);
+    EXPECT_FALSE(q.usage_weighted());
   }
 }
 
