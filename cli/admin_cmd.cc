@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -445,10 +446,14 @@ int Queues(const ClientFlags& f) {
   // held on average (weighted by recency) and GPU-hours.
   // Once a job has ended after running: how many each queue's learners
   // (gittins, learned walltimes) have to learn from.
+  // With usageWeight: the level of each queue's weight (the weight its
+  // deserved share reads: weight x 2^(-level / 8)).
   int64_t half_life_ms = 0, ended_runs = 0;
+  bool weighted = false;
   for (const admin::Queue& q : resp.queues()) {
     half_life_ms = std::max(half_life_ms, q.usage_half_life_ms());
     ended_runs += q.ended_runs();
+    weighted = weighted || q.usage_weighted();
   }
   std::vector<std::vector<std::string>> rows = {
       {"QUEUE", "PARENT", "WEIGHT", "DESERVED", "ALLOCATED", "CAPABILITY", "PENDING", "RUNNING"}};
@@ -456,6 +461,7 @@ int Queues(const ClientFlags& f) {
     rows[0].push_back("RECENT-USE");
     rows[0].push_back("DECAYED-GPU-H");
   }
+  if (weighted) rows[0].push_back("WEIGHT-LEVEL");
   if (ended_runs > 0) rows[0].push_back("ENDED-RUNS");
   for (const admin::Queue& q : resp.queues()) {
     rows.push_back({q.name(), q.parent().empty() ? "-" : q.parent(), absl::StrCat(q.weight()),
@@ -465,12 +471,20 @@ int Queues(const ClientFlags& f) {
       rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpus()));
       rows.back().push_back(absl::StrFormat("%.2f", q.usage_gpu_seconds() / 3600));
     }
+    if (weighted) {
+      rows.back().push_back(absl::StrFormat("%d (x%.2f)", q.usage_weight_level(),
+                                            std::exp2(-q.usage_weight_level() / 8.0)));
+    }
     if (ended_runs > 0) rows.back().push_back(absl::StrCat(q.ended_runs()));
   }
   std::cout << "(GPU counts";
   if (half_life_ms > 0) {
     std::cout << "; RECENT-USE: GPUs held on average, each second counting half after the usage half-life of "
               << absl::StrFormat("%g", static_cast<double>(half_life_ms) / 1000) << " s";
+  }
+  if (weighted) {
+    std::cout << "; WEIGHT-LEVEL: usageWeight's level of the weight its deserved share reads, the weight counted x "
+                 "2^(-level/8)";
   }
   if (ended_runs > 0) {
     std::cout << "; ENDED-RUNS: jobs seen to end after running, kept across restarts, that gittins and learned "

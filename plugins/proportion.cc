@@ -309,6 +309,11 @@ int ProportionPlugin::ShareLevel(scheduler::QueueId q) const {
   return usage_weight_ > 0 && q.value() < usage_.size() ? usage_[q.value()].level : 0;
 }
 
+std::optional<int> ProportionPlugin::UsageWeightLevel(scheduler::QueueId q) const {
+  if (usage_weight_ <= 0) return std::nullopt;
+  return ShareLevel(q);
+}
+
 std::vector<scheduler::DecayedUsage> ProportionPlugin::DecayedUsages(const scheduler::State& state,
                                                                      scheduler::Timestamp now) const {
   std::vector<scheduler::DecayedUsage> out;

@@ -94,6 +94,7 @@
 #ifndef RINGMASTER_PLUGINS_PROPORTION_H_
 #define RINGMASTER_PLUGINS_PROPORTION_H_
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -159,6 +160,8 @@ class ProportionPlugin : public scheduler::Plugin {
   // The level of q's weight at the last session's open (0 with usageWeight
   // off): its weight counted w x LevelFactor(level).
   int ShareLevel(scheduler::QueueId q) const;
+  // ShareLevel with usageWeight on; nullopt with it off.
+  std::optional<int> UsageWeightLevel(scheduler::QueueId q) const override;
   // floor(8 log2(1 + k max(0, rho - 1))), clamped to [0, kMaxLevel].
   static int LevelOf(double rho, double k);
   // The rho at which the level reaches `level` (>= 1): 1 + (2^(level/8) - 1) / k.

@@ -120,6 +120,13 @@ std::vector<DecayedUsage> Engine::DecayedUsages() const {
   return {};
 }
 
+std::optional<int> Engine::UsageWeightLevel(QueueId q) const {
+  for (const auto& p : plugins_) {
+    if (std::optional<int> level = p->UsageWeightLevel(q)) return level;
+  }
+  return std::nullopt;
+}
+
 void Engine::RestoreDecayedUsages(std::span<const DecayedUsage> usages) {
   touched_ = true;
   for (auto& p : plugins_) p->RestoreDecayedUsages(usages);
@@ -205,6 +212,50 @@ absl::StatusOr<JobId> Engine::RestoreJob(JobSpec spec, Timestamp created, std::s
   job.set_last_resize(clock_.Now());
   job.set_generation(generation);
   return *admitted;
+}
+
+absl::Status Engine::RestoreJobHistory(JobId id, const JobHistory& h, Timestamp seen) {
+  RM_ASSIGN_OR_RETURN(auto found, ActiveJob(id));
+  Job& job = *found;
+  auto bad = [&](const char* field, int64_t value, const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", job.name(), "': ", field, ": ", value, " ", why));
+  };
+  if (h.attained_milli_ms < 0) return bad("attained_milli_ms", h.attained_milli_ms, "is below 0");
+  if (h.attained_at < 0) return bad("attained_at", h.attained_at, "is below 0");
+  if (h.held_gpu_milli < 0) return bad("held_gpu_milli", h.held_gpu_milli, "is below 0");
+  for (const auto& [field, t] : {std::pair<const char*, Timestamp>{"started", h.started},
+                                 {"last_stopped", h.last_stopped},
+                                 {"last_resize", h.last_resize}}) {
+    if (t < -1) return bad(field, t, "is below -1");
+  }
+  if (h.running && h.started < 0) return bad("started", h.started, "for a job recorded running");
+  JobHistory now = h;
+  const bool runs = job.phase() == JobPhase::kRunning;
+  if (runs && !h.running) {  // 2.
+    now.started = job.started();
+    now.last_resize = job.last_resize();
+    now.attained_at = std::max(h.attained_at, clock_.Now());
+  } else if (!runs && h.running) {  // 3.
+    const Timestamp until = std::max(seen, h.attained_at);
+    int64_t more = 0;
+    if (__builtin_mul_overflow(h.held_gpu_milli, until - h.attained_at, &more) ||
+        __builtin_add_overflow(h.attained_milli_ms, more, &now.attained_milli_ms)) {
+      return bad("attained_milli_ms", h.attained_milli_ms, "overflows with the time run since the record");
+    }
+    now.attained_at = until;
+    now.last_stopped = std::max(h.last_stopped, until);
+  }
+  // 1. (and 4.): as recorded; a Running job's service grows from
+  // attained_at on what it holds now.
+  int64_t grown = 0;
+  if (__builtin_mul_overflow(job.allocated().gpu_milli(), std::max<Timestamp>(0, clock_.Now() - now.attained_at),
+                             &grown) ||
+      __builtin_add_overflow(now.attained_milli_ms, grown, &grown)) {
+    return bad("attained_milli_ms", h.attained_milli_ms, "overflows with the time run since the record");
+  }
+  job.RestoreHistory(now);
+  touched_ = true;
+  return absl::OkStatus();
 }
 
 JobId Engine::FindJob(std::string_view name) const {

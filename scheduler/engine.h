@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -179,6 +180,28 @@ class Engine {
   // again, Pending. Errors are SubmitJob's.
   absl::StatusOr<JobId> RestoreJob(JobSpec spec, Timestamp created, std::span<const RestoredTask> placed,
                                    int64_t generation);
+  // Gives a job restored by RestoreJob what it accumulated before the
+  // restart (`h`, recorded by a daemon from Job::History; its yielded_to
+  // are ids of this engine), so that the policy reads the job as it would
+  // have without the restart. `seen`: the last moment the recorder is known
+  // to have run (>= the record's attained_at). Time across the restart:
+  //  1. Re-adopted Running, and running at the record: all as recorded, and
+  //     the service grows from the record's attained_at on the GPUs it holds
+  //     now: its tasks kept running, and holding their GPUs, while no
+  //     daemon ran, so the downtime counts as time run.
+  //  2. Re-adopted Running, not running at the record (it started after the
+  //     last record): its start and resize stay RestoreJob's (now); the
+  //     service and last stop as recorded.
+  //  3. Waiting (not re-adopted), running at the record: its service up to
+  //     `seen` on the GPUs recorded, and it stopped at `seen` (unless a
+  //     later stop is recorded); its tasks are not known to have run after.
+  //  4. Waiting, not running at the record: all as recorded.
+  // Call before the first cycle. InvalidArgument naming the field when a
+  // value is out of range (a service or GPU milli below 0, a stamp below
+  // -1, a job recorded running that never started, a service that
+  // overflows); FailedPrecondition for a job not active.
+  // Either way nothing changes and the job keeps what RestoreJob gave it.
+  absl::Status RestoreJobHistory(JobId id, const JobHistory& h, Timestamp seen);
   // Hot reload: the policy's actions, plugin tiers, nodesToScore and queues
   // replace the current ones from the next cycle on. All or nothing: when a
   // plugin or action rejects its arguments, the queues do not build, or an
@@ -195,6 +218,10 @@ class Engine {
   // plugin (Plugin::RestoreDecayedUsages): the starting point of the queues
   // of those names from the next cycle on.
   void RestoreDecayedUsages(std::span<const DecayedUsage> usages);
+  // The level of queue q's weight as the first plugin whose deserved shares
+  // read past use gives it (Plugin::UsageWeightLevel: proportion's
+  // usageWeight); nullopt when none does.
+  std::optional<int> UsageWeightLevel(QueueId q) const;
   // Jobs that ended before this process started (the daemon's journal, at
   // start, in their end order) onto State::ended_jobs, where the learners
   // read them from the next cycle on as if they had ended here

@@ -232,6 +232,26 @@ int64_t Job::AttainedMilliMs(Timestamp now) const {
   return attained_milli_ms_ + allocated_.gpu_milli() * std::max<Timestamp>(0, now - attained_at_);
 }
 
+JobHistory Job::History() const {
+  return {.attained_milli_ms = attained_milli_ms_,
+          .attained_at = attained_at_,
+          .held_gpu_milli = allocated_.gpu_milli(),
+          .running = phase_ == JobPhase::kRunning,
+          .started = started_,
+          .last_stopped = last_stopped_,
+          .last_resize = last_resize_,
+          .yielded_to = std::vector<JobId>(yielded_to_.begin(), yielded_to_.end())};
+}
+
+void Job::RestoreHistory(const JobHistory& h) {
+  attained_milli_ms_ = h.attained_milli_ms;
+  attained_at_ = h.attained_at;
+  started_ = h.started;
+  last_stopped_ = h.last_stopped;
+  last_resize_ = h.last_resize;
+  yielded_to_ = std::set<JobId>(h.yielded_to.begin(), h.yielded_to.end());
+}
+
 int Job::max_member() const {
   return elastic() ? spec_.size.max : static_cast<int>(tasks_.size());
 }

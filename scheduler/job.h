@@ -186,6 +186,28 @@ struct JobSpec {
   int total_replicas() const;
 };
 
+// What a job accumulated over its life that the policy reads, as it stood
+// at one moment (Job::History): Tiresias' attained service (las, gittins),
+// the start, stop and resize stamps (las' levels and levelCooldown, the
+// preemption and elastic cooldowns, gittins, victims' work at risk) and
+// the jobs it yielded to (preemption rule 4). A daemon journals it for its
+// active jobs and gives it back after a restart (Engine::RestoreJobHistory;
+// server/daemon/job_history.h).
+struct JobHistory {
+  // Attained service (GPU milli x ms) settled up to `attained_at`; from
+  // then on it grows by the GPU milli the job holds (`held_gpu_milli` when
+  // it was taken) each millisecond.
+  int64_t attained_milli_ms = 0;
+  Timestamp attained_at = 0;
+  int64_t held_gpu_milli = 0;
+  bool running = false;  // the job was Running
+  Timestamp started = -1;
+  Timestamp last_stopped = -1;
+  Timestamp last_resize = -1;
+  std::vector<JobId> yielded_to;  // ascending
+  bool operator==(const JobHistory&) const = default;
+};
+
 struct Task {
   uint32_t index = 0;  // position in Job::tasks
   int role = 0;        // index into JobSpec::roles
@@ -297,6 +319,11 @@ class Job {
   // (A placement tried and undone inside a cycle does not count.)
   Timestamp last_stopped() const { return last_stopped_; }
   double AttainedGpuSeconds(Timestamp now) const { return static_cast<double>(AttainedMilliMs(now)) / 1e6; }
+  // What the job accumulated, as it stands (JobHistory). Changes only when
+  // the held GPUs or a stamp change, not with the clock.
+  JobHistory History() const;
+  // Only Engine::RestoreJobHistory sets it (a restart's record).
+  void RestoreHistory(const JobHistory& h);
 
   // The planner's last verdict on this job that placed nothing, one per
   // ReservationUse (allocate, backfill), with what it was computed from:

@@ -241,6 +241,11 @@ class Plugin {
   // starts each queue of that name from it (brought to the session's time
   // as the plugin documents). A plugin that keeps none ignores it.
   virtual void RestoreDecayedUsages(std::span<const DecayedUsage> /*usages*/) {}
+  // For a plugin whose deserved shares read the queues' past use
+  // (proportion's usageWeight): the level of queue q's weight at the last
+  // session's open, the weight counted w x 2^(-level / 8) (0 before the
+  // first). nullopt from a plugin that reads none. Default: nullopt.
+  virtual std::optional<int> UsageWeightLevel(QueueId /*q*/) const { return std::nullopt; }
 };
 
 using PluginFactory = std::function<absl::StatusOr<std::unique_ptr<Plugin>>(const PluginArgs&)>;

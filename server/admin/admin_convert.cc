@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -201,6 +202,10 @@ admin::ListQueuesResponse QueuesToProto(const scheduler::Engine& engine) {
     o->set_pending_jobs(pending[q]);
     o->set_running_jobs(running[q]);
     if (auto it = ended_runs.find(spec.name); it != ended_runs.end()) o->set_ended_runs(it->second);
+    if (const std::optional<int> level = engine.UsageWeightLevel(scheduler::QueueId(q))) {
+      o->set_usage_weighted(true);
+      o->set_usage_weight_level(*level);
+    }
     if (auto it = usage.find(spec.name); it != usage.end() && it->second->half_life_ms > 0) {
       const scheduler::DecayedUsage& u = *it->second;
       o->set_usage_half_life_ms(u.half_life_ms);

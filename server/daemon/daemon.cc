@@ -259,6 +259,10 @@ absl::Status Daemon::Readopt(Recovered recovered) {
   RM_RETURN_IF_ERROR(extender_->Restore(stored));
   {
     absl::MutexLock lock(&engine_mu_);
+    // Every job is back (the API's and the extender's): what each
+    // accumulated, before the first cycle reads it.
+    history_ = std::make_unique<ActiveJobHistory>(journal_.get());
+    history_->Restore(recovered, *engine_);
     speeds_ = std::make_unique<SpeedLearner>([c = coordinator_.get()] { return c->AllSpeedReports(); }, journal_.get());
     speeds_->Restore(recovered.speeds, *engine_);
     RestoreQueueUsage(recovered, *engine_);
@@ -387,6 +391,7 @@ void Daemon::Background() {
     if (tick % 10 == 0 && speeds_) speeds_->Learn(*engine_, absl::Now());
     if (tick % usage_ticks == 0) SaveQueueUsageLocked();
     if (ended_) ended_->Save(*engine_);
+    if (history_) history_->Save(*engine_, clock_.Now(), /*force=*/tick % usage_ticks == 0);
   }
 }
 
@@ -452,6 +457,14 @@ absl::Status Daemon::Shutdown() {
     absl::MutexLock lock(&engine_mu_);
     SaveQueueUsageLocked();
     if (ended_) ended_->Save(*engine_);
+    // The executor stopped its jobs' processes above: they do not run
+    // while no daemon does. A pod gang's pods go on.
+    const bool executed = executor_ != nullptr;
+    if (history_) {
+      history_->Save(*engine_, clock_.Now(), /*force=*/true, [executed](const scheduler::Job& job) {
+        return executed && !job.spec().command.empty();
+      });
+    }
   }
   return journal_ ? journal_->Flush() : absl::OkStatus();
 }

@@ -33,8 +33,9 @@
 //  4. Re-adopts the journal's jobs (running ones where they ran), then the
 //     extender's gangs (reservations and bound pods where they were), then
 //     the jobs' learned speed models (server/daemon/speed_learner.h) and
-//     the queues' decayed past use (server/daemon/fair_share_history.h);
-//     before them all, the jobs seen to end that the learners read
+//     the queues' decayed past use (server/daemon/fair_share_history.h)
+//     and what each active job accumulated that the policy reads
+//     (server/daemon/job_history.h); before them all, the jobs seen to end that the learners read
 //     (server/daemon/ended_job_history.h), so that they come first in the
 //     engine's end order.
 //  5. Starts the HTTP servers (the extender's, the health port's) and the
@@ -50,18 +51,20 @@
 // local executor's processes every 100 ms, and once a second turns the
 // workers' speed reports into the jobs' speed models, and every
 // queue_usage_every_ms journals the queues' decayed past use; every 100 ms
-// it journals the jobs that ended since.
+// it journals the jobs that ended since and the active jobs' histories that
+// changed.
 // Shutdown: the executor's processes get SIGTERM (SIGKILL after
 // shutdown_grace_ms), the coordinator ends every shim's membership stream
 // (UNAVAILABLE "coordinator shutting down": a shim re-joins a restarted
-// daemon), then the servers stop, the queues' decayed past use and the
-// jobs that ended since the last write are written and the journal is
-// flushed.
+// daemon), then the servers stop, the queues' decayed past use, the
+// jobs that ended since the last write and the active jobs' histories (the
+// executor's jobs as stopped now) are written and the journal is flushed.
 #ifndef RINGMASTER_SERVER_DAEMON_DAEMON_H_
 #define RINGMASTER_SERVER_DAEMON_DAEMON_H_
 
 #include <signal.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +78,7 @@
 #include "server/admin/queue_sources.h"
 #include "server/coordinator/coordinator.h"
 #include "server/daemon/ended_job_history.h"
+#include "server/daemon/job_history.h"
 #include "server/daemon/speed_learner.h"
 #include "server/extender/extender.h"
 #include "server/executor/local_executor.h"
@@ -170,6 +174,11 @@ class Daemon : private CycleSink {
   Coordinator& coordinator() { return *coordinator_; }
   std::string grpc_host() const { return grpc_host_; }
   size_t recovered_jobs() const { return recovered_; }
+  // Calls `read` with the engine, under its lock (tests, diagnostics).
+  void ReadEngine(const std::function<void(const scheduler::Engine&)>& read) {
+    absl::MutexLock lock(&engine_mu_);
+    read(*engine_);
+  }
 
   // The cycle loop; returns on SIGTERM or SIGINT. `signals` holds SIGTERM,
   // SIGINT and SIGHUP, blocked in every thread.
@@ -238,6 +247,10 @@ class Daemon : private CycleSink {
   // The jobs seen to end, to and from the journal (step 4 restores them; the
   // background thread and Shutdown write those that ended since).
   std::unique_ptr<EndedJobHistory> ended_ ABSL_GUARDED_BY(engine_mu_);
+  // What the active jobs accumulated, to and from the journal (step 4
+  // restores it once the jobs are back; the background thread and Shutdown
+  // write what changed).
+  std::unique_ptr<ActiveJobHistory> history_ ABSL_GUARDED_BY(engine_mu_);
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<LocalExecutor> executor_ ABSL_GUARDED_BY(engine_mu_);
   std::thread background_;

@@ -47,6 +47,10 @@ CREATE TABLE IF NOT EXISTS ended_jobs (
   seq INTEGER PRIMARY KEY, job TEXT NOT NULL, queue TEXT NOT NULL, min_gpu_milli INTEGER NOT NULL,
   phase INTEGER NOT NULL, attained_milli_ms INTEGER NOT NULL, started INTEGER NOT NULL,
   last_stopped INTEGER NOT NULL, ended_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS job_history (
+  job TEXT PRIMARY KEY, attained_milli_ms INTEGER NOT NULL, attained_at INTEGER NOT NULL,
+  held_gpu_milli INTEGER NOT NULL, running INTEGER NOT NULL, started INTEGER NOT NULL,
+  last_stopped INTEGER NOT NULL, last_resize INTEGER NOT NULL, yielded_to TEXT NOT NULL) WITHOUT ROWID;
 )";
 
 std::string GpusText(const std::vector<int16_t>& gpus) { return absl::StrJoin(gpus, ","); }
@@ -57,6 +61,29 @@ bool ParseGpus(const std::string& text, std::vector<int16_t>* out) {
     int v = 0;
     if (!absl::SimpleAtoi(part, &v) || v < 0 || v > 4096) return false;
     out->push_back(static_cast<int16_t>(v));
+  }
+  return true;
+}
+
+// Job names (any bytes) as one text: each as its length, ':', the name
+// ("1:a3:b,c").
+std::string NamesText(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) absl::StrAppend(&out, n.size(), ":", n);
+  return out;
+}
+
+bool ParseNames(const std::string& text, std::vector<std::string>* out) {
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t colon = text.find(':', at);
+    size_t n = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(absl::string_view(text).substr(at, colon - at), &n) ||
+        n == 0 || n > text.size() - colon - 1) {
+      return false;
+    }
+    out->push_back(text.substr(colon + 1, n));
+    at = colon + 1 + n;
   }
   return true;
 }
@@ -425,6 +452,35 @@ class SqliteJournal : public Journal {
           if (row.status().ok()) r.ended_jobs.push_back(std::move(e));
         },
         &r.ended_skipped));
+    RM_RETURN_IF_ERROR(Scan(
+        "job_history",
+        "SELECT job, attained_milli_ms, attained_at, held_gpu_milli, running, started, last_stopped, last_resize, "
+        "yielded_to FROM job_history ORDER BY job",
+        [&](RowReader& row) {
+          JournaledJobHistory h;
+          h.name = row.Text(0, "job");
+          row.Key(absl::StrCat("job '", h.name, "'"));
+          h.attained_milli_ms = row.Int(1, "attained_milli_ms", 0, INT64_MAX);
+          h.attained_at_ms = row.Int(2, "attained_at", 0, INT64_MAX);
+          h.held_gpu_milli = row.Int(3, "held_gpu_milli", 0, INT64_MAX);
+          h.running = row.Int(4, "running", 0, 1) == 1;
+          h.started_ms = row.Int(5, "started", -1, INT64_MAX);
+          h.last_stopped_ms = row.Int(6, "last_stopped", -1, INT64_MAX);
+          h.last_resize_ms = row.Int(7, "last_resize", -1, INT64_MAX);
+          const std::string yielded = row.Text(8, "yielded_to");
+          if (row.status().ok() && !ParseNames(yielded, &h.yielded_to)) {
+            row.Fail("yielded_to", absl::StrCat("bad names '", yielded, "' (each LENGTH:NAME)"));
+          }
+          if (row.status().ok()) r.histories.push_back(std::move(h));
+        },
+        &r.history_skipped));
+    RM_RETURN_IF_ERROR(Scan(
+        "meta", "SELECT value FROM meta WHERE key='history_seen'",
+        [&](RowReader& row) {
+          row.Key("key 'history_seen'");
+          r.history_seen_ms = row.Int(0, "value", 0, INT64_MAX);
+        },
+        &r.history_skipped));
     RM_RETURN_IF_ERROR(Scan("meta", "SELECT value FROM meta WHERE key='policy'", [&](RowReader& row) {
       row.Key("key 'policy'");
       r.policy_yaml = row.Bytes(0, "value");
@@ -520,6 +576,26 @@ class SqliteJournal : public Journal {
     }, nullptr);
   }
 
+  void SetJobHistories(std::vector<JournaledJobHistory> put, std::vector<std::string> drop,
+                       int64_t seen_ms) override {
+    Enqueue([put = std::move(put), drop = std::move(drop), seen_ms](SqliteJournal& j) {
+      for (const JournaledJobHistory& h : put) {
+        if (j.Prepared(kPutHistory).Text(1, h.name).Int(2, h.attained_milli_ms).Int(3, h.attained_at_ms)
+                .Int(4, h.held_gpu_milli).Int(5, h.running ? 1 : 0).Int(6, h.started_ms).Int(7, h.last_stopped_ms)
+                .Int(8, h.last_resize_ms).Text(9, NamesText(h.yielded_to)).Run() != SQLITE_DONE) {
+          return j.Error(absl::StrCat("recording the history of job '", h.name, "'"));
+        }
+      }
+      for (const std::string& name : drop) {
+        if (j.Prepared(kDeleteHistory).Text(1, name).Run() != SQLITE_DONE) {
+          return j.Error(absl::StrCat("dropping the history of job '", name, "'"));
+        }
+      }
+      if (j.Prepared(kSetHistorySeen).Int(1, seen_ms).Run() != SQLITE_DONE) return j.Error("recording history_seen");
+      return absl::OkStatus();
+    }, nullptr);
+  }
+
   void SetCommitObserver(std::function<void(double)> observe) override {
     std::lock_guard<std::mutex> lock(mu_);
     observe_commit_ = std::move(observe);
@@ -565,6 +641,9 @@ class SqliteJournal : public Journal {
     kPutQueueUsage,
     kAddEndedJob,
     kPruneEndedJobs,
+    kPutHistory,
+    kDeleteHistory,
+    kSetHistorySeen,
     kNumStmts
   };
 
@@ -591,6 +670,11 @@ class SqliteJournal : public Journal {
         // The last ? rows by seq (seq is dense: rows are only appended, and
         // removed oldest first).
         "DELETE FROM ended_jobs WHERE seq <= (SELECT max(seq) FROM ended_jobs) - ?",
+        "INSERT OR REPLACE INTO job_history(job, attained_milli_ms, attained_at, held_gpu_milli, running, started, "
+        "last_stopped, last_resize, yielded_to) VALUES(?,?,?,?,?,?,?,?,?)",
+        "DELETE FROM job_history WHERE job=?",
+        // An integer, read back as one (Load).
+        "INSERT OR REPLACE INTO meta(key, value) VALUES('history_seen', ?)",
     };
     if (stmts_.empty()) {
       for (const char* sql : kSql) stmts_.push_back(std::make_unique<Stmt>(db_, sql));

@@ -39,6 +39,17 @@
 //           transaction). Added within version 1 like extender_state.
 //           History like queue_usage: a row that does not read is skipped
 //           (Recovered::ended_skipped).
+//   job_history
+//           what each active job (the API's and the extender's pod gangs)
+//           accumulated that the policy reads (scheduler::JobHistory;
+//           server/daemon/job_history.h): one row per job name, its
+//           attained service settled up to a time, the GPU milli it held
+//           then, whether it ran, its last start, stop and resize, and the
+//           jobs it yielded to; upserted when one of them changes, deleted
+//           when the job ends. meta's 'history_seen' is when the daemon last
+//           wrote it (ms since the epoch). Added within version 1 like
+//           extender_state. History like queue_usage: a row that does not
+//           read is skipped (Recovered::history_skipped).
 // Queues are the policy's, so they are journaled with it.
 //
 // Writes go through one writer thread in the order they were called. Durable
@@ -113,6 +124,21 @@ struct JournaledEndedJob {
   bool operator==(const JournaledEndedJob&) const = default;
 };
 
+// What an active job accumulated that the policy reads, by job name
+// (scheduler::JobHistory with the jobs it yielded to by name).
+struct JournaledJobHistory {
+  std::string name;
+  int64_t attained_milli_ms = 0;  // >= 0, settled up to attained_at_ms
+  int64_t attained_at_ms = 0;     // >= 0
+  int64_t held_gpu_milli = 0;     // >= 0
+  bool running = false;
+  int64_t started_ms = -1;        // >= -1 (-1: never ran)
+  int64_t last_stopped_ms = -1;   // >= -1
+  int64_t last_resize_ms = -1;    // >= -1
+  std::vector<std::string> yielded_to;
+  bool operator==(const JournaledJobHistory&) const = default;
+};
+
 struct Recovered {
   std::vector<JournaledJob> jobs;  // by seq
   std::string policy_yaml;         // empty: none was set through the API
@@ -125,6 +151,11 @@ struct Recovered {
   std::vector<JournaledEndedJob> ended_jobs;  // by seq: the order they ended
   // Rows of ended_jobs left out, the same way.
   std::vector<std::string> ended_skipped;
+  std::vector<JournaledJobHistory> histories;  // by job name
+  // Rows of job_history left out, the same way.
+  std::vector<std::string> history_skipped;
+  // When job_history was last written (meta 'history_seen'); -1: never.
+  int64_t history_seen_ms = -1;
 };
 
 struct JournalOpenOptions {
@@ -188,6 +219,12 @@ class Journal {
   // ended_jobs in their order (each given the next seq), then only the last
   // `keep` rows (>= 0) by seq are kept. A crash loses those not committed.
   virtual void AddEndedJobs(std::vector<JournaledEndedJob> rows, int64_t keep) = 0;
+  // Queued, not waited for (Flush waits): each row of `put` replaces its
+  // job's row of job_history, each name of `drop` loses its row, and
+  // meta's 'history_seen' becomes `seen_ms`. A crash loses those not
+  // committed.
+  virtual void SetJobHistories(std::vector<JournaledJobHistory> put, std::vector<std::string> drop,
+                               int64_t seen_ms) = 0;
   // Called with each transaction's duration in seconds (BEGIN to COMMIT,
   // the fsync included), on the writer thread (journal write latency in
   // /metrics). May be set at any time.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/admin.grpc.pb.h"
+#include "plugins/las.h"
 #include "plugins/registry.h"
 #include "server/admin/admin_convert.h"
 #include "server/daemon/daemon.h"
@@ -279,6 +280,80 @@ TEST_F(AdminApiTest, AcknowledgedJobsComeBackAfterRestartRunningWhereTheyRan) {
   EXPECT_EQ(Submit(JobBuilder("run").Build()).error_code(), grpc::StatusCode::ALREADY_EXISTS);
 }
 
+// What the policy reads of a job at a moment, and las' order of the
+// active jobs then (with `thresholds` seconds run and a 10 s level
+// cooldown).
+struct PolicyView {
+  std::map<std::string, std::vector<int64_t>> jobs;  // attained, started, last stopped, last resize, in cooldown
+  std::vector<std::string> las_order;
+  bool operator==(const PolicyView&) const = default;
+  friend void PrintTo(const PolicyView& v, std::ostream* os) {
+    for (const auto& [name, values] : v.jobs) *os << name << ": " << ::testing::PrintToString(values) << "; ";
+    *os << "las order " << ::testing::PrintToString(v.las_order);
+  }
+};
+PolicyView ViewAt(const scheduler::Engine& engine, scheduler::Timestamp t, const std::string& thresholds) {
+  auto made = plugins::LasPlugin::Create(scheduler::PluginArgs(
+      "las", "p.yaml", {{"thresholds", {thresholds, 1, 1}}, {"byTime", {"true", 1, 1}}, {"levelCooldown", {"10", 1, 1}}}));
+  EXPECT_TRUE(made.ok()) << made.status();
+  auto& las = static_cast<plugins::LasPlugin&>(**made);
+  const scheduler::State& st = engine.state();
+  PolicyView v;
+  std::vector<const scheduler::Job*> order;
+  for (scheduler::JobId id : st.active_jobs()) {
+    const scheduler::Job& j = st.job(id);
+    v.jobs[j.name()] = {j.AttainedMilliMs(t), j.started(), j.last_stopped(), j.last_resize(), las.InLevelCooldown(j, t)};
+    order.push_back(&j);
+  }
+  // Higher rank first, then the earlier creation (the session's ties).
+  std::stable_sort(order.begin(), order.end(), [&](const scheduler::Job* a, const scheduler::Job* b) {
+    const int64_t ra = las.OrderRank(*a, t), rb = las.OrderRank(*b, t);
+    return ra != rb ? ra > rb : a->created() < b->created();
+  });
+  for (const scheduler::Job* j : order) v.las_order.push_back(j->name());
+  return v;
+}
+
+// A restart (SIGTERM, then serve again on the same --state) keeps what
+// running jobs attained and their start and resize stamps: read at one
+// moment before the restart, they are what the daemon that never stopped
+// had, and las orders the jobs the same (young, which ran less, before
+// old); the old daemon started every job afresh at the restart.
+TEST_F(AdminApiTest, ARestartKeepsWhatRunningJobsAttainedTheirStampsAndLasOrder) {
+  Start();
+  ASSERT_TRUE(Submit(JobBuilder("old").GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  ASSERT_EQ(Get("old").phase(), "Running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(Submit(JobBuilder("young").GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  ASSERT_EQ(Get("young").phase(), "Running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const scheduler::Timestamp t = WallClock().Now();
+  // A threshold between the two: old ran >= 0.45 s, young less by >= 0.4 s.
+  std::string thresholds;
+  daemon_->ReadEngine([&](const scheduler::Engine& e) {
+    const int64_t old_ms = e.state().job(e.FindJob("old")).AttainedMilliMs(t) / 8000;
+    const int64_t young_ms = e.state().job(e.FindJob("young")).AttainedMilliMs(t) / 8000;
+    ASSERT_GE(old_ms - young_ms, 400);
+    thresholds = std::to_string(static_cast<double>(old_ms + young_ms) / 2000);
+  });
+  PolicyView before;
+  daemon_->ReadEngine([&](const scheduler::Engine& e) { before = ViewAt(e, t, thresholds); });
+  EXPECT_EQ(before.las_order, (std::vector<std::string>{"young", "old"}));
+  const int64_t started = Get("old").started_ms();
+  ASSERT_TRUE(daemon_->Shutdown().ok());
+  daemon_.reset();
+
+  Start();
+  ASSERT_EQ(Get("old").phase(), "Running");
+  EXPECT_EQ(Get("old").started_ms(), started);
+  PolicyView after;
+  daemon_->ReadEngine([&](const scheduler::Engine& e) { after = ViewAt(e, t, thresholds); });
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(after.las_order, (std::vector<std::string>{"young", "old"}));
+}
+
 // One HTTP/1.1 request to the daemon's extender port over a plain socket;
 // the answer's body ("" when it failed).
 std::string Http(uint16_t port, const std::string& method, const std::string& target, const std::string& body) {
@@ -443,7 +518,37 @@ TEST_F(AdminApiTest, QueuesShowTheirDecayedUsageWhichSurvivesAPolicyUpdateAndARe
   EXPECT_EQ(q["b"].usage_gpu_seconds(), 0);
 }
 
-// Without usageHalfLife the queues show no decayed usage.
+// With usageWeight each queue shows the level of the weight its deserved
+// share reads: a, which held the whole cluster while b asked for none,
+// has used all of the past use against its weight's half: rho_a = 1 / (1/2)
+// = 2, p_a = 1 + 1 x (2 - 1) = 2, level floor(8 log2 2) = 8 (its weight
+// counts half); b used nothing: level 0. docs/POLICY.md, "Deserved shares
+// that read decayed usage".
+TEST_F(AdminApiTest, QueuesShowTheLevelOfTheWeightTheirDeservedShareReads) {
+  const std::string file = dir_ + "/policy.yaml";
+  std::ofstream(file) << "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n"
+                         "  - name: predicates\n  - name: proportion\n    arguments: {usageHalfLife: 3600, "
+                         "usageWeight: 1}\nqueues:\n- {name: a}\n- {name: b}\n";
+  Start("", file);
+  ASSERT_TRUE(Submit(JobBuilder("a0").Queue("a").Gang(2).GpusPerTask(8).Build()).ok());
+  daemon_->Tick();
+  ASSERT_EQ(Get("a0").phase(), "Running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(Submit(JobBuilder("b0").Queue("b").GpusPerTask(8).Build()).ok());
+  daemon_->Tick();  // both ask for GPUs now: the levels at this session's open
+  ASSERT_NE(Get("b0").phase(), "Running");
+  admin::ListQueuesResponse resp;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->ListQueues(&c, admin::ListQueuesRequest(), &resp).ok());
+  std::map<std::string, admin::Queue> q;
+  for (const admin::Queue& one : resp.queues()) q[one.name()] = one;
+  EXPECT_TRUE(q["a"].usage_weighted());
+  EXPECT_EQ(q["a"].usage_weight_level(), 8);
+  EXPECT_TRUE(q["b"].usage_weighted());
+  EXPECT_EQ(q["b"].usage_weight_level(), 0);
+}
+
+// Without usageHalfLife the queues show no decayed usage (nor a weight level).
 TEST_F(AdminApiTest, WithoutAHalfLifeQueuesShowNoDecayedUsage) {
   Start();
   admin::ListQueuesResponse resp;
@@ -453,6 +558,7 @@ TEST_F(AdminApiTest, WithoutAHalfLifeQueuesShowNoDecayedUsage) {
   for (const admin::Queue& q : resp.queues()) {
     EXPECT_EQ(q.usage_half_life_ms(), 0);
     EXPECT_EQ(q.usage_gpu_seconds(), 0);
+    EXPECT_FALSE(q.usage_weighted());
   }
 }
 

@@ -502,5 +502,93 @@ TEST_F(JournalTest, EndedJobsComeBackInTheirOrderTheLastKeptAndABadRowIsSkippedN
   EXPECT_EQ(after.ended_jobs[0].seq, 12);
 }
 
+JournaledJobHistory History(const std::string& name, int64_t attained, int64_t at, bool running) {
+  return {.name = name, .attained_milli_ms = attained, .attained_at_ms = at, .held_gpu_milli = running ? 8000 : 0,
+          .running = running, .started_ms = at - 100, .last_stopped_ms = running ? -1 : at, .last_resize_ms = at - 100,
+          .yielded_to = {}};
+}
+
+TEST_F(JournalTest, JobHistoriesAreUpsertedAndDroppedAndABadRowIsSkippedNeverRefused) {
+  JournaledJobHistory a = History("a", 8'000'000, 1'700'000'000'000, true);
+  // Names with the separator and a length prefix's characters in them.
+  a.yielded_to = {"b", "x:1", std::string("n\0l", 3), "12:34"};
+  JournaledJobHistory b = History("b", 0, 500, false);
+  {
+    auto j = *Journal::Open(dir_);
+    const Recovered r = *j->Load();
+    EXPECT_TRUE(r.histories.empty());
+    EXPECT_EQ(r.history_seen_ms, -1);
+    j->SetJobHistories({History("a", 1, 2, false), b, History("c", 3, 4, true)}, {}, 600);
+    j->SetJobHistories({a}, {"c", "never-written"}, 1'700'000'000'500);  // a's row replaced, c's gone
+    ASSERT_TRUE(j->Flush().ok());
+  }
+  {
+    auto j = *Journal::Open(dir_);
+    const Recovered r = *j->Load();
+    EXPECT_EQ(r.histories, (std::vector<JournaledJobHistory>{a, b}));
+    EXPECT_EQ(r.history_seen_ms, 1'700'000'000'500);
+    EXPECT_TRUE(r.history_skipped.empty());
+  }
+  // Rows damaged by hand: each is skipped with the job and the column; the
+  // others load and the journal opens.
+  Damage(
+      "INSERT INTO job_history VALUES('d', -1, 0, 0, 0, -1, -1, -1, ''), ('e', 0, 0, 'lots', 0, -1, -1, -1, ''), "
+      "('f', 0, 0, 0, 2, -1, -1, -1, ''), ('g', 0, 0, 0, 0, -7, -1, -1, ''), ('h', 0, 0, 0, 0, -1, -1, 2.5, ''), "
+      "('i', 0, 0, 0, 0, -1, -1, -1, '5:ab'), ('j', 0, 0, 0, 0, -1, -1, -1, 'x')");
+  auto j = *Journal::Open(dir_);
+  auto r = j->Load();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->histories, (std::vector<JournaledJobHistory>{a, b}));
+  ExpectSkipped(r->history_skipped,
+                {
+                    "table job_history, row 3 (job 'd'), column attained_milli_ms: -1 is out of range",
+                    "table job_history, row 4 (job 'e'), column held_gpu_milli: text, expected an integer",
+                    "table job_history, row 5 (job 'f'), column running: 2 is out of range",
+                    "table job_history, row 6 (job 'g'), column started: -7 is out of range",
+                    "table job_history, row 7 (job 'h'), column last_resize: a real, expected an integer",
+                    "table job_history, row 8 (job 'i'), column yielded_to: bad names '5:ab'",
+                    "table job_history, row 9 (job 'j'), column yielded_to: bad names 'x'",
+                });
+  EXPECT_TRUE(r->ended_skipped.empty() && r->skipped.empty()) << "the other tables' lists are their own";
+}
+
+// A journal written before job_history (schema version 1 without it, and
+// without meta's history_seen) opens, loads with no histories, and then
+// keeps them.
+TEST_F(JournalTest, AJournalWrittenBeforeJobHistoryOpensAndGetsIt) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/journal.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;"
+                         "CREATE TABLE jobs (name TEXT PRIMARY KEY, seq INTEGER NOT NULL, spec BLOB NOT NULL, "
+                         "created INTEGER NOT NULL, phase INTEGER NOT NULL, generation INTEGER NOT NULL) WITHOUT ROWID;"
+                         "CREATE TABLE tasks (job TEXT NOT NULL, task INTEGER NOT NULL, role INTEGER NOT NULL, "
+                         "node TEXT NOT NULL, gpus TEXT NOT NULL, PRIMARY KEY (job, task)) WITHOUT ROWID;"
+                         "INSERT INTO meta VALUES('schema', '1');"
+                         "INSERT INTO jobs VALUES('old', 1, x'00', 5, 2, 1);"
+                         "INSERT INTO tasks VALUES('old', 0, 0, 'node-0', '0,1');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  {
+    auto j = Journal::Open(dir_);
+    ASSERT_TRUE(j.ok()) << j.status();
+    auto r = (*j)->Load();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->jobs.size(), 1u);
+    EXPECT_EQ(r->jobs[0].tasks.size(), 1u);
+    EXPECT_TRUE(r->histories.empty());
+    EXPECT_TRUE(r->history_skipped.empty());
+    EXPECT_EQ(r->history_seen_ms, -1);
+    (*j)->SetJobHistories({History("old", 42, 700, true)}, {}, 9);
+    ASSERT_TRUE((*j)->Flush().ok());
+  }
+  const Recovered r = *(*Journal::Open(dir_))->Load();
+  EXPECT_TRUE(r.history_skipped.empty());
+  EXPECT_EQ(r.histories, (std::vector<JournaledJobHistory>{History("old", 42, 700, true)}));
+  EXPECT_EQ(r.history_seen_ms, 9);
+}
+
 }  // namespace
 }  // namespace ringmaster::server
