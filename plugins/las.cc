@@ -86,6 +86,18 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("freeGangChance", "must be off, share or survival");
   }
   if (chance != "off" && gang_charge <= 0) return args.Error("freeGangChance", "scales freeGangCharge: give it too");
+  RM_ASSIGN_OR_RETURN(auto way_back, args.Double("wayBack", 0));
+  if (!(way_back >= 0 && way_back <= 1e6)) {
+    return args.Error("wayBack", "must be a multiple of the last run in [0, 1e6] (0: off)");
+  }
+  RM_ASSIGN_OR_RETURN(auto way_back_max, args.Double("wayBackMax", 0));
+  if (!(way_back_max >= 0 && way_back_max <= 1e9)) {
+    return args.Error("wayBackMax", "must be seconds in [0, 1e9] (0: no cap)");
+  }
+  RM_ASSIGN_OR_RETURN(auto way_back_reserve, args.Bool("wayBackReserve", true));
+  if ((way_back_max > 0 || !way_back_reserve) && way_back <= 0) {
+    return args.Error(way_back_max > 0 ? "wayBackMax" : "wayBackReserve", "qualifies wayBack: give it too");
+  }
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -120,6 +132,9 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
   o.victim_fill = victim_fill;
+  o.way_back = way_back;
+  o.way_back_max_ms = std::llround(way_back_max * 1e3);
+  o.way_back_reserve = way_back_reserve;
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
   o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_chance = chance == "share"      ? Options::kChanceShare
@@ -139,6 +154,11 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -OrderRank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
+  if (o_.way_back > 0 && !o_.way_back_reserve) {
+    // A job on its way back does not hold the reservation (all JobStarving
+    // answers must agree).
+    s.AddJobStarvingFn(kName, [this, now](const scheduler::Job& j) { return !OnWayBack(j, now); });
+  }
   if (o_.victim_fill > 0) {
     CountPreemptDemand(s.state(), now);
     // Level preemption takes victims of min(demand, victimFill) GPUs or more
@@ -306,6 +326,11 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
       const scheduler::Timestamp at = (ran ? stopped : job.created()) + o_.preempt_after_ms;
       if (at > now) next = std::min(next, at);
     }
+    // wayBack: a stopped job goes to level 0 in job order once it has
+    // waited its way-back wait.
+    if (const scheduler::Timestamp wait = WayBackWait(job); wait >= 0 && job.last_stopped() + wait > now) {
+      next = std::min(next, job.last_stopped() + wait);
+    }
     // Waiting: its level stays, unless it starves into a promotion (the
     // condition Level() tests, solved for the time).
     if (o_.starve_limit <= 0 || job.phase() == scheduler::JobPhase::kRunning) continue;
@@ -327,8 +352,23 @@ int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
   return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
 }
 
+scheduler::Timestamp LasPlugin::WayBackWait(const scheduler::Job& job) const {
+  if (o_.way_back <= 0 || !Stopped(job)) return -1;
+  // Its last run: from its last start to its stop.
+  const double ran = static_cast<double>(job.last_stopped() - job.started());
+  scheduler::Timestamp wait = static_cast<scheduler::Timestamp>(std::min(std::ceil(o_.way_back * ran), 1e15));
+  if (o_.way_back_max_ms > 0) wait = std::min(wait, o_.way_back_max_ms);
+  return wait;
+}
+
+bool LasPlugin::OnWayBack(const scheduler::Job& job, scheduler::Timestamp now) const {
+  const scheduler::Timestamp wait = WayBackWait(job);
+  return wait >= 0 && now - job.last_stopped() >= wait;
+}
+
 int LasPlugin::OrderLevel(const scheduler::Job& job, scheduler::Timestamp now) {
   if (o_.stopped_ahead && Stopped(job)) return 0;
+  if (OnWayBack(job, now)) return 0;
   return Level(job, now);
 }
 
