@@ -98,6 +98,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   if ((way_back_max > 0 || !way_back_reserve) && way_back <= 0) {
     return args.Error(way_back_max > 0 ? "wayBackMax" : "wayBackReserve", "qualifies wayBack: give it too");
   }
+  RM_ASSIGN_OR_RETURN(auto keep_restarted, args.Bool("keepRestarted", false));
+  RM_ASSIGN_OR_RETURN(auto keep_level, args.Int("keepRestartedLevel", 0));
+  if (keep_level < 0 || keep_level > kMaxThresholds) {
+    return args.Error("keepRestartedLevel", absl::StrCat("must be a level in [0, ", kMaxThresholds, "]"));
+  }
+  if (keep_level > 0 && !keep_restarted) return args.Error("keepRestartedLevel", "qualifies keepRestarted: give it too");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -135,6 +141,8 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.way_back = way_back;
   o.way_back_max_ms = std::llround(way_back_max * 1e3);
   o.way_back_reserve = way_back_reserve;
+  o.keep_restarted = keep_restarted;
+  o.keep_restarted_level = keep_level;
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
   o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_chance = chance == "share"      ? Options::kChanceShare
@@ -168,12 +176,22 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
       const int64_t want = std::min(preempt_demand_, o_.victim_fill) * 1000;
       auto big = [&](const scheduler::TaskRef& t) {
         return t.job->priority() >= p.job->priority() && t.job->allocated().gpu_milli() >= want &&
-               !InLevelCooldown(*t.job, now);
+               !InLevelCooldown(*t.job, now) && !KeptAtRestartLevel(*t.job, now);
       };
       if (want <= 1000 || std::none_of(cands.begin(), cands.end(), big)) return cands;
       std::vector<scheduler::TaskRef> out;
       std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
         return t.job->priority() < p.job->priority() || t.job->allocated().gpu_milli() >= want;
+      });
+      return out;
+    });
+  }
+  if (o_.keep_restarted) {
+    s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
+      std::vector<scheduler::TaskRef> out;
+      out.reserve(cands.size());
+      std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
+        return t.job->priority() < p.job->priority() || !KeptAtRestartLevel(*t.job, now);
       });
       return out;
     });
@@ -221,6 +239,30 @@ void LasPlugin::CountPreemptDemand(const scheduler::State& state, scheduler::Tim
 
 bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {
   return o_.level_cooldown_ms > 0 && job.last_resize() >= 0 && now - job.last_resize() < o_.level_cooldown_ms;
+}
+
+bool LasPlugin::KeptAtRestartLevel(const scheduler::Job& job, scheduler::Timestamp now) const {
+  if (!o_.keep_restarted || job.phase() != scheduler::JobPhase::kRunning) return false;
+  const scheduler::Timestamp since = job.last_resize();
+  if (since < 0 || job.last_stopped() < 0 || job.last_stopped() > since) return false;  // never stopped
+  // What it had attained at its last start (or resize): what it holds now
+  // has been held since then.
+  const int64_t held = job.allocated().gpu_milli();
+  const int64_t now_raw = job.AttainedMilliMs(now);
+  const int64_t then_raw = std::max<int64_t>(0, now_raw - held * (now - since));
+  auto level = [&](int64_t raw) {
+    int64_t a = raw;
+    const int64_t g = job.min_request().gpu_milli();
+    if (o_.gpu_exponent != 0 && o_.gpu_exponent != 1) {
+      a = g > 0 ? std::llround(static_cast<double>(raw) / std::pow(static_cast<double>(g) / 1000, 1 - o_.gpu_exponent))
+                : raw;
+    } else if (o_.by_time && g > 0) {
+      a = raw / g * 1000;
+    }
+    return std::upper_bound(thresholds_.begin(), thresholds_.end(), a) - thresholds_.begin();
+  };
+  const auto restarted_at = level(then_raw);
+  return restarted_at >= o_.keep_restarted_level && restarted_at == level(now_raw);
 }
 
 int64_t LasPlugin::AttainedWith(const scheduler::Job& job, scheduler::Timestamp now, double exponent) const {

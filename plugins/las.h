@@ -131,6 +131,13 @@
 //     allocate's reservation (the GPUs that free are not kept for it while
 //     it does not fit); it starts where it fits when it is tried, ahead of
 //     the newer jobs, and the reservation goes to the next starving gang.
+//   - `keepRestarted` (default false): a running job that was stopped
+//     before is not a victim of level preemption (a waiting job of its
+//     priority) while it is at the level it had when it last started (or
+//     was resized): once stopped at a level it is stopped again only after
+//     it has crossed its next threshold (a higher priority still preempts).
+//     `keepRestartedLevel` (default 0): only a job that restarted at this
+//     level or a higher one is kept so.
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -195,6 +202,9 @@ struct LasOptions {
   double way_back = 0;
   scheduler::Timestamp way_back_max_ms = 0;
   bool way_back_reserve = true;
+  // keepRestarted: a restarted job is no level victim at its restart level.
+  bool keep_restarted = false;
+  int64_t keep_restarted_level = 0;
   // freeGangCharge (ms of waiting behind a held gang per GPU of it; 0: off).
   scheduler::Timestamp free_gang_charge_ms = 0;
   // freeGangChargeBy: idle (else waits).
@@ -269,6 +279,8 @@ class LasPlugin : public scheduler::Plugin {
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // levelCooldown keeps `job` from being a level-preemption victim at `now`.
   bool InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // keepRestarted keeps `job` from being a level-preemption victim at `now`.
+  bool KeptAtRestartLevel(const scheduler::Job& job, scheduler::Timestamp now) const;
   // wayBack: how long the stopped `job` waits before it is ordered at level
   // 0 (-1: not a stopped job, or wayBack off), and whether it is at `now`.
   scheduler::Timestamp WayBackWait(const scheduler::Job& job) const;

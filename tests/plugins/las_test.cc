@@ -792,15 +792,67 @@ TEST(LasPlugin, WayBackReserveFalseLeavesTheReservationToTheNextGang) {
   }
 }
 
-TEST(LasPlugin, WayBackArgumentsAreChecked) {
+TEST(LasPlugin, WayBackAndKeepRestartedArgumentsAreChecked) {
   for (const auto& bad : std::vector<std::vector<std::pair<std::string, std::string>>>{
-           {{"wayBack", "-1"}}, {{"wayBackMax", "60"}}, {{"wayBackReserve", "false"}}, {{"wayBack", "1"}, {"wayBackMax", "-5"}}}) {
+           {{"wayBack", "-1"}}, {{"wayBackMax", "60"}}, {{"wayBackReserve", "false"}}, {{"wayBack", "1"}, {"wayBackMax", "-5"}},
+           {{"keepRestartedLevel", "2"}}, {{"keepRestarted", "true"}, {"keepRestartedLevel", "-1"}}}) {
     auto p = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", [&] {
       std::map<std::string, scheduler::PluginArgs::Value> v;
       for (const auto& [k, t] : bad) v[k] = {t, 4, 17};
       return v;
     }()));
     EXPECT_FALSE(p.ok()) << bad[0].first << " " << bad[0].second;
+  }
+}
+
+TEST(LasPlugin, KeepRestartedStopsARestartedJobAgainOnlyPastItsNextThreshold) {
+  // Thresholds 100 and 100,000 GPU-s: an 8-GPU job is at level 1 from 12.5
+  // s, level 2 from 12,500 s of run. `a` runs 0-60 s (480 GPU-s, level 1)
+  // and loses its node; it restarts at 100 s when `b` ends, at level 1.
+  // `fresh` (level 0) arrives at 200 s. Without keepRestarted it stops `a`
+  // at once; with it `a` is kept at the level it restarted at, and `fresh`
+  // stops it once it has crossed 100,000 GPU-s: 60 + 12,440 s of run, at
+  // 12,540 s.
+  for (const bool keep : {false, true}) {
+    SCOPED_TRACE(keep);
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100, 100000", keep ? ", keepRestarted: true" : "")));
+    h.Submit(JobBuilder("a").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("a") && h.Running("b"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("a").task(0).node).name).ok());
+    h.Cycle();
+    ASSERT_FALSE(h.Running("a"));
+    ASSERT_TRUE(h.engine().FinishJob(h.job("b").id(), true).ok());
+    h.clock().Set(100'000);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("a")) << "restarted at level 1";
+    auto las = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", keep ? "true" : "false"}});
+    ASSERT_NE(las, nullptr);
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 200'000), keep);
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 12'539'000), keep);
+    EXPECT_FALSE(las->KeptAtRestartLevel(h.job("a"), 12'540'000)) << "past its next threshold";
+    // keepRestartedLevel: only a job that restarted at that level or above.
+    for (const auto& [level, kept] : std::vector<std::pair<std::string, bool>>{{"1", true}, {"2", false}}) {
+      auto at = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", "true"}, {"keepRestartedLevel", level}});
+      ASSERT_NE(at, nullptr);
+      EXPECT_EQ(at->KeptAtRestartLevel(h.job("a"), 200'000), kept) << "keepRestartedLevel " << level;
+    }
+    h.clock().Set(200'000);
+    h.Submit(JobBuilder("fresh").GpusPerTask(8).Build());
+    h.clock().Set(200'000);
+    auto d = h.Cycle();
+    EXPECT_EQ(d.evictions.size(), keep ? 0u : 1u);
+    if (!keep) continue;
+    h.clock().Set(12'539'000);
+    EXPECT_TRUE(h.Cycle().evictions.empty());
+    h.clock().Set(12'540'000);
+    d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "fresh");
   }
 }
 
