@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("keepRestartedLevel", absl::StrCat("must be a level in [0, ", kMaxThresholds, "]"));
   }
   if (keep_level > 0 && !keep_restarted) return args.Error("keepRestartedLevel", "qualifies keepRestarted: give it too");
+  RM_ASSIGN_OR_RETURN(auto keep_from, args.String("keepRestartedFrom", "all"));
+  if (keep_from != "all" && keep_from != "stopped") return args.Error("keepRestartedFrom", "must be all or stopped");
+  if (keep_from != "all" && !keep_restarted) return args.Error("keepRestartedFrom", "qualifies keepRestarted: give it too");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -143,6 +146,7 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.way_back_reserve = way_back_reserve;
   o.keep_restarted = keep_restarted;
   o.keep_restarted_level = keep_level;
+  o.keep_from_stopped_only = keep_from == "stopped";
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
   o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_chance = chance == "share"      ? Options::kChanceShare
@@ -176,7 +180,8 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
       const int64_t want = std::min(preempt_demand_, o_.victim_fill) * 1000;
       auto big = [&](const scheduler::TaskRef& t) {
         return t.job->priority() >= p.job->priority() && t.job->allocated().gpu_milli() >= want &&
-               !InLevelCooldown(*t.job, now) && !KeptAtRestartLevel(*t.job, now);
+               !InLevelCooldown(*t.job, now) &&
+               !(KeptAtRestartLevel(*t.job, now) && (!o_.keep_from_stopped_only || Stopped(*p.job)));
       };
       if (want <= 1000 || std::none_of(cands.begin(), cands.end(), big)) return cands;
       std::vector<scheduler::TaskRef> out;
@@ -190,6 +195,7 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
     s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
       std::vector<scheduler::TaskRef> out;
       out.reserve(cands.size());
+      if (o_.keep_from_stopped_only && !Stopped(*p.job)) return cands;  // a newcomer: nobody kept from it
       std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
         return t.job->priority() < p.job->priority() || !KeptAtRestartLevel(*t.job, now);
       });

@@ -137,7 +137,10 @@
 //     was resized): once stopped at a level it is stopped again only after
 //     it has crossed its next threshold (a higher priority still preempts).
 //     `keepRestartedLevel` (default 0): only a job that restarted at this
-//     level or a higher one is kept so.
+//     level or a higher one is kept so. `keepRestartedFrom` ("all", the
+//     default, or "stopped"): "stopped" keeps it only from a waiting job that
+//     was itself stopped (no chain stops it at its restart level; a
+//     newcomer still may).
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -205,6 +208,7 @@ struct LasOptions {
   // keepRestarted: a restarted job is no level victim at its restart level.
   bool keep_restarted = false;
   int64_t keep_restarted_level = 0;
+  bool keep_from_stopped_only = false;
   // freeGangCharge (ms of waiting behind a held gang per GPU of it; 0: off).
   scheduler::Timestamp free_gang_charge_ms = 0;
   // freeGangChargeBy: idle (else waits).

@@ -795,7 +795,8 @@ TEST(LasPlugin, WayBackReserveFalseLeavesTheReservationToTheNextGang) {
 TEST(LasPlugin, WayBackAndKeepRestartedArgumentsAreChecked) {
   for (const auto& bad : std::vector<std::vector<std::pair<std::string, std::string>>>{
            {{"wayBack", "-1"}}, {{"wayBackMax", "60"}}, {{"wayBackReserve", "false"}}, {{"wayBack", "1"}, {"wayBackMax", "-5"}},
-           {{"keepRestartedLevel", "2"}}, {{"keepRestarted", "true"}, {"keepRestartedLevel", "-1"}}}) {
+           {{"keepRestartedLevel", "2"}}, {{"keepRestarted", "true"}, {"keepRestartedLevel", "-1"}},
+           {{"keepRestartedFrom", "stopped"}}, {{"keepRestarted", "true"}, {"keepRestartedFrom", "chains"}}}) {
     auto p = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", [&] {
       std::map<std::string, scheduler::PluginArgs::Value> v;
       for (const auto& [k, t] : bad) v[k] = {t, 4, 17};
@@ -813,10 +814,15 @@ TEST(LasPlugin, KeepRestartedStopsARestartedJobAgainOnlyPastItsNextThreshold) {
   // at once; with it `a` is kept at the level it restarted at, and `fresh`
   // stops it once it has crossed 100,000 GPU-s: 60 + 12,440 s of run, at
   // 12,540 s.
-  for (const bool keep : {false, true}) {
-    SCOPED_TRACE(keep);
+  // keepRestartedFrom: stopped keeps it only from a job that was stopped
+  // itself: `fresh`, a newcomer, stops it at once as without the option.
+  for (const std::string mode : {"off", "all", "stopped"}) {
+    SCOPED_TRACE(mode);
+    const bool keep = mode == "all";
     EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
-                    PolicyFromYaml(LasPolicy("100, 100000", keep ? ", keepRestarted: true" : "")));
+                    PolicyFromYaml(LasPolicy("100, 100000", mode == "off"   ? ""
+                                                            : mode == "all" ? ", keepRestarted: true"
+                                                                            : ", keepRestarted: true, keepRestartedFrom: stopped")));
     h.Submit(JobBuilder("a").GpusPerTask(8).Build());
     h.Submit(JobBuilder("b").GpusPerTask(8).Build());
     h.clock().Set(0);
@@ -830,10 +836,10 @@ TEST(LasPlugin, KeepRestartedStopsARestartedJobAgainOnlyPastItsNextThreshold) {
     h.clock().Set(100'000);
     h.Cycle();
     ASSERT_TRUE(h.Running("a")) << "restarted at level 1";
-    auto las = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", keep ? "true" : "false"}});
+    auto las = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", mode == "off" ? "false" : "true"}});
     ASSERT_NE(las, nullptr);
-    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 200'000), keep);
-    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 12'539'000), keep);
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 200'000), mode != "off");
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 12'539'000), mode != "off");
     EXPECT_FALSE(las->KeptAtRestartLevel(h.job("a"), 12'540'000)) << "past its next threshold";
     // keepRestartedLevel: only a job that restarted at that level or above.
     for (const auto& [level, kept] : std::vector<std::pair<std::string, bool>>{{"1", true}, {"2", false}}) {
