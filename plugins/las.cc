@@ -216,7 +216,7 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
         // re-formation, no work lost), never stopped whole: it offers every
         // member but its first, so no whole-job unit can be made of them
         // (the victim picker shrinks down to the gang minimum at most).
-        if (!o_.shrink_in_cooldown || !t.job->elastic() || t.job->ReadyCount() <= t.job->min_member()) continue;
+        if (!o_.shrink_in_cooldown || !t.job->elastic() || t.job->GangSpare() <= 0) continue;
         if (held_back != t.job) {
           held_back = t.job;
           continue;
