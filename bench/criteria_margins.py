@@ -12,7 +12,10 @@ fifo-gang's and las's figures differ):
     allowed loses the criterion, whatever its JCT);
   - stops: half of LAS's preemptions minus the policy's (>= 0: met).
 Then one line per policy: the criteria met, and those met by one job, one
-stop or 0.5 % of the average or less (at the bar).
+stop or 0.5 % of the average or less (at the bar); then the margins summed
+over the cases (the average's as shares of LAS's, the p99's in jobs, the
+stops' as shares of half LAS's; in brackets the failing ones alone) and the
+criteria lost and gained against the first policy named.
 
   bench/criteria_margins.py OUT "default V1 V2" [--cases "philly-d24 ..."]
 """
@@ -82,6 +85,43 @@ def main():
     print("|---|---|---|")
     for p, (m, n, bar) in totals.items():
         print(f"| {p} | {m} of {n} | {', '.join(bar) or 'none'} |")
+    # Summed margins, and the criteria each policy loses and gains against
+    # the first one named (the default, as a rule): over the cases each was
+    # run on, the average's margins as shares of LAS's, the p99's in jobs,
+    # the stops' as shares of LAS's half; "short" sums the failing ones only.
+    if not rows:
+        return
+    ref = policies[0]
+    met_of = {(c, p): met for c, p, *_, met in rows}
+    print()
+    print(f"| policy | cases | avg: sum of shares (short) | p99: sum of jobs to spare (short) | "
+          f"stops: sum of shares of LAS/2 (short) | lost vs {ref} | gained |")
+    print("|---|---|---|---|---|---|---|")
+    for p in policies:
+        mine = [r for r in rows if r[1] == p]
+        sa = sum(r[3] for r in mine)
+        sa_short = sum(min(r[3], 0) for r in mine)
+        sp = sum(r[4] for r in mine)
+        sp_short = sum(min(r[4], 0) for r in mine)
+        half = {r[0]: r for r in mine}
+        ss, ss_short = 0.0, 0.0
+        for c, _, _, _, _, _, ms, _ in mine:
+            lstops = load(a.out, c, "las")["stops"]
+            share = ms / (lstops / 2) if lstops else 0.0
+            ss += share
+            ss_short += min(share, 0)
+        lost, gained = [], []
+        for c, _, *_, met in mine:
+            base = met_of.get((c, ref))
+            if base is None or p == ref:
+                continue
+            for k, m, b in zip(("avg", "p99", "stops"), met, base):
+                if b and not m:
+                    lost.append(f"{c} {k}")
+                if m and not b:
+                    gained.append(f"{c} {k}")
+        print(f"| {p} | {len(mine)} | {sa:+.2%} ({sa_short:+.2%}) | {sp:+d} ({sp_short:+d}) | "
+              f"{ss:+.2f} ({ss_short:+.2f}) | {', '.join(lost) or 'none'} | {', '.join(gained) or 'none'} |")
 
 
 if __name__ == "__main__":

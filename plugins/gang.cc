@@ -41,7 +41,7 @@ scheduler::Verdict GangPlugin::Valid(const Job& job) {
 bool GangPlugin::Ready(const Job& job) { return job.GangReady(); }
 
 scheduler::Verdict GangPlugin::Pipelined(const Job& job) {
-  return job.ReadyCount() + job.PipelinedCount() >= job.min_member()
+  return job.PipelinedCount() >= job.GangShortfall()
              ? scheduler::Verdict::Fit()
              : scheduler::Verdict::Unschedulable("gang: not enough tasks pipelined");
 }
@@ -65,8 +65,7 @@ std::vector<TaskRef> GangPlugin::Victims(const std::vector<TaskRef>& candidates)
     bool operator()(int pos) const { return all || pos < spare; }
   };
   auto rule = [](const Job& j, int total) {
-    const int ready = j.ReadyCount();
-    return Rule{total >= ready, ready - j.min_member()};
+    return Rule{total >= j.ReadyCount(), j.GangSpare()};
   };
   std::vector<TaskRef> out;
   out.reserve(candidates.size());

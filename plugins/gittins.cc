@@ -184,7 +184,7 @@ void GittinsPlugin::OnSessionOpen(scheduler::Session& s) {
         // Not worth a stop: an elastic job may still be shrunk (a
         // re-formation, no work lost), never stopped whole (every member but
         // its first: no whole-job unit).
-        if (!t.job->elastic() || t.job->ReadyCount() <= t.job->min_member()) continue;
+        if (!t.job->elastic() || t.job->GangSpare() <= 0) continue;
         if (held_back != t.job) {
           held_back = t.job;
           continue;

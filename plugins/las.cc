@@ -86,6 +86,27 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
     return args.Error("freeGangChance", "must be off, share or survival");
   }
   if (chance != "off" && gang_charge <= 0) return args.Error("freeGangChance", "scales freeGangCharge: give it too");
+  RM_ASSIGN_OR_RETURN(auto way_back, args.Double("wayBack", 0));
+  if (!(way_back >= 0 && way_back <= 1e6)) {
+    return args.Error("wayBack", "must be a multiple of the last run in [0, 1e6] (0: off)");
+  }
+  RM_ASSIGN_OR_RETURN(auto way_back_max, args.Double("wayBackMax", 0));
+  if (!(way_back_max >= 0 && way_back_max <= 1e9)) {
+    return args.Error("wayBackMax", "must be seconds in [0, 1e9] (0: no cap)");
+  }
+  RM_ASSIGN_OR_RETURN(auto way_back_reserve, args.Bool("wayBackReserve", true));
+  if ((way_back_max > 0 || !way_back_reserve) && way_back <= 0) {
+    return args.Error(way_back_max > 0 ? "wayBackMax" : "wayBackReserve", "qualifies wayBack: give it too");
+  }
+  RM_ASSIGN_OR_RETURN(auto keep_restarted, args.Bool("keepRestarted", false));
+  RM_ASSIGN_OR_RETURN(auto keep_level, args.Int("keepRestartedLevel", 0));
+  if (keep_level < 0 || keep_level > kMaxThresholds) {
+    return args.Error("keepRestartedLevel", absl::StrCat("must be a level in [0, ", kMaxThresholds, "]"));
+  }
+  if (keep_level > 0 && !keep_restarted) return args.Error("keepRestartedLevel", "qualifies keepRestarted: give it too");
+  RM_ASSIGN_OR_RETURN(auto keep_from, args.String("keepRestartedFrom", "all"));
+  if (keep_from != "all" && keep_from != "stopped") return args.Error("keepRestartedFrom", "must be all or stopped");
+  if (keep_from != "all" && !keep_restarted) return args.Error("keepRestartedFrom", "qualifies keepRestarted: give it too");
   RM_ASSIGN_OR_RETURN(auto victim_fill, args.Int("victimFill", 0));
   if (victim_fill < 0 || victim_fill > 1'000'000) return args.Error("victimFill", "must be GPUs in [0, 1e6] (0: off)");
   RM_RETURN_IF_ERROR(args.Finish());
@@ -120,6 +141,12 @@ absl::StatusOr<std::unique_ptr<scheduler::Plugin>> LasPlugin::Create(const sched
   o.free_horizon_ms = std::llround(free_horizon * 1e3);
   o.free_min_samples = free_min_samples;
   o.victim_fill = victim_fill;
+  o.way_back = way_back;
+  o.way_back_max_ms = std::llround(way_back_max * 1e3);
+  o.way_back_reserve = way_back_reserve;
+  o.keep_restarted = keep_restarted;
+  o.keep_restarted_level = keep_level;
+  o.keep_from_stopped_only = keep_from == "stopped";
   o.free_gang_charge_ms = std::llround(gang_charge * 1e3);
   o.free_gang_charge_idle = charge_by == "idle";
   o.free_gang_chance = chance == "share"      ? Options::kChanceShare
@@ -139,6 +166,11 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
   // The higher rank first: the key is its negation.
   s.AddJobOrderKeyFn(kName, [this, now](const scheduler::Job& j) { return -OrderRank(j, now); });
   s.AddJobPriorityFn(kName, [this, now](const scheduler::Job& j) { return PreemptRank(j, now); });
+  if (o_.way_back > 0 && !o_.way_back_reserve) {
+    // A job on its way back does not hold the reservation (all JobStarving
+    // answers must agree).
+    s.AddJobStarvingFn(kName, [this, now](const scheduler::Job& j) { return !OnWayBack(j, now); });
+  }
   if (o_.victim_fill > 0) {
     CountPreemptDemand(s.state(), now);
     // Level preemption takes victims of min(demand, victimFill) GPUs or more
@@ -148,12 +180,24 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
       const int64_t want = std::min(preempt_demand_, o_.victim_fill) * 1000;
       auto big = [&](const scheduler::TaskRef& t) {
         return t.job->priority() >= p.job->priority() && t.job->allocated().gpu_milli() >= want &&
-               !InLevelCooldown(*t.job, now);
+               !InLevelCooldown(*t.job, now) &&
+               !(KeptAtRestartLevel(*t.job, now) && (!o_.keep_from_stopped_only || Stopped(*p.job)));
       };
       if (want <= 1000 || std::none_of(cands.begin(), cands.end(), big)) return cands;
       std::vector<scheduler::TaskRef> out;
       std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
         return t.job->priority() < p.job->priority() || t.job->allocated().gpu_milli() >= want;
+      });
+      return out;
+    });
+  }
+  if (o_.keep_restarted) {
+    s.AddPreemptableFn(kName, [this, now](const scheduler::TaskRef& p, const std::vector<scheduler::TaskRef>& cands) {
+      std::vector<scheduler::TaskRef> out;
+      out.reserve(cands.size());
+      if (o_.keep_from_stopped_only && !Stopped(*p.job)) return cands;  // a newcomer: nobody kept from it
+      std::copy_if(cands.begin(), cands.end(), std::back_inserter(out), [&](const scheduler::TaskRef& t) {
+        return t.job->priority() < p.job->priority() || !KeptAtRestartLevel(*t.job, now);
       });
       return out;
     });
@@ -172,7 +216,7 @@ void LasPlugin::OnSessionOpen(scheduler::Session& s) {
         // re-formation, no work lost), never stopped whole: it offers every
         // member but its first, so no whole-job unit can be made of them
         // (the victim picker shrinks down to the gang minimum at most).
-        if (!o_.shrink_in_cooldown || !t.job->elastic() || t.job->ReadyCount() <= t.job->min_member()) continue;
+        if (!o_.shrink_in_cooldown || !t.job->elastic() || t.job->GangSpare() <= 0) continue;
         if (held_back != t.job) {
           held_back = t.job;
           continue;
@@ -201,6 +245,30 @@ void LasPlugin::CountPreemptDemand(const scheduler::State& state, scheduler::Tim
 
 bool LasPlugin::InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const {
   return o_.level_cooldown_ms > 0 && job.last_resize() >= 0 && now - job.last_resize() < o_.level_cooldown_ms;
+}
+
+bool LasPlugin::KeptAtRestartLevel(const scheduler::Job& job, scheduler::Timestamp now) const {
+  if (!o_.keep_restarted || job.phase() != scheduler::JobPhase::kRunning) return false;
+  const scheduler::Timestamp since = job.last_resize();
+  if (since < 0 || job.last_stopped() < 0 || job.last_stopped() > since) return false;  // never stopped
+  // What it had attained at its last start (or resize): what it holds now
+  // has been held since then.
+  const int64_t held = job.allocated().gpu_milli();
+  const int64_t now_raw = job.AttainedMilliMs(now);
+  const int64_t then_raw = std::max<int64_t>(0, now_raw - held * (now - since));
+  auto level = [&](int64_t raw) {
+    int64_t a = raw;
+    const int64_t g = job.min_request().gpu_milli();
+    if (o_.gpu_exponent != 0 && o_.gpu_exponent != 1) {
+      a = g > 0 ? std::llround(static_cast<double>(raw) / std::pow(static_cast<double>(g) / 1000, 1 - o_.gpu_exponent))
+                : raw;
+    } else if (o_.by_time && g > 0) {
+      a = raw / g * 1000;
+    }
+    return std::upper_bound(thresholds_.begin(), thresholds_.end(), a) - thresholds_.begin();
+  };
+  const auto restarted_at = level(then_raw);
+  return restarted_at >= o_.keep_restarted_level && restarted_at == level(now_raw);
 }
 
 int64_t LasPlugin::AttainedWith(const scheduler::Job& job, scheduler::Timestamp now, double exponent) const {
@@ -306,6 +374,11 @@ scheduler::Timestamp LasPlugin::NextChange(const scheduler::State& state, schedu
       const scheduler::Timestamp at = (ran ? stopped : job.created()) + o_.preempt_after_ms;
       if (at > now) next = std::min(next, at);
     }
+    // wayBack: a stopped job goes to level 0 in job order once it has
+    // waited its way-back wait.
+    if (const scheduler::Timestamp wait = WayBackWait(job); wait >= 0 && job.last_stopped() + wait > now) {
+      next = std::min(next, job.last_stopped() + wait);
+    }
     // Waiting: its level stays, unless it starves into a promotion (the
     // condition Level() tests, solved for the time).
     if (o_.starve_limit <= 0 || job.phase() == scheduler::JobPhase::kRunning) continue;
@@ -327,8 +400,23 @@ int64_t LasPlugin::Rank(const scheduler::Job& job, scheduler::Timestamp now) {
   return static_cast<int64_t>(job.priority()) * (kMaxThresholds + 1) + (kMaxThresholds - Level(job, now));
 }
 
+scheduler::Timestamp LasPlugin::WayBackWait(const scheduler::Job& job) const {
+  if (o_.way_back <= 0 || !Stopped(job)) return -1;
+  // Its last run: from its last start to its stop.
+  const double ran = static_cast<double>(job.last_stopped() - job.started());
+  scheduler::Timestamp wait = static_cast<scheduler::Timestamp>(std::min(std::ceil(o_.way_back * ran), 1e15));
+  if (o_.way_back_max_ms > 0) wait = std::min(wait, o_.way_back_max_ms);
+  return wait;
+}
+
+bool LasPlugin::OnWayBack(const scheduler::Job& job, scheduler::Timestamp now) const {
+  const scheduler::Timestamp wait = WayBackWait(job);
+  return wait >= 0 && now - job.last_stopped() >= wait;
+}
+
 int LasPlugin::OrderLevel(const scheduler::Job& job, scheduler::Timestamp now) {
   if (o_.stopped_ahead && Stopped(job)) return 0;
+  if (OnWayBack(job, now)) return 0;
   return Level(job, now);
 }
 

@@ -119,6 +119,28 @@
 //     started; 0 when none lasted that long. Expected value: holding saves
 //     a stop (freeGangCharge x GPUs) with that chance, and costs the waits
 //     behind it in any case.
+//   - `wayBack` (a multiple, default 0: off): a stopped job that has
+//     waited at least wayBack times the time it ran in its last run (from
+//     its last start to its stop), or `wayBackMax` seconds if that is less
+//     (0, the default: no such cap), waits at level 0 of its priority in
+//     job order: first come first served inside the level puts it ahead of
+//     the jobs submitted after it, so it takes GPUs as they free before the
+//     newer jobs do, without stopping anyone (its preemption rank, and its
+//     level as a victim once it runs again, count everything it attained).
+//     `wayBackReserve` (default true): false: such a job does not hold
+//     allocate's reservation (the GPUs that free are not kept for it while
+//     it does not fit); it starts where it fits when it is tried, ahead of
+//     the newer jobs, and the reservation goes to the next starving gang.
+//   - `keepRestarted` (default false): a running job that was stopped
+//     before is not a victim of level preemption (a waiting job of its
+//     priority) while it is at the level it had when it last started (or
+//     was resized): once stopped at a level it is stopped again only after
+//     it has crossed its next threshold (a higher priority still preempts).
+//     `keepRestartedLevel` (default 0): only a job that restarted at this
+//     level or a higher one is kept so. `keepRestartedFrom` ("all", the
+//     default, or "stopped"): "stopped" keeps it only from a waiting job that
+//     was itself stopped (no chain stops it at its restart level; a
+//     newcomer still may).
 //   - `victimFill` (GPUs, default 0: off): while the waiting jobs that may
 //     level-preempt now (past preemptAfter, not held by freeHorizon, not
 //     kept by stoppedPreempts) need D GPUs together, a victim of level
@@ -178,6 +200,15 @@ struct LasOptions {
   scheduler::Timestamp free_gang_horizon_ms = -1;
   // victimFill (GPUs; 0: off).
   int64_t victim_fill = 0;
+  // wayBack (a multiple of the last run; 0: off), wayBackMax (ms; 0: no
+  // cap) and wayBackReserve.
+  double way_back = 0;
+  scheduler::Timestamp way_back_max_ms = 0;
+  bool way_back_reserve = true;
+  // keepRestarted: a restarted job is no level victim at its restart level.
+  bool keep_restarted = false;
+  int64_t keep_restarted_level = 0;
+  bool keep_from_stopped_only = false;
   // freeGangCharge (ms of waiting behind a held gang per GPU of it; 0: off).
   scheduler::Timestamp free_gang_charge_ms = 0;
   // freeGangChargeBy: idle (else waits).
@@ -229,7 +260,7 @@ class LasPlugin : public scheduler::Plugin {
   // A job that holds nothing attains nothing: its level, and so its key,
   // stay as they are while it waits so, unless starveLimit promotes it as
   // time passes.
-  bool PendingOrderReadsOnlySpec() const override { return o_.starve_limit <= 0; }
+  bool PendingOrderReadsOnlySpec() const override { return o_.starve_limit <= 0 && o_.way_back <= 0; }
   // The first time a job's level changes on the same state: a job holding
   // GPUs reaches its next threshold, or (with starveLimit) a stopped job's
   // promotion falls due; now after a session that promoted a job.
@@ -252,8 +283,14 @@ class LasPlugin : public scheduler::Plugin {
   int64_t PreemptRank(const scheduler::Job& job, scheduler::Timestamp now);
   // levelCooldown keeps `job` from being a level-preemption victim at `now`.
   bool InLevelCooldown(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // keepRestarted keeps `job` from being a level-preemption victim at `now`.
+  bool KeptAtRestartLevel(const scheduler::Job& job, scheduler::Timestamp now) const;
+  // wayBack: how long the stopped `job` waits before it is ordered at level
+  // 0 (-1: not a stopped job, or wayBack off), and whether it is at `now`.
+  scheduler::Timestamp WayBackWait(const scheduler::Job& job) const;
+  bool OnWayBack(const scheduler::Job& job, scheduler::Timestamp now) const;
   // The job's level in job order: Level, or 0 for a stopped job with
-  // stoppedAhead.
+  // stoppedAhead, or on its way back (wayBack).
   int OrderLevel(const scheduler::Job& job, scheduler::Timestamp now);
   // freeHorizon: the GPUs expected to free within it at `now` (the free
   // GPUs not counted), from the running jobs' time run at the last whole

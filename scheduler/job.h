@@ -259,6 +259,9 @@ class Job {
   bool GangReady() const { return ReadyCount() >= min_member(); }
   // Ready tasks the gang still lacks for its minimum (<= 0 once ready).
   int GangShortfall() const { return min_member() - ReadyCount(); }
+  // Ready tasks above the gang minimum: the members it may lose (a shrink)
+  // and stay a gang (> 0 only for a job above its minimum).
+  int GangSpare() const { return -GangShortfall(); }
   int PipelinedCount() const { return Count(TaskState::kPipelined); }
   // Resources held on nodes by this job's tasks.
   const Resources& allocated() const { return allocated_; }

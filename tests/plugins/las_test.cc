@@ -694,6 +694,174 @@ TEST(LasPlugin, StoppedAheadKeepsTheGpusThatFreeForTheStoppedGang) {
   }
 }
 
+TEST(LasPlugin, WayBackOrdersAStoppedJobAheadOfLaterJobsOnceItHasWaitedItsLastRun) {
+  // StoppedAheadPutsAStoppedJobAheadOfLaterJobs' scenario: `old` (8 GPUs)
+  // runs 0-60 s (480 GPU-s, level 1) and loses its node; `fresh1` (60 s)
+  // and `fresh2` (61 s) arrive at level 0; `blocker` holds the one node
+  // left until 119.5 s, and each job that starts ends 0.5 s later
+  // (preemptAfter keeps level preemption out of it). With
+  // wayBack 1 `old` goes to level 0 once it has waited its last run, 60 s:
+  // at 119.5 s (59.5 s) `fresh1` is still first, at 120 s `old` is, ahead
+  // of `fresh2`. wayBack 0.5 (30 s), or 1 capped by wayBackMax 20 s: `old`
+  // first at 119.5 s. Off: `old` last.
+  struct Case {
+    std::string args;
+    std::vector<std::string> order;
+  };
+  const std::vector<Case> cases = {
+      {"", {"fresh1", "fresh2", "old"}},
+      {", wayBack: 1", {"fresh1", "old", "fresh2"}},
+      {", wayBack: 0.5", {"old", "fresh1", "fresh2"}},
+      {", wayBack: 1, wayBackMax: 20", {"old", "fresh1", "fresh2"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", ", preemptAfter: 100000" + c.args)));
+    h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("blocker").GpusPerTask(8).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("old") && h.Running("blocker"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+    h.Submit(JobBuilder("fresh1").GpusPerTask(8).Build());
+    h.clock().Set(61'000);
+    h.Submit(JobBuilder("fresh2").GpusPerTask(8).Build());
+    h.clock().Set(61'000);
+    h.Cycle();
+    std::vector<std::string> order;
+    std::string running = "blocker";
+    for (scheduler::Timestamp t = 119'500; order.size() < 3; t += 500) {
+      ASSERT_TRUE(h.engine().FinishJob(h.job(running).id(), true).ok());
+      h.clock().Set(t);
+      h.Cycle();
+      for (const std::string n : {"old", "fresh1", "fresh2"}) {
+        if (h.Running(n)) running = n;
+      }
+      ASSERT_TRUE(h.Running(running)) << "nothing started at " << t << " ms";
+      order.push_back(running);
+    }
+    EXPECT_EQ(order, c.order);
+  }
+  // The way back is a wake-up: at 61 s the next change is `old`'s, at 120 s.
+  EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(), PolicyFromYaml(LasPolicy("100")));
+  h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+  h.clock().Set(0);
+  h.Cycle();
+  h.clock().Set(60'000);
+  ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+  h.Submit(JobBuilder("full").GpusPerTask(8).Build());
+  h.clock().Set(61'000);
+  h.Cycle();
+  ASSERT_TRUE(h.Running("full") && !h.Running("old"));
+  auto las = LasWith({{"thresholds", "100000"}, {"wayBack", "1"}});
+  ASSERT_NE(las, nullptr);
+  EXPECT_EQ(las->NextChange(h.state(), 61'000), 120'000);
+  EXPECT_FALSE(las->OnWayBack(h.job("old"), 119'999));
+  EXPECT_TRUE(las->OnWayBack(h.job("old"), 120'000));
+  EXPECT_FALSE(las->OnWayBack(h.job("full"), 120'000)) << "it never stopped";
+  EXPECT_GT(LasWith({{"thresholds", "100000"}})->NextChange(h.state(), 61'000), 120'000) << "without it, none then";
+}
+
+TEST(LasPlugin, WayBackReserveFalseLeavesTheReservationToTheNextGang) {
+  // StoppedAheadKeepsTheGpusThatFreeForTheStoppedGang's scenario with
+  // wayBack 0.01 (`old` ran 60 s: on its way back from 60.6 s): it is first
+  // in order and, by default, holds B's freed GPUs (`fresh` waits at 100
+  // s); with wayBackReserve false it holds nothing, and `fresh` takes them.
+  for (const bool reserve : {true, false}) {
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100", std::string(", preemptAfter: 100000, wayBack: 0.01") +
+                                                        (reserve ? "" : ", wayBackReserve: false"))));
+    h.Submit(JobBuilder("old").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("h1").GpusPerTask(4).Build());
+    h.Submit(JobBuilder("h2").GpusPerTask(4).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("old") && h.Running("h1") && h.Running("h2"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("old").task(0).node).name).ok());
+    h.clock().Set(61'000);
+    h.Submit(JobBuilder("fresh").GpusPerTask(4).Build());
+    h.Cycle();
+    ASSERT_FALSE(h.Running("old") || h.Running("fresh"));
+    ASSERT_TRUE(h.engine().FinishJob(h.job("h1").id(), true).ok());
+    h.clock().Set(100'000);
+    h.Cycle();
+    EXPECT_EQ(h.Running("fresh"), !reserve) << (reserve ? "B's freed GPUs are kept for `old`" : "nothing kept");
+  }
+}
+
+TEST(LasPlugin, WayBackAndKeepRestartedArgumentsAreChecked) {
+  for (const auto& bad : std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"wayBack", "-1"}}, {{"wayBackMax", "60"}}, {{"wayBackReserve", "false"}}, {{"wayBack", "1"}, {"wayBackMax", "-5"}},
+           {{"keepRestartedLevel", "2"}}, {{"keepRestarted", "true"}, {"keepRestartedLevel", "-1"}},
+           {{"keepRestartedFrom", "stopped"}}, {{"keepRestarted", "true"}, {"keepRestartedFrom", "chains"}}}) {
+    auto p = plugins::LasPlugin::Create(scheduler::PluginArgs("las", "p.yaml", [&] {
+      std::map<std::string, scheduler::PluginArgs::Value> v;
+      for (const auto& [k, t] : bad) v[k] = {t, 4, 17};
+      return v;
+    }()));
+    EXPECT_FALSE(p.ok()) << bad[0].first << " " << bad[0].second;
+  }
+}
+
+TEST(LasPlugin, KeepRestartedStopsARestartedJobAgainOnlyPastItsNextThreshold) {
+  // Thresholds 100 and 100,000 GPU-s: an 8-GPU job is at level 1 from 12.5
+  // s, level 2 from 12,500 s of run. `a` runs 0-60 s (480 GPU-s, level 1)
+  // and loses its node; it restarts at 100 s when `b` ends, at level 1.
+  // `fresh` (level 0) arrives at 200 s. Without keepRestarted it stops `a`
+  // at once; with it `a` is kept at the level it restarted at, and `fresh`
+  // stops it once it has crossed 100,000 GPU-s: 60 + 12,440 s of run, at
+  // 12,540 s.
+  // keepRestartedFrom: stopped keeps it only from a job that was stopped
+  // itself: `fresh`, a newcomer, stops it at once as without the option.
+  for (const std::string mode : {"off", "all", "stopped"}) {
+    SCOPED_TRACE(mode);
+    const bool keep = mode == "all";
+    EngineHarness h(ClusterBuilder().NodesPerRack(2).Gpus(8).Build(),
+                    PolicyFromYaml(LasPolicy("100, 100000", mode == "off"   ? ""
+                                                            : mode == "all" ? ", keepRestarted: true"
+                                                                            : ", keepRestarted: true, keepRestartedFrom: stopped")));
+    h.Submit(JobBuilder("a").GpusPerTask(8).Build());
+    h.Submit(JobBuilder("b").GpusPerTask(8).Build());
+    h.clock().Set(0);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("a") && h.Running("b"));
+    h.clock().Set(60'000);
+    ASSERT_TRUE(h.engine().RemoveNode(h.state().cluster().node(h.job("a").task(0).node).name).ok());
+    h.Cycle();
+    ASSERT_FALSE(h.Running("a"));
+    ASSERT_TRUE(h.engine().FinishJob(h.job("b").id(), true).ok());
+    h.clock().Set(100'000);
+    h.Cycle();
+    ASSERT_TRUE(h.Running("a")) << "restarted at level 1";
+    auto las = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", mode == "off" ? "false" : "true"}});
+    ASSERT_NE(las, nullptr);
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 200'000), mode != "off");
+    EXPECT_EQ(las->KeptAtRestartLevel(h.job("a"), 12'539'000), mode != "off");
+    EXPECT_FALSE(las->KeptAtRestartLevel(h.job("a"), 12'540'000)) << "past its next threshold";
+    // keepRestartedLevel: only a job that restarted at that level or above.
+    for (const auto& [level, kept] : std::vector<std::pair<std::string, bool>>{{"1", true}, {"2", false}}) {
+      auto at = LasWith({{"thresholds", "100, 100000"}, {"keepRestarted", "true"}, {"keepRestartedLevel", level}});
+      ASSERT_NE(at, nullptr);
+      EXPECT_EQ(at->KeptAtRestartLevel(h.job("a"), 200'000), kept) << "keepRestartedLevel " << level;
+    }
+    h.clock().Set(200'000);
+    h.Submit(JobBuilder("fresh").GpusPerTask(8).Build());
+    h.clock().Set(200'000);
+    auto d = h.Cycle();
+    EXPECT_EQ(d.evictions.size(), keep ? 0u : 1u);
+    if (!keep) continue;
+    h.clock().Set(12'539'000);
+    EXPECT_TRUE(h.Cycle().evictions.empty());
+    h.clock().Set(12'540'000);
+    d = h.Cycle();
+    ASSERT_EQ(d.evictions.size(), 1u);
+    EXPECT_EQ(d.evictions[0].preemptor, "fresh");
+  }
+}
+
 TEST(RunLengths, EndWithinCountsTheSamplesAboveTheAgeThatEndBeforeTheHorizon) {
   plugins::RunLengths r;
   for (int64_t s : {10, 100, 1000}) r.Add(s * 1000);

@@ -3,7 +3,9 @@
 // every shipped policy give the same jobs and timeline with them on and off
 // (ReplayOptions::fast_paths). The golden replays (tests/golden) pin the same
 // on the bundled traces.
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -61,6 +63,27 @@ scheduler::Policy PolicyFile(const std::string& name) {
     }
     return p;
   }
+  if (name.starts_with("ringmaster.yaml+wayBack")) {
+    // The default with a way back for stopped jobs and restarted jobs kept
+    // at their level (las's wayBack, keepRestarted): the waiting jobs' order
+    // changes between events.
+    std::ifstream in(testing::SourceDir() + "/examples/policies/ringmaster.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    const std::string at = "      victimFill: 8";
+    const size_t pos = yaml.find(at);
+    EXPECT_NE(pos, std::string::npos);
+    const std::string more = name == "ringmaster.yaml+wayBack"
+                                 ? "      wayBack: 0.5\n      keepRestarted: true\n"
+                                 : "      wayBack: 1\n      wayBackReserve: false\n      keepRestarted: true\n"
+                                   "      keepRestartedFrom: stopped\n";
+    yaml.insert(yaml.find('\n', pos) + 1, more);
+    std::vector<queue::ConfigError> errors;
+    auto p = scheduler::ParsePolicy(yaml, name, plugins::BuiltinRegistry(), &errors);
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status();
+    return p.ok() ? *std::move(p) : scheduler::DefaultPolicy();
+  }
   std::vector<queue::ConfigError> errors;
   auto p = scheduler::LoadPolicyFile(testing::SourceDir() + "/examples/policies/" + name,
                                      plugins::BuiltinRegistry(), &errors);
@@ -70,7 +93,8 @@ scheduler::Policy PolicyFile(const std::string& name) {
 
 TEST(FastPaths, RandomContendedReplaysDecideTheSameWithAndWithout) {
   const std::vector<std::string> policies = {"fifo-gang.yaml", "sjf.yaml", "las.yaml", "ringmaster.yaml",
-                                             "elastic.yaml", "gittins.yaml", "ringmaster.yaml+usageWeight", ""};
+                                             "elastic.yaml", "gittins.yaml", "ringmaster.yaml+usageWeight",
+                                             "ringmaster.yaml+wayBack", "ringmaster.yaml+wayBackNoReserve", ""};
   topology::UniformClusterSpec spec;
   spec.nodes = 3;
   spec.gpus_per_node = 8;
