@@ -191,7 +191,7 @@ void VictimPicker::BuildUnits(Offer& offer, const Job& cv, int64_t priority, std
   const uint32_t id = v.id().value();
   // Shrink units: the highest-indexed surplus members first (loans: only
   // those above the desired size, and never the whole job).
-  const int spare = v.ReadyCount() - (mode_ == EvictMode::kLoan ? LoanFloor(v) : v.min_member());
+  const int spare = mode_ == EvictMode::kLoan ? v.ReadyCount() - LoanFloor(v) : v.GangSpare();
   int made = 0;
   // With a speed model (the speedup plugin), the speed-up per GPU each
   // member takes with it, in millionths: the member whose job loses least
@@ -497,7 +497,7 @@ int64_t VictimPicker::ReclaimBound(uint32_t q, const Need& need) {
       if (chain.empty() || !Borrows(s_.queues()[chain.back()])) continue;
       for (const Job* v : RunningIn(vq)) {
         if (v->phase() != JobPhase::kRunning) continue;
-        const int64_t times = v->ReadyCount() > v->min_member() ? 2 : 1;
+        const int64_t times = v->GangSpare() > 0 ? 2 : 1;
         for (const Task& t : v->tasks()) {
           if (!Stoppable(t.state) || !st.node(t.node).schedulable) continue;
           const Resources& r = v->request(t.index);
