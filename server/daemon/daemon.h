@@ -35,9 +35,9 @@
 //     the jobs' learned speed models (server/daemon/speed_learner.h) and
 //     the queues' decayed past use (server/daemon/fair_share_history.h)
 //     and what each active job accumulated that the policy reads
-//     (server/daemon/job_history.h); before them all, the jobs seen to end that the learners read
-//     (server/daemon/ended_job_history.h), so that they come first in the
-//     engine's end order.
+//     (server/daemon/job_history.h); before them all, the jobs seen to end
+//     that the learners read (server/daemon/ended_job_history.h), so that
+//     they come first in the engine's end order.
 //  5. Starts the HTTP servers (the extender's, the health port's) and the
 //     gRPC servers: the admin API, and the coordinator on the admin API's
 //     port or on its own plaintext address (coordinator_address).

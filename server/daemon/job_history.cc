@@ -75,7 +75,9 @@ size_t ActiveJobHistory::Restore(const Recovered& recovered, scheduler::Engine& 
     common::Log(common::LogLevel::info, "job history restored", {{"jobs", given}, {"dropped", stale.size()}});
   }
   restored_ = true;
-  if (journal_ != nullptr && !stale.empty()) journal_->SetJobHistories({}, std::move(stale), std::max<int64_t>(seen, 0));
+  if (journal_ != nullptr && !stale.empty()) {
+    journal_->SetJobHistories({}, std::move(stale), std::max<int64_t>(seen, 0));
+  }
   return given;
 }
 

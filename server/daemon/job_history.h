@@ -49,11 +49,10 @@ class ActiveJobHistory {
   // The records of the active jobs that changed since they were last
   // written to the journal, and the drop of those of jobs no longer active
   // (queued, not waited for), with 'history_seen' = `now` (the engine's
-  // clock); with `force`, that
-  // write happens even when nothing changed. A job for which `stopped`
-  // answers true is recorded as stopped now, holding nothing (the daemon
-  // stopped its processes at shutdown: the time down is not time run).
-  // Returns the records written.
+  // clock); with `force`, that write happens even when nothing changed. A
+  // job for which `stopped` answers true is recorded as stopped now,
+  // holding nothing (the daemon stopped its processes at shutdown: the time
+  // down is not time run). O(active jobs). Returns the records written.
   size_t Save(const scheduler::Engine& engine, scheduler::Timestamp now, bool force,
               const std::function<bool(const scheduler::Job&)>& stopped = nullptr);
 

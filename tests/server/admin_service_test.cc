@@ -294,7 +294,8 @@ struct PolicyView {
 };
 PolicyView ViewAt(const scheduler::Engine& engine, scheduler::Timestamp t, const std::string& thresholds) {
   auto made = plugins::LasPlugin::Create(scheduler::PluginArgs(
-      "las", "p.yaml", {{"thresholds", {thresholds, 1, 1}}, {"byTime", {"true", 1, 1}}, {"levelCooldown", {"10", 1, 1}}}));
+      "las", "p.yaml",
+      {{"thresholds", {thresholds, 1, 1}}, {"byTime", {"true", 1, 1}}, {"levelCooldown", {"10", 1, 1}}}));
   EXPECT_TRUE(made.ok()) << made.status();
   auto& las = static_cast<plugins::LasPlugin&>(**made);
   const scheduler::State& st = engine.state();
@@ -302,7 +303,8 @@ PolicyView ViewAt(const scheduler::Engine& engine, scheduler::Timestamp t, const
   std::vector<const scheduler::Job*> order;
   for (scheduler::JobId id : st.active_jobs()) {
     const scheduler::Job& j = st.job(id);
-    v.jobs[j.name()] = {j.AttainedMilliMs(t), j.started(), j.last_stopped(), j.last_resize(), las.InLevelCooldown(j, t)};
+    v.jobs[j.name()] = {j.AttainedMilliMs(t), j.started(), j.last_stopped(), j.last_resize(),
+                        las.InLevelCooldown(j, t)};
     order.push_back(&j);
   }
   // Higher rank first, then the earlier creation (the session's ties).
